@@ -1,0 +1,319 @@
+package ipc
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+)
+
+// Client is a Go client of the daemon. Its zero value works and talks to
+// DefaultSocketPath; the connection is opened on first use and kept, so
+// leases bound to the connection live until Close. Safe for concurrent use.
+type Client struct {
+	// Socket is the daemon's socket path; "" means DefaultSocketPath().
+	Socket string
+
+	mu      sync.Mutex
+	wmu     sync.Mutex // one writer at a time, whole lines only
+	conn    *net.UnixConn
+	nextID  uint64
+	pending map[uint64]chan *Response
+	leases  map[string]*Lease
+	// acquiring counts acquires in flight per name; orphans keeps the
+	// end of a lease whose event overtook its grant, for those names only.
+	acquiring map[string]int
+	orphans   map[string]*Event
+	events  []chan<- *Event
+	closed  chan struct{}
+	err     error // why the connection ended
+}
+
+// AcquireOptions are the knobs of Acquire.
+type AcquireOptions struct {
+	// TTL is the lease term. Required.
+	TTL time.Duration
+	// Wait is how long to wait for a held lease; 0 fails at once.
+	Wait time.Duration
+	// Owner is the binding: OwnerConnection (default), OwnerPID or
+	// OwnerDetached.
+	Owner string
+	// OwnerPID is the owner process for OwnerPID.
+	OwnerPID int
+}
+
+// Lease is a lease this client acquired.
+type Lease struct {
+	Grant
+
+	once   sync.Once
+	done   chan struct{}
+	reason string
+}
+
+// Done is closed when the lease is lost or released, or when the
+// connection to the daemon ends (for connection-bound leases, that releases
+// them). Stop acting on the lease when it is closed.
+func (l *Lease) Done() <-chan struct{} { return l.done }
+
+// Reason says why Done was closed: a Reason constant, "released", or
+// "connection_closed".
+func (l *Lease) Reason() string {
+	<-l.done
+	return l.reason
+}
+
+func (l *Lease) end(reason string) {
+	l.once.Do(func() {
+		l.reason = reason
+		close(l.done)
+	})
+}
+
+// Hello asks the daemon who it is.
+func (c *Client) Hello(ctx context.Context) (*Hello, error) {
+	resp, err := c.call(ctx, &Request{Op: OpHello})
+	if err != nil {
+		return nil, err
+	}
+	return resp.Hello, nil
+}
+
+// Acquire takes the named lease. When it is held elsewhere the error
+// matches ErrLeaseHeld and is an *Error with HolderToken set.
+func (c *Client) Acquire(ctx context.Context, name string, opt AcquireOptions) (*Lease, error) {
+	req := &Request{Op: OpAcquire, Lease: name, TTLMs: opt.TTL.Milliseconds(), WaitMs: opt.Wait.Milliseconds(), Owner: opt.Owner, OwnerPID: opt.OwnerPID}
+	if _, err := c.connect(ctx); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.acquiring[name]++
+	c.mu.Unlock()
+	resp, err := c.call(ctx, req)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	orphan := c.orphans[name]
+	if c.acquiring[name]--; c.acquiring[name] == 0 {
+		delete(c.acquiring, name)
+		delete(c.orphans, name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if resp.Grant == nil {
+		return nil, fmt.Errorf("ipc: acquire reply without a grant")
+	}
+	l := &Lease{Grant: *resp.Grant, done: make(chan struct{})}
+	if old := c.leases[name]; old != nil && old != l {
+		old.end("replaced")
+	}
+	c.leases[name] = l
+	if orphan != nil && orphan.Token == l.Token {
+		delete(c.leases, name)
+		l.end(eventReason(orphan))
+	}
+	return l, nil
+}
+
+// Release gives up the named lease held by this host.
+func (c *Client) Release(ctx context.Context, name string) error {
+	_, err := c.call(ctx, &Request{Op: OpRelease, Lease: name})
+	if err == nil {
+		c.endLease(name, "", EventReleased)
+	}
+	return err
+}
+
+// Status lists the leases this host holds.
+func (c *Client) Status(ctx context.Context) ([]Grant, error) {
+	resp, err := c.call(ctx, &Request{Op: OpStatus})
+	if err != nil {
+		return nil, err
+	}
+	if resp.Leases == nil {
+		return nil, nil
+	}
+	return *resp.Leases, nil
+}
+
+// Notify relays every event the daemon pushes on this connection to ch.
+// Sends do not block: events are dropped when ch is full.
+func (c *Client) Notify(ch chan<- *Event) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.events = append(c.events, ch)
+}
+
+// Close closes the connection; connection-bound leases are released by the
+// daemon.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	conn := c.conn
+	c.mu.Unlock()
+	if conn == nil {
+		return nil
+	}
+	err := conn.Close()
+	<-c.closed
+	return err
+}
+
+func (c *Client) call(ctx context.Context, req *Request) (*Response, error) {
+	conn, err := c.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.nextID++
+	req.ID = c.nextID
+	ch := make(chan *Response, 1)
+	c.pending[req.ID] = ch
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.pending, req.ID)
+		c.mu.Unlock()
+	}()
+
+	b, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		conn.SetWriteDeadline(dl)
+	} else {
+		conn.SetWriteDeadline(time.Time{})
+	}
+	c.wmu.Lock()
+	_, err = conn.Write(append(b, '\n'))
+	c.wmu.Unlock()
+	if err != nil {
+		return nil, fmt.Errorf("ipc: write: %w", err)
+	}
+	select {
+	case resp := <-ch:
+		if resp.Error != nil {
+			return nil, resp.Error
+		}
+		return resp, nil
+	case <-c.closed:
+		return nil, fmt.Errorf("ipc: connection to daemon closed: %w", c.err)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (c *Client) connect(ctx context.Context) (*net.UnixConn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.conn != nil {
+		select {
+		case <-c.closed:
+			return nil, fmt.Errorf("ipc: connection to daemon closed: %w", c.err)
+		default:
+			return c.conn, nil
+		}
+	}
+	conn, err := Dial(ctx, c.Socket)
+	if err != nil {
+		return nil, err
+	}
+	c.conn = conn
+	c.pending = map[uint64]chan *Response{}
+	c.leases = map[string]*Lease{}
+	c.acquiring = map[string]int{}
+	c.orphans = map[string]*Event{}
+	c.closed = make(chan struct{})
+	go c.readLoop(conn)
+	return conn, nil
+}
+
+func (c *Client) readLoop(conn *net.UnixConn) {
+	sc := bufio.NewScanner(conn)
+	sc.Buffer(make([]byte, 4096), 1<<20)
+	for sc.Scan() {
+		var raw map[string]json.RawMessage
+		if err := json.Unmarshal(sc.Bytes(), &raw); err != nil {
+			continue
+		}
+		if _, isEvent := raw["event"]; isEvent {
+			var ev Event
+			if json.Unmarshal(sc.Bytes(), &ev) == nil {
+				c.deliver(&ev)
+			}
+			continue
+		}
+		var resp Response
+		if err := json.Unmarshal(sc.Bytes(), &resp); err != nil || resp.ID == nil {
+			continue
+		}
+		c.mu.Lock()
+		ch := c.pending[*resp.ID]
+		c.mu.Unlock()
+		if ch != nil {
+			ch <- &resp
+		}
+	}
+	err := sc.Err()
+	if err == nil {
+		err = errors.New("EOF")
+	}
+	c.mu.Lock()
+	c.err = err
+	leases := c.leases
+	c.leases = map[string]*Lease{}
+	c.mu.Unlock()
+	close(c.closed)
+	for _, l := range leases {
+		l.end("connection_closed")
+	}
+}
+
+func (c *Client) deliver(ev *Event) {
+	c.mu.Lock()
+	subs := append([]chan<- *Event(nil), c.events...)
+	c.mu.Unlock()
+	for _, ch := range subs {
+		select {
+		case ch <- ev:
+		default:
+		}
+	}
+	if ev.Event == EventLost || ev.Event == EventReleased {
+		if !c.endLease(ev.Lease, ev.Token, eventReason(ev)) {
+			c.mu.Lock()
+			if c.acquiring[ev.Lease] > 0 {
+				c.orphans[ev.Lease] = ev
+			}
+			c.mu.Unlock()
+		}
+	}
+}
+
+func eventReason(ev *Event) string {
+	if ev.Reason != "" {
+		return ev.Reason
+	}
+	return ev.Event
+}
+
+// endLease ends the named lease if it has that token ("" matches any);
+// it reports whether there was such a lease.
+func (c *Client) endLease(name, token, reason string) bool {
+	c.mu.Lock()
+	l := c.leases[name]
+	if l != nil && (token == "" || l.Token == token) {
+		delete(c.leases, name)
+	} else {
+		l = nil
+	}
+	c.mu.Unlock()
+	if l != nil {
+		l.end(reason)
+	}
+	return l != nil
+}

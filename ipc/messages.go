@@ -1,0 +1,155 @@
+package ipc
+
+import (
+	"strconv"
+	"time"
+)
+
+// ProtocolVersion is the version of the socket protocol this package speaks.
+// PROTOCOL.md keeps the history.
+const ProtocolVersion = 1
+
+// MaxLineBytes is the longest request line the server reads; longer lines
+// are answered with CodeLineTooLong and skipped.
+const MaxLineBytes = 64 << 10
+
+// Operations a request may name.
+const (
+	OpHello   = "hello"
+	OpAcquire = "acquire"
+	OpRelease = "release"
+	OpStatus  = "status"
+)
+
+// Owner bindings an acquire may ask for.
+const (
+	// OwnerConnection binds the lease to the socket connection that
+	// acquired it: it is released when that connection closes.
+	OwnerConnection = "connection"
+	// OwnerPID binds the lease to a process: it is released when the
+	// process ends.
+	OwnerPID = "pid"
+	// OwnerDetached binds the lease to nothing: it is held until released.
+	OwnerDetached = "detached"
+)
+
+// Request is one line from a client.
+type Request struct {
+	// ID is echoed in the response.
+	ID uint64 `json:"id"`
+	// Op is one of the Op constants.
+	Op string `json:"op"`
+	// Lease names the lease for acquire and release.
+	Lease string `json:"lease,omitempty"`
+	// TTLMs is the lease term in milliseconds (acquire).
+	TTLMs int64 `json:"ttl_ms,omitempty"`
+	// WaitMs is how long to wait for a held lease, in milliseconds (acquire).
+	WaitMs int64 `json:"wait_ms,omitempty"`
+	// Owner is the binding: OwnerConnection (the default), OwnerPID or
+	// OwnerDetached (acquire).
+	Owner string `json:"owner,omitempty"`
+	// OwnerPID is the owning process when Owner is OwnerPID.
+	OwnerPID int `json:"owner_pid,omitempty"`
+}
+
+// TTL returns the requested term.
+func (r *Request) TTL() time.Duration { return time.Duration(r.TTLMs) * time.Millisecond }
+
+// Wait returns the requested wait.
+func (r *Request) Wait() time.Duration { return time.Duration(r.WaitMs) * time.Millisecond }
+
+// Response answers one request. Exactly one of Error or the op's result
+// fields is set.
+type Response struct {
+	// ID echoes the request's id; null when the request's id could not be
+	// read (malformed JSON).
+	ID *uint64 `json:"id"`
+	// OK is true when the request succeeded.
+	OK bool `json:"ok"`
+	// Error says why it did not.
+	Error *Error `json:"error,omitempty"`
+
+	// Hello is set in the answer to hello.
+	*Hello
+	// Grant is set in the answer to acquire.
+	*Grant
+	// Leases is set in the answer to status (possibly empty).
+	Leases *[]Grant `json:"leases,omitempty"`
+}
+
+// Hello describes the server.
+type Hello struct {
+	Server   string `json:"server"`
+	Version  string `json:"version"`
+	Protocol int    `json:"protocol"`
+	// Session is the sidecar's grantor session.
+	Session string `json:"session,omitempty"`
+}
+
+// Grant is a held lease as a client sees it.
+type Grant struct {
+	// Lease is the lease name.
+	Lease string `json:"lease"`
+	// Token is the fencing token, a decimal string (safe for JavaScript).
+	Token string `json:"token"`
+	// DeadlineBoottimeNs is the instant, on CLOCK_BOOTTIME, after which the
+	// holder must assume it no longer holds the lease.
+	DeadlineBoottimeNs int64 `json:"deadline_boottime_ns"`
+	// ValidMs is the validity left when the reply was written.
+	ValidMs int64 `json:"valid_ms"`
+	// Deadline is the same instant as wall-clock time, for humans only.
+	Deadline string `json:"deadline"`
+	// TTLMs is the lease term.
+	TTLMs int64 `json:"ttl_ms"`
+	// Owner is the binding (OwnerConnection, OwnerPID, OwnerDetached).
+	Owner string `json:"owner"`
+	// OwnerPID is the owning process for OwnerPID bindings.
+	OwnerPID int `json:"owner_pid,omitempty"`
+}
+
+// NewGrant fills a Grant whose deadline is deadlineNs on CLOCK_BOOTTIME,
+// as seen at nowNs on the same clock.
+func NewGrant(lease string, token uint64, ttl time.Duration, deadlineNs, nowNs int64) *Grant {
+	valid := time.Duration(deadlineNs - nowNs)
+	return &Grant{
+		Lease:              lease,
+		Token:              strconv.FormatUint(token, 10),
+		DeadlineBoottimeNs: deadlineNs,
+		ValidMs:            valid.Milliseconds(),
+		Deadline:           time.Now().Add(valid).UTC().Format(time.RFC3339Nano),
+		TTLMs:              ttl.Milliseconds(),
+	}
+}
+
+// TokenValue parses Token.
+func (g *Grant) TokenValue() (uint64, error) { return strconv.ParseUint(g.Token, 10, 64) }
+
+// Events pushed by the server.
+const (
+	// EventLost: the lease is no longer held; stop acting on it now.
+	EventLost = "lost"
+	// EventReleased: the lease was released (by its owner or another
+	// caller on this host).
+	EventReleased = "released"
+)
+
+// Reasons a lease is lost.
+const (
+	// ReasonRenewFailed: renewals failed until the deadline passed.
+	ReasonRenewFailed = "renew_failed"
+	// ReasonDeadlinePassed: the deadline passed before a renewal could
+	// be made.
+	ReasonDeadlinePassed = "deadline_passed"
+	// ReasonRevoked: the grantor says the lease is no longer this
+	// holder's.
+	ReasonRevoked = "revoked"
+)
+
+// Event is a line the server pushes without a request. Events have an
+// "event" field and never an "id".
+type Event struct {
+	Event  string `json:"event"`
+	Lease  string `json:"lease"`
+	Token  string `json:"token"`
+	Reason string `json:"reason,omitempty"`
+}

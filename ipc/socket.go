@@ -1,0 +1,118 @@
+package ipc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// SocketEnv is the environment variable that overrides the default socket.
+const SocketEnv = "LEASESIDE_SOCKET"
+
+// DefaultSocketPath returns where the daemon listens when no path is given:
+// $LEASESIDE_SOCKET, else /run/leaseside/leaseside.sock for root, else
+// $XDG_RUNTIME_DIR/leaseside/leaseside.sock (or a per-uid directory under
+// the temporary directory when XDG_RUNTIME_DIR is unset).
+func DefaultSocketPath() string {
+	if p := os.Getenv(SocketEnv); p != "" {
+		return p
+	}
+	if os.Geteuid() == 0 {
+		return "/run/leaseside/leaseside.sock"
+	}
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		return filepath.Join(d, "leaseside", "leaseside.sock")
+	}
+	return filepath.Join(os.TempDir(), "leaseside-"+strconv.Itoa(os.Geteuid()), "leaseside.sock")
+}
+
+// ErrNoDaemon is returned by Dial when nothing answers on the socket.
+var ErrNoDaemon = errors.New("cannot reach the leaseside daemon")
+
+// ErrDaemonRunning is returned by Listen when a live daemon already serves
+// the socket path.
+var ErrDaemonRunning = errors.New("ipc: a daemon is already listening on this socket")
+
+// Listen creates the socket at path, its directory (mode 0750) included,
+// and makes the socket mode 0660. A socket file left by a dead daemon is
+// replaced; one a live daemon answers on is not (ErrDaemonRunning).
+func Listen(path string) (*net.UnixListener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return nil, fmt.Errorf("ipc: socket directory: %w", err)
+	}
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode()&os.ModeSocket == 0 {
+			return nil, fmt.Errorf("ipc: %s exists and is not a socket; not replacing it", path)
+		}
+		c, err := net.Dial("unix", path)
+		if err == nil {
+			c.Close()
+			return nil, fmt.Errorf("%w: %s", ErrDaemonRunning, path)
+		}
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, fmt.Errorf("ipc: probing existing socket %s: %w", path, err)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("ipc: removing stale socket: %w", err)
+		}
+	}
+	// Create the socket with no access for others, then open it up to the
+	// group, so there is no window in which it is wider than 0660.
+	old := unix.Umask(0o177)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	unix.Umask(old)
+	if err != nil {
+		return nil, fmt.Errorf("ipc: listen: %w", err)
+	}
+	if err := os.Chmod(path, 0o660); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("ipc: chmod socket: %w", err)
+	}
+	return ln, nil
+}
+
+// Dial connects to the daemon's socket at path ("" means DefaultSocketPath).
+func Dial(ctx context.Context, path string) (*net.UnixConn, error) {
+	if path == "" {
+		path = DefaultSocketPath()
+	}
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("%w at %s (is it running?): %v", ErrNoDaemon, path, err)
+	}
+	return c.(*net.UnixConn), nil
+}
+
+// Cred is who is at the other end of a connection, from SO_PEERCRED.
+type Cred struct {
+	PID int
+	UID int
+	GID int
+}
+
+// PeerCred reads the peer's credentials from a Unix connection.
+func PeerCred(c *net.UnixConn) (Cred, error) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return Cred{}, err
+	}
+	var uc *unix.Ucred
+	var serr error
+	if err := raw.Control(func(fd uintptr) {
+		uc, serr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return Cred{}, err
+	}
+	if serr != nil {
+		return Cred{}, fmt.Errorf("ipc: SO_PEERCRED: %w", serr)
+	}
+	return Cred{PID: int(uc.Pid), UID: int(uc.Uid), GID: int(uc.Gid)}, nil
+}
