@@ -131,6 +131,9 @@ const (
 	// EventReleased: the lease was released (by its owner or another
 	// caller on this host).
 	EventReleased = "released"
+	// EventRenewed: the lease was renewed; the event carries the new
+	// deadline.
+	EventRenewed = "renewed"
 )
 
 // Reasons a lease is lost.
@@ -152,4 +155,7 @@ type Event struct {
 	Lease  string `json:"lease"`
 	Token  string `json:"token"`
 	Reason string `json:"reason,omitempty"`
+	// DeadlineBoottimeNs and ValidMs are the new deadline, for renewed.
+	DeadlineBoottimeNs int64 `json:"deadline_boottime_ns,omitempty"`
+	ValidMs            int64 `json:"valid_ms,omitempty"`
 }

@@ -1,0 +1,66 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/leaseside/leaseside/clockwatch"
+)
+
+// Config configures a Daemon.
+type Config struct {
+	// Grantor is the gRPC address of the grantor to talk to.
+	Grantor string
+	// Timing is the drift rate and safety margin used for deadlines.
+	Timing clockwatch.Timing
+	// Clock decides every deadline; nil means clockwatch.System.
+	Clock clockwatch.Clock
+	// Logger receives the daemon's log; nil discards it.
+	Logger *slog.Logger
+	// MinTTL and MaxTTL bound the terms callers may ask for.
+	MinTTL, MaxTTL time.Duration
+	// RenewTimeout is how long a keepalive may go unanswered before it
+	// counts as failed and is retried (it is also capped at a quarter of
+	// the shortest term in its batch).
+	RenewTimeout time.Duration
+	// RequestTimeout bounds a relayed acquire or release, on top of the
+	// caller's wait.
+	RequestTimeout time.Duration
+	// Version is reported by hello.
+	Version string
+}
+
+// DefaultConfig returns a Config with the defaults filled in; Grantor
+// still has to be set.
+func DefaultConfig() Config {
+	return Config{
+		Timing:         clockwatch.DefaultTiming(),
+		MinTTL:         time.Second,
+		MaxTTL:         24 * time.Hour,
+		RenewTimeout:   2 * time.Second,
+		RequestTimeout: 10 * time.Second,
+		Version:        "dev",
+	}
+}
+
+// Validate reports the first problem with c.
+func (c Config) Validate() error {
+	if c.Grantor == "" {
+		return errors.New("daemon: no grantor address")
+	}
+	if err := c.Timing.Validate(); err != nil {
+		return err
+	}
+	if c.MinTTL <= c.Timing.MinTerm() {
+		return fmt.Errorf("daemon: MinTTL %v leaves no validity with epsilon %v", c.MinTTL, c.Timing.Epsilon)
+	}
+	if c.MaxTTL < c.MinTTL {
+		return fmt.Errorf("daemon: MaxTTL %v below MinTTL %v", c.MaxTTL, c.MinTTL)
+	}
+	if c.RenewTimeout <= 0 || c.RequestTimeout <= 0 {
+		return errors.New("daemon: timeouts must be positive")
+	}
+	return nil
+}

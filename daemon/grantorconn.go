@@ -1,0 +1,216 @@
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/leaseside/leaseside/grantor/grantorpb"
+)
+
+// grantorConn is the sidecar's session with the grantor cluster: one gRPC
+// connection, one session id per daemon start, and request ids that make
+// retries safe.
+type grantorConn struct {
+	session string
+	cc      *grpc.ClientConn
+	api     grantorpb.GrantorClient
+
+	mu       sync.Mutex
+	seq      uint64
+	inflight map[uint64]struct{}
+}
+
+func dialGrantor(addr string) (*grantorConn, error) {
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, fmt.Errorf("daemon: grantor %s: %w", addr, err)
+	}
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, err
+	}
+	return &grantorConn{
+		session:  hex.EncodeToString(b[:]),
+		cc:       cc,
+		api:      grantorpb.NewGrantorClient(cc),
+		inflight: map[uint64]struct{}{},
+	}, nil
+}
+
+func (g *grantorConn) close() error { return g.cc.Close() }
+
+// newID numbers a mutating request. done must be called once its reply
+// (or final failure) is in, so the grantor may forget its outcome.
+func (g *grantorConn) newID() (id *grantorpb.RequestID, done func()) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.seq++
+	seq := g.seq
+	g.inflight[seq] = struct{}{}
+	first := seq
+	for s := range g.inflight {
+		first = min(first, s)
+	}
+	return &grantorpb.RequestID{Session: g.session, Seq: seq, FirstUnacked: first}, func() {
+		g.mu.Lock()
+		delete(g.inflight, seq)
+		g.mu.Unlock()
+	}
+}
+
+// errGrantorUnavailable wraps failures to reach a serving grantor.
+var errGrantorUnavailable = errors.New("grantor unavailable")
+
+// retry calls f with the same request id until it succeeds, fails for a
+// reason a retry cannot mend, or ctx ends. Retrying with the same id is
+// safe: the grantor applies a request once.
+func retry[T any](ctx context.Context, f func(context.Context) (T, error)) (T, error) {
+	backoff := 50 * time.Millisecond
+	for {
+		v, err := f(ctx)
+		if err == nil || !retryable(err) {
+			return v, err
+		}
+		select {
+		case <-ctx.Done():
+			var zero T
+			return zero, fmt.Errorf("%w: %v", errGrantorUnavailable, err)
+		case <-time.After(jitter(backoff)):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+func retryable(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.FailedPrecondition, codes.DeadlineExceeded, codes.Aborted:
+		return true
+	}
+	return false
+}
+
+func (g *grantorConn) acquire(ctx context.Context, name, owner string, ttl, wait time.Duration) (*grantorpb.AcquireResponse, error) {
+	id, done := g.newID()
+	defer done()
+	req := &grantorpb.AcquireRequest{Id: id, Lease: name, Owner: owner, TtlNs: int64(ttl), WaitNs: int64(wait)}
+	return retry(ctx, func(ctx context.Context) (*grantorpb.AcquireResponse, error) {
+		return g.api.Acquire(ctx, req)
+	})
+}
+
+func (g *grantorConn) release(ctx context.Context, name, owner string, token uint64) (bool, error) {
+	id, done := g.newID()
+	defer done()
+	req := &grantorpb.ReleaseRequest{Id: id, Lease: name, Owner: owner, Token: token}
+	resp, err := retry(ctx, func(ctx context.Context) (*grantorpb.ReleaseResponse, error) {
+		return g.api.Release(ctx, req)
+	})
+	if err != nil {
+		return false, err
+	}
+	return resp.Released, nil
+}
+
+// kaResult is a keepalive reply, or the failure of the stream (resp nil),
+// which fails every batch in flight.
+type kaResult struct {
+	resp *grantorpb.KeepAliveResponse
+	err  error
+}
+
+// keepAliveSender owns the session's keepalive stream. The renew loop
+// hands it batches and never blocks on the network; replies and stream
+// failures come back on out.
+func (g *grantorConn) keepAliveSender(ctx context.Context, in <-chan *grantorpb.KeepAliveRequest, out chan<- kaResult) {
+	report := func(r kaResult) {
+		select {
+		case out <- r:
+		case <-ctx.Done():
+		}
+	}
+	var cur *kaStream
+	defer func() {
+		if cur != nil {
+			cur.cancel()
+		}
+	}()
+	for {
+		var req *grantorpb.KeepAliveRequest
+		select {
+		case <-ctx.Done():
+			return
+		case req = <-in:
+		}
+		if cur != nil && cur.isDead() {
+			cur.cancel()
+			cur = nil
+		}
+		if cur == nil {
+			s, err := g.openKeepAlive(ctx, report)
+			if err != nil {
+				report(kaResult{err: err})
+				continue
+			}
+			cur = s
+		}
+		req.Session = g.session
+		if err := cur.stream.Send(req); err != nil {
+			// The receiver reports the stream's failure.
+			cur.cancel()
+		}
+	}
+}
+
+// kaStream is one keepalive stream and its receiving goroutine.
+type kaStream struct {
+	stream grantorpb.Grantor_KeepAliveClient
+	cancel context.CancelFunc
+	dead   chan struct{}
+}
+
+func (s *kaStream) isDead() bool {
+	select {
+	case <-s.dead:
+		return true
+	default:
+		return false
+	}
+}
+
+func (g *grantorConn) openKeepAlive(ctx context.Context, report func(kaResult)) (*kaStream, error) {
+	sctx, cancel := context.WithCancel(ctx)
+	stream, err := g.api.KeepAlive(sctx)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	s := &kaStream{stream: stream, cancel: cancel, dead: make(chan struct{})}
+	go func() {
+		defer close(s.dead)
+		for {
+			resp, err := stream.Recv()
+			if err != nil {
+				report(kaResult{err: err})
+				return
+			}
+			report(kaResult{resp: resp})
+		}
+	}()
+	return s, nil
+}
+
+func jitter(d time.Duration) time.Duration {
+	var b [1]byte
+	rand.Read(b[:])
+	return d/2 + time.Duration(int64(d)*int64(b[0])/512)
+}

@@ -1,0 +1,160 @@
+package daemon
+
+import (
+	"context"
+	"net"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/leaseside/leaseside/clockwatch"
+	"github.com/leaseside/leaseside/grantor/grantorpb"
+	"github.com/leaseside/leaseside/ipc"
+)
+
+// scriptedGrantor is a grantor peer whose behaviour each test scripts. It
+// is served over real gRPC on loopback. It stands in for the real grantor
+// here because these tests pin down the holder's side of the timing model:
+// when the reply arrives on the fake clock, and whether it arrives at all.
+type scriptedGrantor struct {
+	grantorpb.UnimplementedGrantorServer
+	clock *clockwatch.Fake
+
+	mu    sync.Mutex
+	token uint64
+	// delay is how far the fake clock moves while a request is "on the
+	// wire", before the grantor answers.
+	delay time.Duration
+	// silent makes keepalives go unanswered.
+	silent bool
+	// keepalives receives every keepalive request as it arrives.
+	keepalives chan *grantorpb.KeepAliveRequest
+}
+
+func (s *scriptedGrantor) Acquire(ctx context.Context, req *grantorpb.AcquireRequest) (*grantorpb.AcquireResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.clock.Advance(s.delay)
+	s.token++
+	return &grantorpb.AcquireResponse{Granted: true, Token: s.token, GrantorTimeNs: int64(s.clock.Now())}, nil
+}
+
+func (s *scriptedGrantor) Release(ctx context.Context, req *grantorpb.ReleaseRequest) (*grantorpb.ReleaseResponse, error) {
+	return &grantorpb.ReleaseResponse{Released: true}, nil
+}
+
+func (s *scriptedGrantor) KeepAlive(stream grantorpb.Grantor_KeepAliveServer) error {
+	for {
+		req, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		s.keepalives <- req
+		s.mu.Lock()
+		silent, delay := s.silent, s.delay
+		s.mu.Unlock()
+		if silent {
+			continue
+		}
+		s.clock.Advance(delay)
+		if err := stream.Send(&grantorpb.KeepAliveResponse{Batch: req.Batch, Renewed: req.Leases, GrantorTimeNs: int64(s.clock.Now())}); err != nil {
+			return err
+		}
+	}
+}
+
+func (s *scriptedGrantor) set(f func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f()
+}
+
+// rig is a Daemon on a fake clock, a scripted grantor and a client.
+type rig struct {
+	clock  *clockwatch.Fake
+	g      *scriptedGrantor
+	d      *Daemon
+	c      *ipc.Client
+	events chan *ipc.Event
+	timing clockwatch.Timing
+}
+
+const start = clockwatch.Instant(1000 * time.Second)
+
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	clock := clockwatch.NewFake(start)
+	g := &scriptedGrantor{clock: clock, keepalives: make(chan *grantorpb.KeepAliveRequest, 64)}
+	gl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	grantorpb.RegisterGrantorServer(srv, g)
+	go srv.Serve(gl)
+	t.Cleanup(srv.Stop)
+
+	cfg := DefaultConfig()
+	cfg.Grantor = gl.Addr().String()
+	cfg.Clock = clock
+	d, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(t.TempDir(), "d.sock")
+	ln, err := ipc.Listen(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		d.Run(ctx, ln)
+	}()
+	c := &ipc.Client{Socket: sock}
+	events := make(chan *ipc.Event, 64)
+	c.Notify(events)
+	t.Cleanup(func() {
+		c.Close()
+		cancel()
+		<-done
+	})
+	return &rig{clock: clock, g: g, d: d, c: c, events: events, timing: cfg.Timing}
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// waitEvent returns the next event of the given kind.
+func (r *rig) waitEvent(t *testing.T, kind string) *ipc.Event {
+	t.Helper()
+	ctx := ctxT(t)
+	for {
+		select {
+		case ev := <-r.events:
+			if ev.Event == kind {
+				return ev
+			}
+		case <-ctx.Done():
+			t.Fatalf("no %s event", kind)
+		}
+	}
+}
+
+func (r *rig) waitKeepAlive(t *testing.T) *grantorpb.KeepAliveRequest {
+	t.Helper()
+	select {
+	case ka := <-r.g.keepalives:
+		return ka
+	case <-ctxT(t).Done():
+		t.Fatal("no keepalive sent")
+	}
+	return nil
+}

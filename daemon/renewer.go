@@ -1,0 +1,192 @@
+package daemon
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/leaseside/leaseside/clockwatch"
+	"github.com/leaseside/leaseside/grantor/grantorpb"
+	"github.com/leaseside/leaseside/ipc"
+)
+
+// batch is a keepalive in flight.
+type batch struct {
+	id      uint64
+	t0      clockwatch.Instant // read before the keepalive was handed on
+	timeout clockwatch.Instant
+	leases  []*lease
+}
+
+// renewLoop is rule 4 and 5 of the timing model, on a goroutine of its own
+// that no request handler can hold up: it sends one keepalive per tick for
+// every lease that is due, sets deadlines from the t0 of the batch that
+// renewed them, retries failed keepalives with jittered backoff, and
+// declares a lease lost the moment its deadline passes.
+func (d *Daemon) renewLoop(ctx context.Context) {
+	out := make(chan *grantorpb.KeepAliveRequest, 1)
+	in := make(chan kaResult, 16)
+	go d.g.keepAliveSender(ctx, out, in)
+
+	timer := d.clock.NewTimer(time.Hour)
+	defer timer.Stop()
+	var (
+		inflight *batch
+		nextID   uint64
+		failures int
+		retryAt  clockwatch.Instant
+	)
+	fail := func(now clockwatch.Instant) {
+		d.finishBatch(inflight)
+		inflight = nil
+		failures++
+		retryAt = now.Add(jitter(backoff(failures)))
+	}
+	for {
+		now := d.clock.Now()
+		d.expire(now, failures > 0)
+		if inflight != nil && !now.Before(inflight.timeout) {
+			d.log.Warn("keepalive unanswered", "batch", inflight.id)
+			fail(now)
+		}
+		if inflight == nil && !now.Before(retryAt) {
+			if due := d.due(now); len(due) > 0 {
+				nextID++
+				t0 := d.clock.Now() // rule 1, for renewals
+				inflight = &batch{id: nextID, t0: t0, timeout: t0.Add(batchTimeout(d.cfg.RenewTimeout, due)), leases: due}
+				select {
+				case out <- &grantorpb.KeepAliveRequest{Batch: nextID, Leases: keepAliveRefs(due)}:
+				default:
+					fail(now) // the sender is stuck on an earlier batch
+				}
+			}
+		}
+
+		timer.Reset(d.nextWake(now, inflight, retryAt).Sub(now))
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C():
+		case <-d.kick:
+		case r := <-in:
+			now := d.clock.Now()
+			switch {
+			case r.err != nil:
+				if inflight != nil {
+					d.log.Warn("keepalive failed", "batch", inflight.id, "err", r.err)
+					fail(now)
+				}
+			case inflight != nil && r.resp.Batch == inflight.id:
+				d.applyRenewal(inflight, r.resp)
+				inflight = nil
+				failures = 0
+				retryAt = 0
+			}
+		}
+	}
+}
+
+// due returns the leases whose renewal is due now, together with those
+// due within half an interval, so that leases share keepalives.
+func (d *Daemon) due(now clockwatch.Instant) []*lease {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var due []*lease
+	for _, l := range d.leases {
+		if l.renewAt.Sub(now) <= renewInterval(l.ttl)/2 {
+			due = append(due, l)
+		}
+	}
+	return due
+}
+
+// applyRenewal sets the deadline of every lease the grantor renewed to
+// t0 + d(1-rho) - eps (rule 3; the token is unchanged, rule 6) and ends
+// those it reports lost.
+func (d *Daemon) applyRenewal(b *batch, resp *grantorpb.KeepAliveResponse) {
+	renewed := map[string]uint64{}
+	for _, r := range resp.Renewed {
+		renewed[r.Lease] = r.Token
+	}
+	now := d.clock.Now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, l := range b.leases {
+		if d.leases[l.name] != l {
+			continue // released or lost meanwhile
+		}
+		if tok, ok := renewed[l.name]; ok && tok == l.token {
+			if dl := d.cfg.Timing.HolderDeadline(b.t0, l.ttl); dl.After(l.deadline) {
+				l.deadline = dl
+			}
+			l.renewAt = b.t0.Add(renewInterval(l.ttl))
+			if l.conn != nil {
+				l.conn.Send(&ipc.Event{Event: ipc.EventRenewed, Lease: l.name, Token: strconv.FormatUint(l.token, 10),
+					DeadlineBoottimeNs: l.deadline.Nanoseconds(), ValidMs: l.deadline.Sub(now).Milliseconds()})
+			}
+			close(l.renewed)
+			l.renewed = make(chan struct{})
+			continue
+		}
+		d.loseLocked(l, ipc.ReasonRevoked)
+	}
+}
+
+// finishBatch wakes whoever waits on the renewal of a failed batch.
+func (d *Daemon) finishBatch(b *batch) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, l := range b.leases {
+		if d.leases[l.name] == l {
+			close(l.renewed)
+			l.renewed = make(chan struct{})
+		}
+	}
+}
+
+// expire ends every lease whose deadline has passed (rule 5).
+func (d *Daemon) expire(now clockwatch.Instant, failing bool) {
+	reason := ipc.ReasonDeadlinePassed
+	if failing {
+		reason = ipc.ReasonRenewFailed
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, l := range d.leases {
+		if !now.Before(l.deadline) {
+			d.loseLocked(l, reason)
+		}
+	}
+}
+
+// nextWake is the earliest instant the loop has something to do: a
+// deadline, a renewal coming due (not before a backoff ends), or a
+// keepalive timing out.
+func (d *Daemon) nextWake(now clockwatch.Instant, inflight *batch, retryAt clockwatch.Instant) clockwatch.Instant {
+	deadline, renew := now.Add(time.Hour), now.Add(time.Hour)
+	d.mu.Lock()
+	for _, l := range d.leases {
+		deadline = min(deadline, l.deadline)
+		renew = min(renew, l.renewAt.Add(-renewInterval(l.ttl)/2))
+	}
+	d.mu.Unlock()
+	next := deadline
+	if inflight != nil {
+		next = min(next, inflight.timeout)
+	} else {
+		next = min(next, max(renew, retryAt))
+	}
+	return max(next, now)
+}
+
+func batchTimeout(limit time.Duration, ls []*lease) time.Duration {
+	for _, l := range ls {
+		limit = min(limit, l.ttl/4)
+	}
+	return limit
+}
+
+func backoff(failures int) time.Duration {
+	d := 50 * time.Millisecond << min(failures, 5)
+	return min(d, time.Second)
+}

@@ -1,0 +1,107 @@
+package daemon
+
+import (
+	"testing"
+	"time"
+
+	"github.com/leaseside/leaseside/clockwatch"
+	"github.com/leaseside/leaseside/ipc"
+)
+
+const ttl = 9 * time.Second
+
+// Rules 1 and 3: the holder reads t0 before it sends Acquire and keeps the
+// lease until t0 + d(1-rho) - eps. However long the grant takes to arrive,
+// the deadline does not move later.
+func TestDeadlineCountsFromT0BeforeRequest(t *testing.T) {
+	r := newRig(t)
+	r.g.set(func() { r.g.delay = 2 * time.Second }) // slow network
+	t0 := r.clock.Now()
+	l, err := r.c.Acquire(ctxT(t), "jobs/a", ipc.AcquireOptions{TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := r.timing.HolderDeadline(t0, ttl)
+	if got := clockwatch.Instant(l.DeadlineBoottimeNs); got != want {
+		t.Fatalf("deadline %v, want t0+d(1-rho)-eps = %v (t0 %v)", got, want, t0)
+	}
+	if wantValid := want.Sub(r.clock.Now()).Milliseconds(); l.ValidMs != wantValid {
+		t.Fatalf("valid_ms %d, want %d (the delay is already spent)", l.ValidMs, wantValid)
+	}
+}
+
+// Rules 3, 4 and 6: a renewal is sent by d/3, keeps the token, and moves
+// the deadline to t0 + d(1-rho) - eps with t0 read before the keepalive.
+func TestRenewalKeepsTokenDeadlineFromBatchT0(t *testing.T) {
+	r := newRig(t)
+	l, err := r.c.Acquire(ctxT(t), "jobs/a", ipc.AcquireOptions{TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.g.set(func() { r.g.delay = 500 * time.Millisecond })
+	r.clock.Advance(ttl / 3)
+	t0 := r.clock.Now()
+	ka := r.waitKeepAlive(t)
+	if len(ka.Leases) != 1 || ka.Leases[0].Lease != "jobs/a" {
+		t.Fatalf("keepalive %v, want jobs/a", ka.Leases)
+	}
+	ev := r.waitEvent(t, ipc.EventRenewed)
+	if ev.Token != l.Token {
+		t.Fatalf("renewal changed the token: %s -> %s", l.Token, ev.Token)
+	}
+	if want := r.timing.HolderDeadline(t0, ttl); clockwatch.Instant(ev.DeadlineBoottimeNs) != want {
+		t.Fatalf("renewed deadline %v, want %v", clockwatch.Instant(ev.DeadlineBoottimeNs), want)
+	}
+}
+
+// Rule 5: a holder that cannot renew reports lost no later than its
+// deadline, and no reply shows the lease after it.
+func TestLostNoLaterThanDeadline(t *testing.T) {
+	r := newRig(t)
+	r.g.set(func() { r.g.silent = true })
+	t0 := r.clock.Now()
+	if _, err := r.c.Acquire(ctxT(t), "jobs/a", ipc.AcquireOptions{TTL: ttl}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := r.timing.HolderDeadline(t0, ttl)
+	// Walk up to the deadline in steps; the lease stays listed, with a
+	// deadline that never grew, until the very end.
+	step := ttl / 10
+	for r.clock.Now().Add(step).Before(deadline) {
+		r.clock.Advance(step)
+		leases, err := r.c.Status(ctxT(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(leases) != 1 || clockwatch.Instant(leases[0].DeadlineBoottimeNs) != deadline {
+			t.Fatalf("at %v: status %+v, want the lease with deadline %v", r.clock.Now(), leases, deadline)
+		}
+	}
+	r.clock.Advance(deadline.Sub(r.clock.Now()))
+	ev := r.waitEvent(t, ipc.EventLost)
+	if ev.Reason != ipc.ReasonRenewFailed {
+		t.Errorf("lost reason %q, want %q", ev.Reason, ipc.ReasonRenewFailed)
+	}
+	leases, err := r.c.Status(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(leases) != 0 {
+		t.Fatalf("status after the deadline still lists %+v", leases)
+	}
+}
+
+// The renew loop batches: leases due in the same tick ride one keepalive.
+func TestRenewalsShareOneKeepAlive(t *testing.T) {
+	r := newRig(t)
+	for _, n := range []string{"a", "b", "c"} {
+		if _, err := r.c.Acquire(ctxT(t), n, ipc.AcquireOptions{TTL: ttl}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.clock.Advance(ttl / 3)
+	ka := r.waitKeepAlive(t)
+	if len(ka.Leases) != 3 {
+		t.Fatalf("keepalive carried %d leases, want all 3", len(ka.Leases))
+	}
+}
