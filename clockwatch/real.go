@@ -41,7 +41,8 @@ func read(id int32) Instant {
 // leases: CLOCK_BOOTTIME behind CLOCK_MONOTONIC, which no sane host shows
 // but a badly set time namespace can.
 func CheckHost() error {
-	b, m := System.Now(), System.Monotonic()
+	m := System.Monotonic() // first: BOOTTIME read after it must not be behind
+	b := System.Now()
 	if b.Before(m) {
 		return fmt.Errorf("clockwatch: CLOCK_BOOTTIME (%v) is behind CLOCK_MONOTONIC (%v) by %v; "+
 			"this time namespace is misconfigured and lease deadlines would be wrong", b, m, m.Sub(b))
