@@ -1,0 +1,135 @@
+package grantor
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// cmdType is the first byte of every raft log entry the grantor writes.
+//
+// ONLY APPEND TO THIS LIST. A raft log outlives the binary that wrote it:
+// a value once used keeps its meaning forever, and is never reused.
+type cmdType uint8
+
+const (
+	_               cmdType = iota // 0 is never a valid command
+	cmdAcquire                     // 1: acquireCmd
+	cmdRelease                     // 2: releaseCmd
+	cmdRevoke                      // 3: revokeCmd, proposed by the leader on expiry
+	cmdCloseSession                // 4: closeSessionCmd, proposed by the leader for idle sessions
+	cmdRegisterNode                // 5: registerNodeCmd, a node's gRPC address
+)
+
+func (t cmdType) String() string {
+	switch t {
+	case cmdAcquire:
+		return "acquire"
+	case cmdRelease:
+		return "release"
+	case cmdRevoke:
+		return "revoke"
+	case cmdCloseSession:
+		return "close-session"
+	case cmdRegisterNode:
+		return "register-node"
+	}
+	return fmt.Sprintf("cmd(%d)", uint8(t))
+}
+
+// The command bodies are JSON after the type byte. encoding/json writes
+// struct fields in declaration order and no maps appear in commands, so the
+// encoding is deterministic. Field names are part of the log format: only
+// add fields (old entries decode with the zero value), never rename them.
+
+// requestID is grantorpb.RequestID inside the log.
+type requestID struct {
+	Session      string `json:"session"`
+	Seq          uint64 `json:"seq"`
+	FirstUnacked uint64 `json:"first_unacked,omitempty"`
+}
+
+type acquireCmd struct {
+	ID    requestID     `json:"id"`
+	Lease string        `json:"lease"`
+	Owner string        `json:"owner"`
+	TTL   time.Duration `json:"ttl_ns"`
+}
+
+type releaseCmd struct {
+	ID    requestID `json:"id"`
+	Lease string    `json:"lease"`
+	Owner string    `json:"owner"`
+	Token uint64    `json:"token"`
+}
+
+type revokeCmd struct {
+	Lease string `json:"lease"`
+	Token uint64 `json:"token"`
+}
+
+type closeSessionCmd struct {
+	Session string `json:"session"`
+}
+
+type registerNodeCmd struct {
+	NodeID  string `json:"node_id"`
+	RPCAddr string `json:"rpc_addr"`
+}
+
+// encodeCmd returns the log entry for body: the type byte, then JSON.
+func encodeCmd(t cmdType, body any) []byte {
+	b, err := json.Marshal(body)
+	if err != nil {
+		// Only the types above are encoded; none can fail.
+		panic(fmt.Sprintf("grantor: encoding %v command: %v", t, err))
+	}
+	return append([]byte{byte(t)}, b...)
+}
+
+// decodeCmd splits a log entry into its type and a decoded body.
+func decodeCmd(data []byte) (cmdType, any, error) {
+	if len(data) == 0 {
+		return 0, nil, fmt.Errorf("empty command")
+	}
+	t := cmdType(data[0])
+	var body any
+	switch t {
+	case cmdAcquire:
+		body = &acquireCmd{}
+	case cmdRelease:
+		body = &releaseCmd{}
+	case cmdRevoke:
+		body = &revokeCmd{}
+	case cmdCloseSession:
+		body = &closeSessionCmd{}
+	case cmdRegisterNode:
+		body = &registerNodeCmd{}
+	default:
+		return t, nil, fmt.Errorf("unknown command type %d (written by a newer grantor?)", uint8(t))
+	}
+	if err := json.Unmarshal(data[1:], body); err != nil {
+		return t, nil, fmt.Errorf("decoding %v command: %w", t, err)
+	}
+	return t, body, nil
+}
+
+// acquireResult is what the FSM returns for an Acquire.
+type acquireResult struct {
+	Granted bool
+	// Token is the grant's token, or the holder's when not granted (0 when
+	// the lease is free, which only a duplicate of an ended grant sees).
+	Token         uint64
+	HolderSession string
+	HolderOwner   string
+}
+
+// releaseResult is what the FSM returns for a Release.
+type releaseResult struct {
+	Released bool
+}
+
+// revokeResult is what the FSM returns for a Revoke.
+type revokeResult struct {
+	Revoked bool
+}

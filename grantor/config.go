@@ -1,0 +1,160 @@
+package grantor
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/leaseside/leaseside/clockwatch"
+)
+
+// Config configures a grantor Node. Start from DefaultConfig and set NodeID
+// and DataDir at least.
+type Config struct {
+	// NodeID is the raft server ID of this node; unique in the cluster and
+	// stable across restarts.
+	NodeID string
+	// DataDir holds the raft-wal log and stable store (DataDir/raft/wal) and
+	// the file snapshots (DataDir/raft/snapshots).
+	DataDir string
+	// RaftAddr is the TCP address the raft transport binds. A port of 0
+	// picks a free port; the bound address is then the advertised one, so
+	// the host part must be a concrete IP, not 0.0.0.0.
+	RaftAddr string
+	// RPCAddr is the address the gRPC server binds; port 0 picks one.
+	RPCAddr string
+	// Bootstrap makes a node without raft state bootstrap a cluster of one
+	// voter, itself (dev mode). It is ignored when state exists.
+	Bootstrap bool
+
+	// Timing is the lease timing model (rho, eps); it must match the
+	// sidecars'. Epsilon must be positive.
+	Timing clockwatch.Timing
+	// Clock decides every lease expiry; nil means clockwatch.System.
+	Clock clockwatch.Clock
+	// Logger receives the node's and raft's logs; nil discards them.
+	Logger *slog.Logger
+
+	// Raft timings. ElectionTimeout must be at least HeartbeatTimeout and
+	// LeaderLeaseTimeout at most HeartbeatTimeout.
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	CommitTimeout      time.Duration
+
+	// SnapshotThreshold is how many log entries since the last snapshot
+	// make raft take another; SnapshotInterval is how often it checks.
+	SnapshotThreshold uint64
+	SnapshotInterval  time.Duration
+
+	// MinTTL and MaxTTL bound the term a client may ask for; requests
+	// outside get InvalidArgument. MinTTL must exceed Timing.MinTerm().
+	MinTTL time.Duration
+	MaxTTL time.Duration
+
+	// SessionIdleTimeout is how long the leader keeps the idempotency
+	// records of a session that holds no lease and has sent nothing before
+	// it proposes to forget them (CloseSession).
+	SessionIdleTimeout time.Duration
+}
+
+// Defaults used by DefaultConfig.
+const (
+	DefaultHeartbeatTimeout   = 500 * time.Millisecond
+	DefaultElectionTimeout    = 500 * time.Millisecond
+	DefaultLeaderLeaseTimeout = 250 * time.Millisecond
+	DefaultCommitTimeout      = 50 * time.Millisecond
+	DefaultSnapshotThreshold  = 8192
+	DefaultSnapshotInterval   = 2 * time.Minute
+	DefaultMinTTL             = time.Second
+	DefaultMaxTTL             = 24 * time.Hour
+	DefaultSessionIdleTimeout = time.Hour
+
+	// MaxWait is the longest an Acquire may ask to queue for a lease.
+	MaxWait = time.Hour
+	// maxTTLLimit keeps every expiry computation far from overflow.
+	maxTTLLimit = 365 * 24 * time.Hour
+)
+
+// DefaultConfig returns a Config with timings suited to loopback or a LAN,
+// both addresses on 127.0.0.1 with a free port, the default timing model and
+// the system clock. NodeID and DataDir are left empty.
+func DefaultConfig() Config {
+	return Config{
+		RaftAddr:           "127.0.0.1:0",
+		RPCAddr:            "127.0.0.1:0",
+		Timing:             clockwatch.DefaultTiming(),
+		Clock:              clockwatch.System,
+		HeartbeatTimeout:   DefaultHeartbeatTimeout,
+		ElectionTimeout:    DefaultElectionTimeout,
+		LeaderLeaseTimeout: DefaultLeaderLeaseTimeout,
+		CommitTimeout:      DefaultCommitTimeout,
+		SnapshotThreshold:  DefaultSnapshotThreshold,
+		SnapshotInterval:   DefaultSnapshotInterval,
+		MinTTL:             DefaultMinTTL,
+		MaxTTL:             DefaultMaxTTL,
+		SessionIdleTimeout: DefaultSessionIdleTimeout,
+	}
+}
+
+// Validate reports the first problem with c, wrapping ErrInvalidConfig.
+// A nil Clock or Logger is fine (see the fields).
+func (c Config) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
+	}
+	switch {
+	case c.NodeID == "":
+		return bad("NodeID is empty")
+	case len(c.NodeID) > 256:
+		return bad("NodeID is longer than 256 bytes")
+	case c.DataDir == "":
+		return bad("DataDir is empty")
+	case c.RaftAddr == "":
+		return bad("RaftAddr is empty")
+	case c.RPCAddr == "":
+		return bad("RPCAddr is empty")
+	}
+	if err := c.Timing.Validate(); err != nil {
+		return bad("%v", err)
+	}
+	if c.Timing.Epsilon <= 0 {
+		return bad("Timing.Epsilon must be positive (a zero safety margin is almost surely a forgotten Timing)")
+	}
+	switch {
+	case c.HeartbeatTimeout < 5*time.Millisecond:
+		return bad("HeartbeatTimeout %v is below 5ms", c.HeartbeatTimeout)
+	case c.ElectionTimeout < c.HeartbeatTimeout:
+		return bad("ElectionTimeout %v is below HeartbeatTimeout %v", c.ElectionTimeout, c.HeartbeatTimeout)
+	case c.LeaderLeaseTimeout < 5*time.Millisecond:
+		return bad("LeaderLeaseTimeout %v is below 5ms", c.LeaderLeaseTimeout)
+	case c.LeaderLeaseTimeout > c.HeartbeatTimeout:
+		return bad("LeaderLeaseTimeout %v exceeds HeartbeatTimeout %v", c.LeaderLeaseTimeout, c.HeartbeatTimeout)
+	case c.CommitTimeout < time.Millisecond:
+		return bad("CommitTimeout %v is below 1ms", c.CommitTimeout)
+	case c.SnapshotThreshold == 0:
+		return bad("SnapshotThreshold is 0")
+	case c.SnapshotInterval < 5*time.Millisecond:
+		return bad("SnapshotInterval %v is below 5ms", c.SnapshotInterval)
+	case c.MinTTL <= c.Timing.MinTerm():
+		return bad("MinTTL %v leaves holders no validity with epsilon %v (need more than %v)",
+			c.MinTTL, c.Timing.Epsilon, c.Timing.MinTerm())
+	case c.MaxTTL < c.MinTTL:
+		return bad("MaxTTL %v is below MinTTL %v", c.MaxTTL, c.MinTTL)
+	case c.MaxTTL > maxTTLLimit:
+		return bad("MaxTTL %v exceeds %v", c.MaxTTL, maxTTLLimit)
+	case c.SessionIdleTimeout <= 0:
+		return bad("SessionIdleTimeout is not positive")
+	}
+	return nil
+}
+
+func (c Config) withNilDefaults() Config {
+	if c.Clock == nil {
+		c.Clock = clockwatch.System
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}

@@ -1,0 +1,26 @@
+// Package grantor is a leaseside grantor node: a hashicorp/raft group member
+// whose finite-state machine holds the lease table and the fencing-token
+// counter, whose leader runs the lessor (expiries, waiters, keepalive
+// batches), and which serves the gRPC contract in grantorpb.
+//
+// The safety rules of DESIGN.md section 2 are kept as follows:
+//
+//   - Grants, releases, revocations and session clean-ups are raft log
+//     entries (commands.go). The FSM (fsm.go) never reads a clock; it applies
+//     entries deterministically and keeps the token counter, the leases and
+//     the per-session idempotency records in its snapshots.
+//   - Only the leader decides that a lease has expired: the lessor
+//     (lessor.go, expiry.go) keeps, in memory, an expiry
+//     Timing.GrantorExpiry(tG, ttl) per lease, reading tG from the Clock after
+//     the grant was applied or after the renewal's quorum check returned, and
+//     proposes a Revoke once the Clock says the expiry has passed.
+//   - A node that becomes leader first waits on a raft barrier, then reads tE
+//     and treats every lease in the FSM as live until
+//     Timing.GrantorExpiry(tE, ttl) before it answers anyone (office.go).
+//   - Renewals are leader-local and acknowledged in batches, each batch only
+//     after one raft VerifyLeader round that started after the batch arrived
+//     (keepalive.go).
+//
+// A Node (node.go) ties raft, its raft-wal log and stable store, the file
+// snapshot store, the lessor and the gRPC server together.
+package grantor

@@ -1,0 +1,83 @@
+package grantor
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrNotLeader is returned by a node that is not the raft leader, or is
+	// leader but has not yet taken office; see NotLeaderError.
+	ErrNotLeader = errors.New("grantor: not the leader")
+	// ErrInvalidArgument is returned for peer input that fails validation;
+	// see InvalidArgumentError.
+	ErrInvalidArgument = errors.New("grantor: invalid argument")
+	// ErrStaleRequest is returned for a request whose sequence number is
+	// below its session's pruned floor: its outcome has been forgotten
+	// because the session said it had received it. See StaleRequestError.
+	ErrStaleRequest = errors.New("grantor: stale request")
+	// ErrSeqReused is returned when a session sends a different request
+	// under a sequence number it already used.
+	ErrSeqReused = errors.New("grantor: sequence number reused for a different request")
+	// ErrTooManyOutstanding is returned when a session has too many
+	// remembered outcomes that it has not acknowledged with first_unacked.
+	ErrTooManyOutstanding = errors.New("grantor: too many unacknowledged requests in session")
+	// ErrShutdown is returned by a node that has been shut down.
+	ErrShutdown = errors.New("grantor: node is shut down")
+	// ErrInvalidConfig is returned by Config.Validate.
+	ErrInvalidConfig = errors.New("grantor: invalid config")
+)
+
+// NotLeaderError says that this node cannot answer and who can, if known.
+// It matches ErrNotLeader with errors.Is.
+type NotLeaderError struct {
+	// LeaderID is the raft server ID of the leader, empty when unknown.
+	LeaderID string
+	// LeaderRPCAddr is the leader's gRPC address, empty when unknown.
+	LeaderRPCAddr string
+}
+
+func (e *NotLeaderError) Error() string {
+	if e.LeaderRPCAddr == "" {
+		return "grantor: not the leader (leader unknown)"
+	}
+	return fmt.Sprintf("grantor: not the leader; leader is %s at %s", e.LeaderID, e.LeaderRPCAddr)
+}
+
+// Is makes errors.Is(err, ErrNotLeader) true.
+func (e *NotLeaderError) Is(target error) bool { return target == ErrNotLeader }
+
+// InvalidArgumentError names the field of a request that failed validation
+// and why. It matches ErrInvalidArgument with errors.Is.
+type InvalidArgumentError struct {
+	Field  string
+	Reason string
+}
+
+func (e *InvalidArgumentError) Error() string {
+	return fmt.Sprintf("grantor: invalid %s: %s", e.Field, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrInvalidArgument) true.
+func (e *InvalidArgumentError) Is(target error) bool { return target == ErrInvalidArgument }
+
+// StaleRequestError says that a request came in below its session's floor.
+// It matches ErrStaleRequest with errors.Is.
+type StaleRequestError struct {
+	Session string
+	Seq     uint64
+	// Floor is the session's lowest sequence number still remembered.
+	Floor uint64
+}
+
+func (e *StaleRequestError) Error() string {
+	return fmt.Sprintf("grantor: stale request: session %q seq %d is below first_unacked %d the session already sent",
+		e.Session, e.Seq, e.Floor)
+}
+
+// Is makes errors.Is(err, ErrStaleRequest) true.
+func (e *StaleRequestError) Is(target error) bool { return target == ErrStaleRequest }
+
+func invalid(field, format string, args ...any) error {
+	return &InvalidArgumentError{Field: field, Reason: fmt.Sprintf(format, args...)}
+}

@@ -1,0 +1,376 @@
+package grantor
+
+import (
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// maxOutstanding bounds the remembered outcomes per session: a session that
+// never raises first_unacked cannot grow the FSM without limit.
+const maxOutstanding = 4096
+
+// leaseRecord is one held lease in the FSM. A lease that is free has no
+// record.
+type leaseRecord struct {
+	Session string        `json:"session"`
+	Owner   string        `json:"owner"`
+	Token   uint64        `json:"token"`
+	TTL     time.Duration `json:"ttl_ns"`
+}
+
+// outcome is a remembered result of one request of a session.
+type outcome struct {
+	Kind     cmdType `json:"kind"`
+	Lease    string  `json:"lease"`
+	Owner    string  `json:"owner"`
+	Token    uint64  `json:"token"`
+	Released bool    `json:"released,omitempty"`
+}
+
+// sessionRecord is a session's idempotency state (Ongaro's client
+// sessions): outcomes by seq, and the floor below which it forgot them.
+type sessionRecord struct {
+	Floor    uint64             `json:"floor"`
+	Outcomes map[uint64]outcome `json:"outcomes"`
+}
+
+// fsmState is everything the FSM replicates and snapshots.
+type fsmState struct {
+	// LastToken is the highest fencing token ever granted. It only grows.
+	LastToken uint64                    `json:"last_token"`
+	Leases    map[string]leaseRecord    `json:"leases"`
+	Sessions  map[string]*sessionRecord `json:"sessions"`
+	// Nodes maps raft server IDs to gRPC addresses, for NotLeader hints.
+	Nodes map[string]string `json:"nodes"`
+}
+
+func newFSMState() fsmState {
+	return fsmState{
+		Leases:   map[string]leaseRecord{},
+		Sessions: map[string]*sessionRecord{},
+		Nodes:    map[string]string{},
+	}
+}
+
+// eventKind says what changed in an fsmEvent.
+type eventKind uint8
+
+const (
+	evGranted  eventKind = iota + 1 // a lease was granted, or re-granted to its holder
+	evFreed                         // a lease was released or revoked
+	evRestored                      // the whole state was replaced from a snapshot
+)
+
+// fsmEvent tells the lessor what an applied entry changed. The FSM's
+// decisions never depend on who listens.
+type fsmEvent struct {
+	Kind  eventKind
+	Lease string
+	Rec   leaseRecord // the lease after evGranted, before evFreed
+}
+
+// fsm is the grantor's raft.FSM: the lease table, the token counter and the
+// session records. Apply is deterministic and reads no clock.
+//
+// Apply, Snapshot and Restore are called by raft from one goroutine; the
+// read methods may be called from any goroutine.
+type fsm struct {
+	// observe, if set, is called after each change, from the goroutine
+	// that applied it and without f.mu held. Set before raft starts.
+	observe func(fsmEvent)
+
+	mu sync.RWMutex
+	st fsmState
+	// heldBy counts leases per session; derived from st.Leases.
+	heldBy map[string]int
+}
+
+var _ raft.FSM = (*fsm)(nil)
+
+func newFSM() *fsm {
+	return &fsm{st: newFSMState(), heldBy: map[string]int{}}
+}
+
+// Apply applies one log entry. It returns *acquireResult, *releaseResult,
+// *revokeResult, nil, or an error that belongs to the request (stale, seq
+// reused, too many outstanding) and is the same on every replica.
+//
+// An entry this binary cannot decode panics: applying some entries and not
+// others would let replicas diverge, which is worse for leases than a node
+// that refuses to run until it is upgraded.
+func (f *fsm) Apply(l *raft.Log) any {
+	t, body, err := decodeCmd(l.Data)
+	if err != nil {
+		panic(fmt.Sprintf("grantor: cannot apply raft log entry %d: %v", l.Index, err))
+	}
+	f.mu.Lock()
+	var res any
+	var ev *fsmEvent
+	switch c := body.(type) {
+	case *acquireCmd:
+		res, ev = f.applyAcquire(c)
+	case *releaseCmd:
+		res, ev = f.applyRelease(c)
+	case *revokeCmd:
+		res, ev = f.applyRevoke(c)
+	case *closeSessionCmd:
+		delete(f.st.Sessions, c.Session)
+	case *registerNodeCmd:
+		f.st.Nodes[c.NodeID] = c.RPCAddr
+	default:
+		panic(fmt.Sprintf("grantor: raft log entry %d: no apply for %v", l.Index, t))
+	}
+	f.mu.Unlock()
+	if ev != nil && f.observe != nil {
+		f.observe(*ev)
+	}
+	return res
+}
+
+// session returns the record of id.Session, creating it, after checking
+// that id is not stale and raising the floor to id.FirstUnacked.
+func (f *fsm) session(id requestID) (*sessionRecord, error) {
+	if id.Session == "" || id.Seq == 0 {
+		return nil, invalid("id", "session and seq are required")
+	}
+	s := f.st.Sessions[id.Session]
+	if s == nil {
+		s = &sessionRecord{Outcomes: map[uint64]outcome{}}
+		f.st.Sessions[id.Session] = s
+	}
+	if id.Seq < s.Floor {
+		return nil, &StaleRequestError{Session: id.Session, Seq: id.Seq, Floor: s.Floor}
+	}
+	// The session has every reply below FirstUnacked; a floor above the
+	// request's own seq would be nonsense, so it is capped there.
+	if floor := min(id.FirstUnacked, id.Seq); floor > s.Floor {
+		s.Floor = floor
+		for seq := range s.Outcomes {
+			if seq < floor {
+				delete(s.Outcomes, seq)
+			}
+		}
+	}
+	return s, nil
+}
+
+func (f *fsm) applyAcquire(c *acquireCmd) (any, *fsmEvent) {
+	s, err := f.session(c.ID)
+	if err != nil {
+		return err, nil
+	}
+	cur, held := f.st.Leases[c.Lease]
+	if o, dup := s.Outcomes[c.ID.Seq]; dup {
+		if o.Kind != cmdAcquire || o.Lease != c.Lease || o.Owner != c.Owner {
+			return fmt.Errorf("%w: seq %d was %v of %q", ErrSeqReused, c.ID.Seq, o.Kind, o.Lease), nil
+		}
+		// A retry of a granted Acquire. Answer "granted" only while that
+		// very grant still stands; a grant that has since ended must not
+		// be handed out again as if it were live.
+		if held && cur.Session == c.ID.Session && cur.Owner == c.Owner && cur.Token == o.Token {
+			return &acquireResult{Granted: true, Token: cur.Token},
+				&fsmEvent{Kind: evGranted, Lease: c.Lease, Rec: cur}
+		}
+		return notGranted(cur), nil
+	}
+	if len(s.Outcomes) >= maxOutstanding {
+		return fmt.Errorf("%w: session %q has %d", ErrTooManyOutstanding, c.ID.Session, len(s.Outcomes)), nil
+	}
+	switch {
+	case !held:
+		f.st.LastToken++
+		cur = leaseRecord{Session: c.ID.Session, Owner: c.Owner, Token: f.st.LastToken, TTL: c.TTL}
+		f.st.Leases[c.Lease] = cur
+		f.heldBy[cur.Session]++
+	case cur.Session == c.ID.Session && cur.Owner == c.Owner:
+		// The holder asks again: same grant, same token, its new term.
+		cur.TTL = c.TTL
+		f.st.Leases[c.Lease] = cur
+	default:
+		// Not granted: nothing changed, so nothing is remembered; a retry
+		// is evaluated afresh and can still grant at most once.
+		return notGranted(cur), nil
+	}
+	s.Outcomes[c.ID.Seq] = outcome{Kind: cmdAcquire, Lease: c.Lease, Owner: c.Owner, Token: cur.Token}
+	return &acquireResult{Granted: true, Token: cur.Token},
+		&fsmEvent{Kind: evGranted, Lease: c.Lease, Rec: cur}
+}
+
+func notGranted(cur leaseRecord) *acquireResult {
+	return &acquireResult{Token: cur.Token, HolderSession: cur.Session, HolderOwner: cur.Owner}
+}
+
+func (f *fsm) applyRelease(c *releaseCmd) (any, *fsmEvent) {
+	s, err := f.session(c.ID)
+	if err != nil {
+		return err, nil
+	}
+	if o, dup := s.Outcomes[c.ID.Seq]; dup {
+		if o.Kind != cmdRelease || o.Lease != c.Lease || o.Owner != c.Owner || o.Token != c.Token {
+			return fmt.Errorf("%w: seq %d was %v of %q", ErrSeqReused, c.ID.Seq, o.Kind, o.Lease), nil
+		}
+		return &releaseResult{Released: o.Released}, nil
+	}
+	if len(s.Outcomes) >= maxOutstanding {
+		return fmt.Errorf("%w: session %q has %d", ErrTooManyOutstanding, c.ID.Session, len(s.Outcomes)), nil
+	}
+	var ev *fsmEvent
+	cur, held := f.st.Leases[c.Lease]
+	released := held && cur.Session == c.ID.Session && cur.Owner == c.Owner && cur.Token == c.Token
+	if released {
+		f.free(c.Lease, cur)
+		ev = &fsmEvent{Kind: evFreed, Lease: c.Lease, Rec: cur}
+	}
+	s.Outcomes[c.ID.Seq] = outcome{Kind: cmdRelease, Lease: c.Lease, Owner: c.Owner, Token: c.Token, Released: released}
+	return &releaseResult{Released: released}, ev
+}
+
+func (f *fsm) applyRevoke(c *revokeCmd) (any, *fsmEvent) {
+	cur, held := f.st.Leases[c.Lease]
+	if !held || cur.Token != c.Token {
+		return &revokeResult{}, nil
+	}
+	f.free(c.Lease, cur)
+	return &revokeResult{Revoked: true}, &fsmEvent{Kind: evFreed, Lease: c.Lease, Rec: cur}
+}
+
+func (f *fsm) free(lease string, cur leaseRecord) {
+	delete(f.st.Leases, lease)
+	if f.heldBy[cur.Session]--; f.heldBy[cur.Session] <= 0 {
+		delete(f.heldBy, cur.Session)
+	}
+}
+
+// Snapshot captures the state for raft; Persist writes it.
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return &fsmSnapshot{st: f.st.clone()}, nil
+}
+
+// Restore replaces the state with a snapshot written by Persist.
+func (f *fsm) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	st, err := readSnapshot(rc)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	if st.LastToken < f.st.LastToken {
+		// Raft only restores snapshots of its own later state, so this
+		// cannot happen; refuse rather than let a token go back.
+		have := f.st.LastToken
+		f.mu.Unlock()
+		return fmt.Errorf("grantor: snapshot token counter %d is behind the state's %d", st.LastToken, have)
+	}
+	f.st = st
+	f.heldBy = map[string]int{}
+	for _, l := range st.Leases {
+		f.heldBy[l.Session]++
+	}
+	f.mu.Unlock()
+	if f.observe != nil {
+		f.observe(fsmEvent{Kind: evRestored})
+	}
+	return nil
+}
+
+func (st *fsmState) clone() fsmState {
+	c := fsmState{
+		LastToken: st.LastToken,
+		Leases:    make(map[string]leaseRecord, len(st.Leases)),
+		Sessions:  make(map[string]*sessionRecord, len(st.Sessions)),
+		Nodes:     make(map[string]string, len(st.Nodes)),
+	}
+	for k, v := range st.Leases {
+		c.Leases[k] = v
+	}
+	for k, v := range st.Sessions {
+		s := &sessionRecord{Floor: v.Floor, Outcomes: make(map[uint64]outcome, len(v.Outcomes))}
+		for seq, o := range v.Outcomes {
+			s.Outcomes[seq] = o
+		}
+		c.Sessions[k] = s
+	}
+	for k, v := range st.Nodes {
+		c.Nodes[k] = v
+	}
+	return c
+}
+
+// Read accessors, for the lessor and the service.
+
+// lease returns the record of a held lease.
+func (f *fsm) lease(name string) (leaseRecord, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	l, ok := f.st.Leases[name]
+	return l, ok
+}
+
+// leases returns a copy of the lease table.
+func (f *fsm) leases() map[string]leaseRecord {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	m := make(map[string]leaseRecord, len(f.st.Leases))
+	for k, v := range f.st.Leases {
+		m[k] = v
+	}
+	return m
+}
+
+// sessions returns the names of the sessions with records.
+func (f *fsm) sessions() []string {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	s := make([]string, 0, len(f.st.Sessions))
+	for k := range f.st.Sessions {
+		s = append(s, k)
+	}
+	return s
+}
+
+// holdsLeases reports whether session holds any lease.
+func (f *fsm) holdsLeases(session string) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.heldBy[session] > 0
+}
+
+// hasSession reports whether session has idempotency records.
+func (f *fsm) hasSession(session string) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	_, ok := f.st.Sessions[session]
+	return ok
+}
+
+// hasOutcome reports whether the outcome of (session, seq) is remembered.
+func (f *fsm) hasOutcome(session string, seq uint64) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	s := f.st.Sessions[session]
+	if s == nil {
+		return false
+	}
+	_, ok := s.Outcomes[seq]
+	return ok
+}
+
+// lastToken returns the token counter.
+func (f *fsm) lastToken() uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.st.LastToken
+}
+
+// nodeAddr returns the gRPC address registered for a raft server ID.
+func (f *fsm) nodeAddr(id string) string {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.st.Nodes[id]
+}
