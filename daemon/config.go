@@ -30,6 +30,8 @@ type Config struct {
 	RequestTimeout time.Duration
 	// Version is reported by hello.
 	Version string
+	// ACL limits which callers may use which lease names; empty allows all.
+	ACL ACL
 }
 
 // DefaultConfig returns a Config with the defaults filled in; Grantor
@@ -62,5 +64,5 @@ func (c Config) Validate() error {
 	if c.RenewTimeout <= 0 || c.RequestTimeout <= 0 {
 		return errors.New("daemon: timeouts must be positive")
 	}
-	return nil
+	return c.ACL.Validate()
 }

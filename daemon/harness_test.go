@@ -32,6 +32,8 @@ type scriptedGrantor struct {
 	silent bool
 	// keepalives receives every keepalive request as it arrives.
 	keepalives chan *grantorpb.KeepAliveRequest
+	// releases receives every release request.
+	releases chan *grantorpb.ReleaseRequest
 }
 
 func (s *scriptedGrantor) Acquire(ctx context.Context, req *grantorpb.AcquireRequest) (*grantorpb.AcquireResponse, error) {
@@ -43,6 +45,7 @@ func (s *scriptedGrantor) Acquire(ctx context.Context, req *grantorpb.AcquireReq
 }
 
 func (s *scriptedGrantor) Release(ctx context.Context, req *grantorpb.ReleaseRequest) (*grantorpb.ReleaseResponse, error) {
+	s.releases <- req
 	return &grantorpb.ReleaseResponse{Released: true}, nil
 }
 
@@ -87,7 +90,7 @@ const start = clockwatch.Instant(1000 * time.Second)
 func newRig(t *testing.T) *rig {
 	t.Helper()
 	clock := clockwatch.NewFake(start)
-	g := &scriptedGrantor{clock: clock, keepalives: make(chan *grantorpb.KeepAliveRequest, 64)}
+	g := &scriptedGrantor{clock: clock, keepalives: make(chan *grantorpb.KeepAliveRequest, 64), releases: make(chan *grantorpb.ReleaseRequest, 64)}
 	gl, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -146,6 +149,26 @@ func (r *rig) waitEvent(t *testing.T, kind string) *ipc.Event {
 			t.Fatalf("no %s event", kind)
 		}
 	}
+}
+
+// client returns a second client of the rig's daemon, with its events.
+func (r *rig) client(t *testing.T) (*ipc.Client, chan *ipc.Event) {
+	c := &ipc.Client{Socket: r.c.Socket}
+	events := make(chan *ipc.Event, 64)
+	c.Notify(events)
+	t.Cleanup(func() { c.Close() })
+	return c, events
+}
+
+func (r *rig) waitRelease(t *testing.T) *grantorpb.ReleaseRequest {
+	t.Helper()
+	select {
+	case rel := <-r.g.releases:
+		return rel
+	case <-ctxT(t).Done():
+		t.Fatal("no release sent to the grantor")
+	}
+	return nil
 }
 
 func (r *rig) waitKeepAlive(t *testing.T) *grantorpb.KeepAliveRequest {

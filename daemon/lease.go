@@ -1,11 +1,15 @@
 package daemon
 
 import (
+	"math"
 	"time"
 
 	"github.com/leaseside/leaseside/clockwatch"
 	"github.com/leaseside/leaseside/ipc"
 )
+
+// never is an instant no clock reaches.
+const never = clockwatch.Instant(math.MaxInt64)
 
 // lease is one entry of the local lease table. Fields are guarded by the
 // Daemon's mutex.
@@ -18,11 +22,19 @@ type lease struct {
 	owner    string
 	ownerID  string
 	ownerPID int
+	// uid acquired the lease; only it (or root) may release it.
+	uid int
 	// conn is the connection that acquired the lease; for connection-bound
 	// leases it is also the owner. Events go to it while it is open.
 	conn *ipc.Conn
 	// stopWatch ends the pidfd watch of a pid-bound lease.
 	stopWatch func()
+	// lockDelay is how long the lease stays held after its owner ends;
+	// releaseAt is when that ends (never while the owner lives).
+	lockDelay time.Duration
+	releaseAt clockwatch.Instant
+	// noRenew leases are renewed only on request.
+	noRenew bool
 
 	// deadline is the holder's validity: t0 + d(1-rho) - eps of the last
 	// successful grant or renewal.
@@ -37,9 +49,28 @@ type lease struct {
 func (l *lease) grant(now clockwatch.Instant) *ipc.Grant {
 	g := ipc.NewGrant(l.name, l.token, l.ttl, l.deadline.Nanoseconds(), now.Nanoseconds())
 	g.Owner, g.OwnerPID = l.owner, l.ownerPID
+	g.LockDelayMs = l.lockDelay.Milliseconds()
+	g.NoRenew = l.noRenew
+	g.OwnerGone = l.releaseAt != never
 	return g
 }
 
-// renewInterval is rule 4 of the timing model: renew every d/3, so that two
-// lost renewals still leave time.
+// scheduleRenewal sets when l is next renewed after a grant or renewal
+// whose request left at t0: rule 4, every d/3, so that two lost renewals
+// still leave time. Leases the daemon does not renew are never due.
+func (l *lease) scheduleRenewal(t0 clockwatch.Instant) {
+	if l.noRenew {
+		l.renewAt = never
+		return
+	}
+	l.renewAt = t0.Add(renewInterval(l.ttl))
+}
+
+// renewInterval is rule 4 of the timing model.
 func renewInterval(ttl time.Duration) time.Duration { return ttl / 3 }
+
+// signalRenewed wakes whoever waits for l's next keepalive to complete.
+func (l *lease) signalRenewed() {
+	close(l.renewed)
+	l.renewed = make(chan struct{})
+}

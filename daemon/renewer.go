@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"strconv"
 	"time"
 
 	"github.com/leaseside/leaseside/clockwatch"
@@ -93,7 +92,7 @@ func (d *Daemon) due(now clockwatch.Instant) []*lease {
 	defer d.mu.Unlock()
 	var due []*lease
 	for _, l := range d.leases {
-		if l.renewAt.Sub(now) <= renewInterval(l.ttl)/2 {
+		if l.renewAt != never && l.renewAt.Sub(now) <= renewInterval(l.ttl)/2 {
 			due = append(due, l)
 		}
 	}
@@ -119,13 +118,9 @@ func (d *Daemon) applyRenewal(b *batch, resp *grantorpb.KeepAliveResponse) {
 			if dl := d.cfg.Timing.HolderDeadline(b.t0, l.ttl); dl.After(l.deadline) {
 				l.deadline = dl
 			}
-			l.renewAt = b.t0.Add(renewInterval(l.ttl))
-			if l.conn != nil {
-				l.conn.Send(&ipc.Event{Event: ipc.EventRenewed, Lease: l.name, Token: strconv.FormatUint(l.token, 10),
-					DeadlineBoottimeNs: l.deadline.Nanoseconds(), ValidMs: l.deadline.Sub(now).Milliseconds()})
-			}
-			close(l.renewed)
-			l.renewed = make(chan struct{})
+			l.scheduleRenewal(b.t0)
+			d.emitLocked(l, &ipc.Event{Event: ipc.EventRenewed, DeadlineBoottimeNs: l.deadline.Nanoseconds(), ValidMs: l.deadline.Sub(now).Milliseconds()})
+			l.signalRenewed()
 			continue
 		}
 		d.loseLocked(l, ipc.ReasonRevoked)
@@ -138,24 +133,31 @@ func (d *Daemon) finishBatch(b *batch) {
 	defer d.mu.Unlock()
 	for _, l := range b.leases {
 		if d.leases[l.name] == l {
-			close(l.renewed)
-			l.renewed = make(chan struct{})
+			l.signalRenewed()
 		}
 	}
 }
 
-// expire ends every lease whose deadline has passed (rule 5).
+// expire ends every lease whose deadline has passed (rule 5), and
+// releases those whose owner ended and whose lock-delay is over.
 func (d *Daemon) expire(now clockwatch.Instant, failing bool) {
 	reason := ipc.ReasonDeadlinePassed
 	if failing {
 		reason = ipc.ReasonRenewFailed
 	}
+	var release []*lease
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	for _, l := range d.leases {
-		if !now.Before(l.deadline) {
+		switch {
+		case !now.Before(l.deadline):
 			d.loseLocked(l, reason)
+		case !now.Before(l.releaseAt):
+			release = append(release, l)
 		}
+	}
+	d.mu.Unlock()
+	for _, l := range release {
+		d.releaseLease(l, "lock-delay over")
 	}
 }
 
@@ -166,8 +168,10 @@ func (d *Daemon) nextWake(now clockwatch.Instant, inflight *batch, retryAt clock
 	deadline, renew := now.Add(time.Hour), now.Add(time.Hour)
 	d.mu.Lock()
 	for _, l := range d.leases {
-		deadline = min(deadline, l.deadline)
-		renew = min(renew, l.renewAt.Add(-renewInterval(l.ttl)/2))
+		deadline = min(deadline, l.deadline, l.releaseAt)
+		if l.renewAt != never {
+			renew = min(renew, l.renewAt.Add(-renewInterval(l.ttl)/2))
+		}
 	}
 	d.mu.Unlock()
 	next := deadline
@@ -189,4 +193,13 @@ func batchTimeout(limit time.Duration, ls []*lease) time.Duration {
 func backoff(failures int) time.Duration {
 	d := 50 * time.Millisecond << min(failures, 5)
 	return min(d, time.Second)
+}
+
+// keepAliveRefs lists the leases of a batch for the wire.
+func keepAliveRefs(ls []*lease) []*grantorpb.LeaseRef {
+	refs := make([]*grantorpb.LeaseRef, len(ls))
+	for i, l := range ls {
+		refs[i] = &grantorpb.LeaseRef{Lease: l.name, Token: l.token}
+	}
+	return refs
 }

@@ -28,9 +28,9 @@ type Client struct {
 	// end of a lease whose event overtook its grant, for those names only.
 	acquiring map[string]int
 	orphans   map[string]*Event
-	events  []chan<- *Event
-	closed  chan struct{}
-	err     error // why the connection ended
+	events    []chan<- *Event
+	closed    chan struct{}
+	err       error // why the connection ended
 }
 
 // AcquireOptions are the knobs of Acquire.
@@ -44,6 +44,12 @@ type AcquireOptions struct {
 	Owner string
 	// OwnerPID is the owner process for OwnerPID.
 	OwnerPID int
+	// LockDelay keeps the lease held this long after its owner ends
+	// without releasing it.
+	LockDelay time.Duration
+	// NoRenew (detached leases only) stops the daemon from renewing the
+	// lease; it lapses at its deadline unless renewed with Renew.
+	NoRenew bool
 }
 
 // Lease is a lease this client acquired.
@@ -86,7 +92,8 @@ func (c *Client) Hello(ctx context.Context) (*Hello, error) {
 // Acquire takes the named lease. When it is held elsewhere the error
 // matches ErrLeaseHeld and is an *Error with HolderToken set.
 func (c *Client) Acquire(ctx context.Context, name string, opt AcquireOptions) (*Lease, error) {
-	req := &Request{Op: OpAcquire, Lease: name, TTLMs: opt.TTL.Milliseconds(), WaitMs: opt.Wait.Milliseconds(), Owner: opt.Owner, OwnerPID: opt.OwnerPID}
+	req := &Request{Op: OpAcquire, Lease: name, TTLMs: opt.TTL.Milliseconds(), WaitMs: opt.Wait.Milliseconds(),
+		Owner: opt.Owner, OwnerPID: opt.OwnerPID, LockDelayMs: opt.LockDelay.Milliseconds(), NoRenew: opt.NoRenew}
 	if _, err := c.connect(ctx); err != nil {
 		return nil, err
 	}
@@ -126,6 +133,35 @@ func (c *Client) Release(ctx context.Context, name string) error {
 		c.endLease(name, "", EventReleased)
 	}
 	return err
+}
+
+// Renew renews a lease this host holds at once and returns its new grant.
+func (c *Client) Renew(ctx context.Context, name string) (*Grant, error) {
+	return c.grantCall(ctx, &Request{Op: OpRenew, Lease: name})
+}
+
+// Check returns the grant of the named lease if this host holds it, with
+// the given token unless token is "", and it is valid now.
+func (c *Client) Check(ctx context.Context, name, token string) (*Grant, error) {
+	return c.grantCall(ctx, &Request{Op: OpCheck, Lease: name, Token: token})
+}
+
+// Watch subscribes this connection to the events of every lease on the
+// host, or of the named one; they arrive on the channels given to Notify.
+func (c *Client) Watch(ctx context.Context, name string) error {
+	_, err := c.call(ctx, &Request{Op: OpWatch, Lease: name})
+	return err
+}
+
+func (c *Client) grantCall(ctx context.Context, req *Request) (*Grant, error) {
+	resp, err := c.call(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.Grant == nil {
+		return nil, fmt.Errorf("ipc: %s reply without a grant", req.Op)
+	}
+	return resp.Grant, nil
 }
 
 // Status lists the leases this host holds.

@@ -5,25 +5,46 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"sort"
+	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
+// opFields lists, per op, the fields a request may carry besides id and op,
+// and which of them it must carry.
+var opFields = map[string]struct{ allowed, required []string }{
+	OpHello:   {},
+	OpStatus:  {},
+	OpAcquire: {allowed: []string{"lease", "ttl_ms", "wait_ms", "owner", "owner_pid", "lock_delay_ms", "no_renew"}, required: []string{"lease", "ttl_ms"}},
+	OpRelease: {allowed: []string{"lease"}, required: []string{"lease"}},
+	OpRenew:   {allowed: []string{"lease"}, required: []string{"lease"}},
+	OpCheck:   {allowed: []string{"lease", "token"}, required: []string{"lease"}},
+	OpWatch:   {allowed: []string{"lease"}},
+}
+
 // requestFields are the keys a request object may have, spelled exactly.
-var requestFields = map[string]bool{
-	"id": true, "op": true, "lease": true, "ttl_ms": true, "wait_ms": true,
-	"owner": true, "owner_pid": true,
+var requestFields = map[string]bool{"id": true, "op": true}
+
+func init() {
+	for _, f := range opFields {
+		for _, k := range f.allowed {
+			requestFields[k] = true
+		}
+	}
 }
 
 // DecodeRequest parses and checks one request line. It is strict where
 // encoding/json is lenient: keys must be spelled exactly (no case folding),
-// appear once, and be known; the text must be valid UTF-8; numbers must fit
-// their fields. On failure it returns the request id if it could be read,
-// and an *Error.
+// appear once, be known and be allowed for the op; the text must be valid
+// UTF-8; numbers must fit their fields and their ranges. On failure it
+// returns the request id if it could be read, and an *Error.
 func DecodeRequest(line []byte) (*Request, *uint64, *Error) {
 	if !utf8.Valid(line) {
 		return nil, nil, Errorf(CodeBadJSON, "request is not valid UTF-8")
 	}
-	if err := checkKeys(line); err != nil {
+	seen, err := checkKeys(line)
+	if err != nil {
 		return nil, readID(line), err
 	}
 	var req Request
@@ -35,55 +56,57 @@ func DecodeRequest(line []byte) (*Request, *uint64, *Error) {
 		return nil, readID(line), Errorf(CodeBadJSON, "%v", err)
 	}
 	id := req.ID
-	if err := req.validate(); err != nil {
+	if err := req.validate(seen); err != nil {
 		return nil, &id, err
 	}
 	return &req, &id, nil
 }
 
-// checkKeys walks the top-level object's keys.
-func checkKeys(line []byte) *Error {
+// checkKeys walks the top-level object's keys and returns them.
+func checkKeys(line []byte) (map[string]bool, *Error) {
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.UseNumber()
 	tok, err := dec.Token()
 	if err != nil {
-		return Errorf(CodeBadJSON, "not JSON: %v", err)
+		return nil, Errorf(CodeBadJSON, "not JSON: %v", err)
 	}
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return Errorf(CodeBadJSON, "a request is a JSON object, one a line")
+		return nil, Errorf(CodeBadJSON, "a request is a JSON object, one a line")
 	}
 	seen := map[string]bool{}
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return Errorf(CodeBadJSON, "not JSON: %v", err)
+			return nil, Errorf(CodeBadJSON, "not JSON: %v", err)
 		}
 		key := tok.(string)
 		if !requestFields[key] {
-			return Errorf(CodeBadRequest, "unknown field %q (field names are lower case, as in PROTOCOL.md)", key)
+			return nil, Errorf(CodeBadRequest, "unknown field %q (field names are lower case, as in PROTOCOL.md)", key)
 		}
 		if seen[key] {
-			return Errorf(CodeBadRequest, "field %q appears twice", key)
+			return nil, Errorf(CodeBadRequest, "field %q appears twice", key)
 		}
 		seen[key] = true
 		var v json.RawMessage
 		if err := dec.Decode(&v); err != nil {
-			return Errorf(CodeBadJSON, "not JSON: %v", err)
+			return nil, Errorf(CodeBadJSON, "not JSON: %v", err)
+		}
+		if string(v) == "null" {
+			return nil, Errorf(CodeBadRequest, "field %q is null; leave it out instead", key)
 		}
 	}
 	if _, err := dec.Token(); err != nil {
-		return Errorf(CodeBadJSON, "not JSON: %v", err)
+		return nil, Errorf(CodeBadJSON, "not JSON: %v", err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return Errorf(CodeBadJSON, "trailing data after the request object")
+		return nil, Errorf(CodeBadJSON, "trailing data after the request object")
 	}
-	if !seen["id"] {
-		return Errorf(CodeBadRequest, "missing field \"id\"")
+	for _, k := range []string{"id", "op"} {
+		if !seen[k] {
+			return nil, Errorf(CodeBadRequest, "missing field %q", k)
+		}
 	}
-	if !seen["op"] {
-		return Errorf(CodeBadRequest, "missing field \"op\"")
-	}
-	return nil
+	return seen, nil
 }
 
 // readID recovers the id of a request that failed strict decoding, so
@@ -98,49 +121,75 @@ func readID(line []byte) *uint64 {
 	return v.ID
 }
 
-// Limits on request values, checked before any handler runs.
+// Limits on request values, checked before any handler runs. The daemon
+// may narrow the TTL range further (its MinTTL and MaxTTL).
 const (
-	maxTTLMs  = 24 * 60 * 60 * 1000 // a day
-	maxWaitMs = 60 * 60 * 1000      // an hour
+	maxTTLMs       = 24 * 60 * 60 * 1000 // a day
+	maxWaitMs      = 60 * 60 * 1000      // an hour
+	maxLockDelayMs = 60 * 60 * 1000      // an hour
+	maxTokenLen    = 20                  // digits in 2^64-1
 )
 
-func (r *Request) validate() *Error {
-	switch r.Op {
-	case OpHello, OpStatus:
-		if r.Lease != "" || r.TTLMs != 0 || r.WaitMs != 0 || r.Owner != "" || r.OwnerPID != 0 {
-			return Errorf(CodeBadRequest, "%s takes no fields besides id and op", r.Op)
+func (r *Request) validate(seen map[string]bool) *Error {
+	f, ok := opFields[r.Op]
+	if !ok {
+		if r.Op == "" {
+			return Errorf(CodeBadRequest, "op is empty")
 		}
-	case OpRelease:
-		if r.TTLMs != 0 || r.WaitMs != 0 || r.Owner != "" || r.OwnerPID != 0 {
-			return Errorf(CodeBadRequest, "release takes only id, op and lease")
+		return Errorf(CodeUnknownOp, "unknown op %q", r.Op)
+	}
+	allowed := map[string]bool{"id": true, "op": true}
+	for _, k := range f.allowed {
+		allowed[k] = true
+	}
+	var extra []string
+	for k := range seen {
+		if !allowed[k] {
+			extra = append(extra, strconv.Quote(k))
 		}
-		return validateName(r.Lease)
-	case OpAcquire:
+	}
+	if len(extra) > 0 {
+		sort.Strings(extra)
+		return Errorf(CodeBadRequest, "%s does not take %s", r.Op, strings.Join(extra, ", "))
+	}
+	for _, k := range f.required {
+		if !seen[k] {
+			return Errorf(CodeBadRequest, "%s needs field %q", r.Op, k)
+		}
+	}
+	if seen["lease"] {
 		if err := validateName(r.Lease); err != nil {
 			return err
 		}
-		if r.TTLMs <= 0 || r.TTLMs > maxTTLMs {
-			return Errorf(CodeInvalidTTL, "ttl_ms must be 1 to %d, got %d", maxTTLMs, r.TTLMs)
+	}
+	if seen["ttl_ms"] && (r.TTLMs <= 0 || r.TTLMs > maxTTLMs) {
+		return Errorf(CodeInvalidTTL, "ttl_ms must be 1 to %d, got %d", maxTTLMs, r.TTLMs)
+	}
+	if r.WaitMs < 0 || r.WaitMs > maxWaitMs {
+		return Errorf(CodeBadRequest, "wait_ms must be 0 to %d, got %d", maxWaitMs, r.WaitMs)
+	}
+	if r.LockDelayMs < 0 || r.LockDelayMs > maxLockDelayMs {
+		return Errorf(CodeBadRequest, "lock_delay_ms must be 0 to %d, got %d", maxLockDelayMs, r.LockDelayMs)
+	}
+	if seen["token"] {
+		if _, err := strconv.ParseUint(r.Token, 10, 64); err != nil || len(r.Token) > maxTokenLen {
+			return Errorf(CodeBadRequest, "token must be a decimal string of an unsigned 64-bit integer, got %q", r.Token)
 		}
-		if r.WaitMs < 0 || r.WaitMs > maxWaitMs {
-			return Errorf(CodeBadRequest, "wait_ms must be 0 to %d, got %d", maxWaitMs, r.WaitMs)
+	}
+	switch r.Owner {
+	case "", OwnerConnection, OwnerDetached:
+		if seen["owner_pid"] {
+			return Errorf(CodeBadRequest, "owner_pid is only for owner %q", OwnerPID)
 		}
-		switch r.Owner {
-		case "", OwnerConnection, OwnerDetached:
-			if r.OwnerPID != 0 {
-				return Errorf(CodeBadRequest, "owner_pid is only for owner \"pid\"")
-			}
-		case OwnerPID:
-			if r.OwnerPID <= 0 {
-				return Errorf(CodeBadRequest, "owner \"pid\" needs a positive owner_pid")
-			}
-		default:
-			return Errorf(CodeBadRequest, "owner must be %q, %q or %q, got %q", OwnerConnection, OwnerPID, OwnerDetached, r.Owner)
+	case OwnerPID:
+		if r.OwnerPID <= 0 {
+			return Errorf(CodeBadRequest, "owner %q needs a positive owner_pid", OwnerPID)
 		}
-	case "":
-		return Errorf(CodeBadRequest, "op is empty")
 	default:
-		return Errorf(CodeUnknownOp, "unknown op %q", r.Op)
+		return Errorf(CodeBadRequest, "owner must be %q, %q or %q, got %q", OwnerConnection, OwnerPID, OwnerDetached, r.Owner)
+	}
+	if r.NoRenew && r.Owner != OwnerDetached {
+		return Errorf(CodeBadRequest, "no_renew is only for owner %q", OwnerDetached)
 	}
 	return nil
 }

@@ -30,6 +30,10 @@ const (
 	CodeShuttingDown = "shutting_down"
 	// CodeInternal: a bug; the message says more.
 	CodeInternal = "internal"
+	// CodeTokenMismatch: the lease is held here, but under another token.
+	CodeTokenMismatch = "token_mismatch"
+	// CodePermissionDenied: the caller may not use this lease name.
+	CodePermissionDenied = "permission_denied"
 )
 
 // Error is the error object of a failed response. It implements error, and
@@ -62,4 +66,6 @@ var (
 	ErrNotHeld = &Error{Code: CodeNotHeld}
 	// ErrUnavailable matches CodeUnavailable.
 	ErrUnavailable = &Error{Code: CodeUnavailable}
+	// ErrPermissionDenied matches CodePermissionDenied.
+	ErrPermissionDenied = &Error{Code: CodePermissionDenied}
 )

@@ -19,6 +19,9 @@ const (
 	OpAcquire = "acquire"
 	OpRelease = "release"
 	OpStatus  = "status"
+	OpRenew   = "renew"
+	OpCheck   = "check"
+	OpWatch   = "watch"
 )
 
 // Owner bindings an acquire may ask for.
@@ -50,7 +53,18 @@ type Request struct {
 	Owner string `json:"owner,omitempty"`
 	// OwnerPID is the owning process when Owner is OwnerPID.
 	OwnerPID int `json:"owner_pid,omitempty"`
+	// LockDelayMs is how long, after its owner ends without releasing,
+	// the lease stays held so that nobody else takes it (acquire).
+	LockDelayMs int64 `json:"lock_delay_ms,omitempty"`
+	// NoRenew asks the daemon not to renew the lease on its own; it lapses
+	// at its deadline unless renewed with the renew op (acquire).
+	NoRenew bool `json:"no_renew,omitempty"`
+	// Token is the token to check against (check).
+	Token string `json:"token,omitempty"`
 }
+
+// LockDelay returns the requested lock-delay.
+func (r *Request) LockDelay() time.Duration { return time.Duration(r.LockDelayMs) * time.Millisecond }
 
 // TTL returns the requested term.
 func (r *Request) TTL() time.Duration { return time.Duration(r.TTLMs) * time.Millisecond }
@@ -105,6 +119,13 @@ type Grant struct {
 	Owner string `json:"owner"`
 	// OwnerPID is the owning process for OwnerPID bindings.
 	OwnerPID int `json:"owner_pid,omitempty"`
+	// LockDelayMs is the lease's lock-delay.
+	LockDelayMs int64 `json:"lock_delay_ms,omitempty"`
+	// NoRenew is set for leases the daemon does not renew on its own.
+	NoRenew bool `json:"no_renew,omitempty"`
+	// OwnerGone is set while a lease whose owner ended sits out its
+	// lock-delay before release.
+	OwnerGone bool `json:"owner_gone,omitempty"`
 }
 
 // NewGrant fills a Grant whose deadline is deadlineNs on CLOCK_BOOTTIME,
@@ -134,6 +155,11 @@ const (
 	// EventRenewed: the lease was renewed; the event carries the new
 	// deadline.
 	EventRenewed = "renewed"
+	// EventAcquired: a lease was acquired on this host (sent to watchers).
+	EventAcquired = "acquired"
+	// EventOwnerGone: the owner of a lease with a lock-delay ended; the
+	// lease stays held until the delay is over, then is released.
+	EventOwnerGone = "owner_gone"
 )
 
 // Reasons a lease is lost.
@@ -146,14 +172,16 @@ const (
 	// ReasonRevoked: the grantor says the lease is no longer this
 	// holder's.
 	ReasonRevoked = "revoked"
+	// ReasonReleasedByAdmin: another local caller released the lease.
+	ReasonReleasedByAdmin = "released_by_admin"
 )
 
 // Event is a line the server pushes without a request. Events have an
 // "event" field and never an "id".
 type Event struct {
 	Event  string `json:"event"`
-	Lease  string `json:"lease"`
-	Token  string `json:"token"`
+	Lease  string `json:"lease,omitempty"`
+	Token  string `json:"token,omitempty"`
 	Reason string `json:"reason,omitempty"`
 	// DeadlineBoottimeNs and ValidMs are the new deadline, for renewed.
 	DeadlineBoottimeNs int64 `json:"deadline_boottime_ns,omitempty"`

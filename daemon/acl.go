@@ -1,0 +1,99 @@
+package daemon
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/leaseside/leaseside/ipc"
+)
+
+// ACL decides which callers may use which lease names. An empty ACL allows
+// every caller that can open the socket (whose mode and group are the
+// first line of defence). Root may use every name.
+type ACL []ACLRule
+
+// ACLRule lets the listed users and groups use names under Prefixes.
+type ACLRule struct {
+	// UIDs and GIDs the rule applies to; a caller matches by its uid, its
+	// primary gid or any supplementary group.
+	UIDs []int `json:"uids,omitempty"`
+	GIDs []int `json:"gids,omitempty"`
+	// Prefixes of lease names the rule allows; "" allows every name.
+	Prefixes []string `json:"prefixes"`
+}
+
+// allow returns a permission_denied error unless cred may use name.
+func (a ACL) allow(cred ipc.Cred, name string) *ipc.Error {
+	if len(a) == 0 || cred.UID == 0 {
+		return nil
+	}
+	var groups []int // read lazily: only rules with gids need them
+	for _, r := range a {
+		if !r.matchesName(name) {
+			continue
+		}
+		for _, u := range r.UIDs {
+			if u == cred.UID {
+				return nil
+			}
+		}
+		if len(r.GIDs) > 0 && groups == nil {
+			groups = append(supplementaryGroups(cred.PID), cred.GID)
+		}
+		for _, g := range r.GIDs {
+			for _, have := range groups {
+				if g == have {
+					return nil
+				}
+			}
+		}
+	}
+	return ipc.Errorf(ipc.CodePermissionDenied, "uid %d may not use lease %q", cred.UID, name)
+}
+
+func (r ACLRule) matchesName(name string) bool {
+	for _, p := range r.Prefixes {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// Validate reports an ACL rule that can never match.
+func (a ACL) Validate() error {
+	for i, r := range a {
+		if len(r.UIDs) == 0 && len(r.GIDs) == 0 {
+			return fmt.Errorf("daemon: acl rule %d names no uid or gid", i)
+		}
+		if len(r.Prefixes) == 0 {
+			return fmt.Errorf("daemon: acl rule %d names no prefix (use \"\" for all names)", i)
+		}
+	}
+	return nil
+}
+
+// supplementaryGroups reads the Groups line of /proc/PID/status; SO_PEERCRED
+// carries only the primary gid.
+func supplementaryGroups(pid int) []int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return nil
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		rest, ok := strings.CutPrefix(line, "Groups:")
+		if !ok {
+			continue
+		}
+		var gs []int
+		for _, f := range strings.Fields(rest) {
+			if g, err := strconv.Atoi(f); err == nil {
+				gs = append(gs, g)
+			}
+		}
+		return gs
+	}
+	return nil
+}

@@ -1,0 +1,30 @@
+package daemon
+
+import (
+	"strconv"
+
+	"github.com/leaseside/leaseside/ipc"
+)
+
+// watch subscribes c to the events of every lease on this host, or of the
+// one named.
+func (d *Daemon) watch(c *ipc.Conn, name string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.watchers[c] = name
+}
+
+// emitLocked sends an event about l to its owner's connection and to every
+// watcher. The caller holds d.mu.
+func (d *Daemon) emitLocked(l *lease, ev *ipc.Event) {
+	ev.Lease = l.name
+	ev.Token = strconv.FormatUint(l.token, 10)
+	if l.conn != nil {
+		l.conn.Send(ev)
+	}
+	for c, filter := range d.watchers {
+		if c != l.conn && (filter == "" || filter == l.name) {
+			c.Send(ev)
+		}
+	}
+}

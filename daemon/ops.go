@@ -1,0 +1,263 @@
+package daemon
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/leaseside/leaseside/clockwatch"
+	"github.com/leaseside/leaseside/ipc"
+)
+
+// status lists the held leases. It checks deadlines itself rather than
+// trust the renew loop to have run: no reply ever shows a lease past its
+// deadline.
+func (d *Daemon) status() *ipc.Response {
+	now := d.clock.Now()
+	d.mu.Lock()
+	grants := make([]ipc.Grant, 0, len(d.leases))
+	for _, l := range d.leases {
+		if !now.Before(l.deadline) {
+			d.loseLocked(l, ipc.ReasonDeadlinePassed)
+			continue
+		}
+		grants = append(grants, *l.grant(now))
+	}
+	d.mu.Unlock()
+	return &ipc.Response{Leases: &grants}
+}
+
+// validLocked returns the named lease if it is held and valid now, ending
+// it first if its deadline has passed. The caller holds d.mu.
+func (d *Daemon) validLocked(name string, now clockwatch.Instant) *lease {
+	l := d.leases[name]
+	if l != nil && !now.Before(l.deadline) {
+		d.loseLocked(l, ipc.ReasonDeadlinePassed)
+		return nil
+	}
+	return l
+}
+
+func ownerID(c *ipc.Conn, req *ipc.Request) string {
+	switch req.Owner {
+	case ipc.OwnerPID:
+		return "pid:" + strconv.Itoa(req.OwnerPID)
+	case ipc.OwnerDetached:
+		return "detached"
+	}
+	return "conn:" + strconv.FormatUint(c.ID, 10)
+}
+
+func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*ipc.Grant, *ipc.Error) {
+	ttl := req.TTL()
+	if ttl < d.cfg.MinTTL || ttl > d.cfg.MaxTTL {
+		return nil, ipc.Errorf(ipc.CodeInvalidTTL, "ttl_ms must be between %d and %d", d.cfg.MinTTL.Milliseconds(), d.cfg.MaxTTL.Milliseconds())
+	}
+	owner := req.Owner
+	if owner == "" {
+		owner = ipc.OwnerConnection
+	}
+	id := ownerID(c, req)
+
+	d.mu.Lock()
+	now := d.clock.Now()
+	if l := d.validLocked(req.Lease, now); l != nil && l.ownerID == id && l.releaseAt == never {
+		d.mu.Unlock()
+		return l.grant(now), nil // this owner holds it already: a no-op
+	}
+	d.mu.Unlock()
+
+	l := &lease{name: req.Lease, ttl: ttl, owner: owner, ownerID: id, ownerPID: req.OwnerPID, uid: c.Cred.UID,
+		conn: c, lockDelay: req.LockDelay(), releaseAt: never, noRenew: req.NoRenew, renewed: make(chan struct{})}
+	if owner == ipc.OwnerPID {
+		stop, err := watchPID(req.OwnerPID, func() { d.ownerEnded(l, "owner process exited") })
+		if err != nil {
+			return nil, ipc.Errorf(ipc.CodeBadRequest, "owner_pid: %v", err)
+		}
+		l.stopWatch = stop
+	}
+	fail := func(e *ipc.Error) (*ipc.Grant, *ipc.Error) {
+		if l.stopWatch != nil {
+			l.stopWatch()
+		}
+		return nil, e
+	}
+
+	rctx, cancel := context.WithTimeout(ctx, req.Wait()+d.cfg.RequestTimeout)
+	defer cancel()
+	t0 := d.clock.Now() // rule 1: read before the request is sent
+	resp, err := d.g.acquire(rctx, req.Lease, id, ttl, req.Wait())
+	if err != nil {
+		return fail(grantorError(err))
+	}
+	if !resp.Granted {
+		e := ipc.Errorf(ipc.CodeLeaseHeld, "lease %q is held by another owner with token %d", req.Lease, resp.Token)
+		e.HolderToken = strconv.FormatUint(resp.Token, 10)
+		return fail(e)
+	}
+
+	l.token = resp.Token
+	l.deadline = d.cfg.Timing.HolderDeadline(t0, ttl) // rule 3
+	l.scheduleRenewal(t0)
+	d.mu.Lock()
+	if old := d.leases[req.Lease]; old != nil && old.token != l.token {
+		// A new grant while the old one is still listed: the old one is over.
+		d.loseLocked(old, ipc.ReasonRevoked)
+	}
+	d.leases[req.Lease] = l
+	d.emitLocked(l, &ipc.Event{Event: ipc.EventAcquired})
+	d.mu.Unlock()
+	d.wake()
+
+	// A grant that came after waiting in the queue was made at an unknown
+	// point after t0: its deadline may be short or gone. Renew it once now
+	// so the owner starts with a full term.
+	if req.Wait() > 0 && clockwatch.Until(d.clock, l.deadline) < 2*ttl/3 {
+		if err := d.renewNow(ctx, l); err != nil {
+			return nil, err
+		}
+	}
+	now = d.clock.Now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.validLocked(req.Lease, now) != l {
+		return nil, ipc.Errorf(ipc.CodeLost, "lease %q was lost before the reply could be sent", req.Lease)
+	}
+	return l.grant(now), nil
+}
+
+// renew renews a lease this host holds at once, and returns its new grant.
+// It is how leases acquired with no_renew are kept.
+func (d *Daemon) renew(ctx context.Context, name string) (*ipc.Grant, *ipc.Error) {
+	d.mu.Lock()
+	l := d.validLocked(name, d.clock.Now())
+	d.mu.Unlock()
+	if l == nil {
+		return nil, ipc.Errorf(ipc.CodeNotHeld, "this host does not hold %q", name)
+	}
+	rctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
+	defer cancel()
+	if err := d.renewNow(rctx, l); err != nil {
+		return nil, err
+	}
+	return d.check(name, "")
+}
+
+// check returns the grant of a lease this host holds and that is valid
+// now, with the given token unless token is "".
+func (d *Daemon) check(name, token string) (*ipc.Grant, *ipc.Error) {
+	now := d.clock.Now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	l := d.validLocked(name, now)
+	if l == nil {
+		return nil, ipc.Errorf(ipc.CodeNotHeld, "this host does not hold %q", name)
+	}
+	if token != "" && token != strconv.FormatUint(l.token, 10) {
+		return nil, ipc.Errorf(ipc.CodeTokenMismatch, "this host holds %q with token %d, not %s", name, l.token, token)
+	}
+	return l.grant(now), nil
+}
+
+// renewNow asks the renew loop for an immediate renewal of l and waits
+// for its outcome.
+func (d *Daemon) renewNow(ctx context.Context, l *lease) *ipc.Error {
+	d.mu.Lock()
+	l.renewAt = 0
+	done := l.renewed
+	d.mu.Unlock()
+	d.wake()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ipc.Errorf(ipc.CodeUnavailable, "renewing %q: %v", l.name, ctx.Err())
+	}
+}
+
+func (d *Daemon) release(ctx context.Context, c *ipc.Conn, name string) *ipc.Error {
+	d.mu.Lock()
+	l := d.leases[name]
+	if l == nil {
+		d.mu.Unlock()
+		return ipc.Errorf(ipc.CodeNotHeld, "this host does not hold %q", name)
+	}
+	if c.Cred.UID != 0 && c.Cred.UID != l.uid {
+		d.mu.Unlock()
+		return ipc.Errorf(ipc.CodePermissionDenied, "%q was acquired by uid %d; only it or root may release it", name, l.uid)
+	}
+	d.forgetLocked(l)
+	if l.conn != nil && l.conn != c {
+		// Somebody else ended the owner's lease: it must stop now.
+		l.conn.Send(&ipc.Event{Event: ipc.EventLost, Lease: l.name, Token: strconv.FormatUint(l.token, 10), Reason: ipc.ReasonReleasedByAdmin})
+		l.conn = nil
+	}
+	d.emitLocked(l, &ipc.Event{Event: ipc.EventReleased})
+	d.mu.Unlock()
+
+	rctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
+	defer cancel()
+	if _, err := d.g.release(rctx, l.name, l.ownerID, l.token); err != nil {
+		// The lease is already out of the table, so nobody here acts on
+		// it; the grantor frees it when its term runs out.
+		return grantorError(err)
+	}
+	return nil
+}
+
+// ownerEnded handles the end of l's owner: release now, or after the
+// lease's lock-delay, during which it stays held and renewed.
+func (d *Daemon) ownerEnded(l *lease, why string) {
+	if l.lockDelay <= 0 {
+		d.releaseLease(l, why)
+		return
+	}
+	d.mu.Lock()
+	if d.leases[l.name] == l && l.releaseAt == never {
+		l.releaseAt = d.clock.Now().Add(l.lockDelay)
+		d.log.Info("owner ended; holding the lease for its lock-delay", "lease", l.name, "why", why, "lock_delay", l.lockDelay)
+		d.emitLocked(l, &ipc.Event{Event: ipc.EventOwnerGone, Reason: why})
+	}
+	d.mu.Unlock()
+	d.wake()
+}
+
+// releaseLease ends l because its owner is gone, and tells the grantor.
+func (d *Daemon) releaseLease(l *lease, why string) {
+	d.mu.Lock()
+	if d.leases[l.name] != l {
+		d.mu.Unlock()
+		return
+	}
+	d.forgetLocked(l)
+	d.emitLocked(l, &ipc.Event{Event: ipc.EventReleased, Reason: why})
+	d.mu.Unlock()
+	d.log.Info("releasing lease", "lease", l.name, "token", l.token, "why", why)
+	d.background(func(ctx context.Context) {
+		if _, err := d.g.release(ctx, l.name, l.ownerID, l.token); err != nil {
+			d.log.Warn("release failed; the grantor frees the lease when its term ends", "lease", l.name, "err", err)
+		}
+	})
+}
+
+// forgetLocked takes l out of the table. The caller holds d.mu.
+func (d *Daemon) forgetLocked(l *lease) {
+	delete(d.leases, l.name)
+	if l.stopWatch != nil {
+		l.stopWatch()
+	}
+}
+
+// loseLocked ends l at once and tells its owner (rule 5). The caller
+// holds d.mu.
+func (d *Daemon) loseLocked(l *lease, reason string) {
+	if d.leases[l.name] != l {
+		return
+	}
+	d.forgetLocked(l)
+	d.log.Warn("lease lost", "lease", l.name, "token", l.token, "reason", reason)
+	d.emitLocked(l, &ipc.Event{Event: ipc.EventLost, Reason: reason})
+	l.signalRenewed()
+	// Best effort: the lease is over for us, so freeing it at the grantor
+	// is safe and lets the next owner in sooner.
+	d.background(func(ctx context.Context) { d.g.release(ctx, l.name, l.ownerID, l.token) })
+}

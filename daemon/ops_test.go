@@ -1,0 +1,169 @@
+package daemon
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/leaseside/leaseside/ipc"
+)
+
+func waitEventOn(t *testing.T, ch chan *ipc.Event, kind string) *ipc.Event {
+	t.Helper()
+	ctx := ctxT(t)
+	for {
+		select {
+		case ev := <-ch:
+			if ev.Event == kind {
+				return ev
+			}
+		case <-ctx.Done():
+			t.Fatalf("no %s event", kind)
+		}
+	}
+}
+
+// watch registers a watcher; the reply proves the registration happened.
+func watch(t *testing.T, c *ipc.Client, name string) {
+	t.Helper()
+	if err := c.Watch(ctxT(t), name); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// An owner that ends without releasing keeps its lease held for the
+// lock-delay, then the daemon releases it.
+func TestLockDelayHoldsAfterOwnerEnds(t *testing.T) {
+	r := newRig(t)
+	watcher, events := r.client(t)
+	watch(t, watcher, "")
+	owner, _ := r.client(t)
+	if _, err := owner.Acquire(ctxT(t), "db/primary", ipc.AcquireOptions{TTL: ttl, LockDelay: 2 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	waitEventOn(t, events, ipc.EventAcquired)
+	owner.Close()
+	waitEventOn(t, events, ipc.EventOwnerGone)
+	r.clock.Advance(1999 * time.Millisecond)
+	leases, err := watcher.Status(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(leases) != 1 || !leases[0].OwnerGone {
+		t.Fatalf("want the lease held, owner gone, before the lock-delay ran out: %+v", leases)
+	}
+	r.clock.Advance(time.Millisecond)
+	waitEventOn(t, events, ipc.EventReleased)
+	if rel := r.waitRelease(t); rel.Lease != "db/primary" {
+		t.Fatalf("released %q at the grantor", rel.Lease)
+	}
+}
+
+// A no_renew lease is never renewed by the daemon, lapses at its deadline,
+// and the renew op extends it on request.
+func TestNoRenewLeaseRenewedOnlyOnRequest(t *testing.T) {
+	r := newRig(t)
+	l, err := r.c.Acquire(ctxT(t), "batch/nightly", ipc.AcquireOptions{TTL: ttl, Owner: ipc.OwnerDetached, NoRenew: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.clock.Advance(ttl / 2)
+	select {
+	case ka := <-r.g.keepalives:
+		t.Fatalf("daemon renewed a no_renew lease on its own: %v", ka)
+	default:
+	}
+	g := l.Grant
+	g2, err := r.c.Renew(ctxT(t), "batch/nightly")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.waitKeepAlive(t)
+	if g2.Token != g.Token || g2.DeadlineBoottimeNs <= g.DeadlineBoottimeNs {
+		t.Fatalf("renew: token %s->%s deadline %d->%d; want same token, later deadline", g.Token, g2.Token, g.DeadlineBoottimeNs, g2.DeadlineBoottimeNs)
+	}
+	r.clock.Advance(ttl)
+	r.waitEvent(t, ipc.EventLost)
+}
+
+func TestCheck(t *testing.T) {
+	r := newRig(t)
+	g, err := r.c.Acquire(ctxT(t), "a", ipc.AcquireOptions{TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, lease, token, code string
+	}{
+		{name: "held", lease: "a"},
+		{name: "held with token", lease: "a", token: g.Token},
+		{name: "other token", lease: "a", token: "999", code: ipc.CodeTokenMismatch},
+		{name: "not held", lease: "b", code: ipc.CodeNotHeld},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := r.c.Check(ctxT(t), tt.lease, tt.token)
+			var ie *ipc.Error
+			switch {
+			case tt.code == "" && err != nil:
+				t.Fatalf("check: %v", err)
+			case tt.code != "" && (!errors.As(err, &ie) || ie.Code != tt.code):
+				t.Fatalf("check: %v, want code %s", err, tt.code)
+			}
+		})
+	}
+	r.clock.Advance(ttl) // past the deadline, no renewal answered yet
+	r.g.set(func() { r.g.silent = true })
+	if _, err := r.c.Check(ctxT(t), "a", ""); !errors.Is(err, ipc.ErrNotHeld) {
+		t.Fatalf("check past the deadline: %v, want not_held", err)
+	}
+}
+
+// Releasing another connection's lease tells that owner it is lost.
+func TestReleaseByOtherTellsOwner(t *testing.T) {
+	r := newRig(t)
+	if _, err := r.c.Acquire(ctxT(t), "a", ipc.AcquireOptions{TTL: ttl}); err != nil {
+		t.Fatal(err)
+	}
+	admin, _ := r.client(t)
+	if err := admin.Release(ctxT(t), "a"); err != nil {
+		t.Fatal(err)
+	}
+	ev := r.waitEvent(t, ipc.EventLost)
+	if ev.Reason != ipc.ReasonReleasedByAdmin {
+		t.Fatalf("reason %q, want %q", ev.Reason, ipc.ReasonReleasedByAdmin)
+	}
+}
+
+func TestACL(t *testing.T) {
+	acl := ACL{
+		{UIDs: []int{1000}, Prefixes: []string{"jobs/"}},
+		{GIDs: []int{50}, Prefixes: []string{"db/"}},
+	}
+	tests := []struct {
+		name  string
+		cred  ipc.Cred
+		lease string
+		ok    bool
+	}{
+		{name: "uid on its prefix", cred: ipc.Cred{UID: 1000, GID: 1000}, lease: "jobs/a", ok: true},
+		{name: "uid off its prefix", cred: ipc.Cred{UID: 1000, GID: 1000}, lease: "db/a"},
+		{name: "group on its prefix", cred: ipc.Cred{UID: 2000, GID: 50}, lease: "db/a", ok: true},
+		{name: "unlisted uid", cred: ipc.Cred{UID: 3000, GID: 3000}, lease: "jobs/a"},
+		{name: "root", cred: ipc.Cred{UID: 0}, lease: "anything", ok: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := acl.allow(tt.cred, tt.lease)
+			if (err == nil) != tt.ok {
+				t.Fatalf("allow = %v, want ok %v", err, tt.ok)
+			}
+			if err != nil && err.Code != ipc.CodePermissionDenied {
+				t.Fatalf("code %s", err.Code)
+			}
+		})
+	}
+	if (ACL{{Prefixes: []string{"x"}}}).Validate() == nil {
+		t.Error("a rule with no uid or gid passed Validate")
+	}
+}
