@@ -11,8 +11,9 @@ import (
 
 // Config configures a Daemon.
 type Config struct {
-	// Grantor is the gRPC address of the grantor to talk to.
-	Grantor string
+	// Grantors are gRPC addresses of grantors to start from; the daemon
+	// follows the leader from there.
+	Grantors []string
 	// Timing is the drift rate and safety margin used for deadlines.
 	Timing clockwatch.Timing
 	// Clock decides every deadline; nil means clockwatch.System.
@@ -34,8 +35,8 @@ type Config struct {
 	ACL ACL
 }
 
-// DefaultConfig returns a Config with the defaults filled in; Grantor
-// still has to be set.
+// DefaultConfig returns a Config with the defaults filled in; Grantors
+// still have to be set.
 func DefaultConfig() Config {
 	return Config{
 		Timing:         clockwatch.DefaultTiming(),
@@ -49,7 +50,7 @@ func DefaultConfig() Config {
 
 // Validate reports the first problem with c.
 func (c Config) Validate() error {
-	if c.Grantor == "" {
+	if len(c.Grantors) == 0 {
 		return errors.New("daemon: no grantor address")
 	}
 	if err := c.Timing.Validate(); err != nil {

@@ -44,7 +44,7 @@ func New(cfg Config) (*Daemon, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	g, err := dialGrantor(cfg.Grantor)
+	g, err := newGrantorConn(cfg.Grantors)
 	if err != nil {
 		return nil, err
 	}

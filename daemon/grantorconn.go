@@ -17,37 +17,97 @@ import (
 	"github.com/leaseside/leaseside/grantor/grantorpb"
 )
 
-// grantorConn is the sidecar's session with the grantor cluster: one gRPC
-// connection, one session id per daemon start, and request ids that make
-// retries safe.
+// grantorConn is the sidecar's session with the grantor cluster: one
+// session id per daemon start, request ids that make retries safe, and the
+// grantors it knows with its best guess of the leader, which it follows as
+// grantors redirect it.
 type grantorConn struct {
 	session string
-	cc      *grpc.ClientConn
-	api     grantorpb.GrantorClient
 
 	mu       sync.Mutex
 	seq      uint64
 	inflight map[uint64]struct{}
+	addrs    []string // known grantor RPC addresses
+	leader   string   // best guess; "" means try addrs in turn
+	next     int      // next of addrs to try when the leader is unknown
+	conns    map[string]*grpc.ClientConn
 }
 
-func dialGrantor(addr string) (*grantorConn, error) {
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return nil, fmt.Errorf("daemon: grantor %s: %w", addr, err)
-	}
+func newGrantorConn(addrs []string) (*grantorConn, error) {
 	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, err
 	}
 	return &grantorConn{
 		session:  hex.EncodeToString(b[:]),
-		cc:       cc,
-		api:      grantorpb.NewGrantorClient(cc),
 		inflight: map[uint64]struct{}{},
+		addrs:    append([]string(nil), addrs...),
+		conns:    map[string]*grpc.ClientConn{},
 	}, nil
 }
 
-func (g *grantorConn) close() error { return g.cc.Close() }
+func (g *grantorConn) close() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, cc := range g.conns {
+		cc.Close()
+	}
+	g.conns = map[string]*grpc.ClientConn{}
+}
+
+// setGrantors replaces the known grantors (from discovery); leader, if
+// not "", is the leader they report.
+func (g *grantorConn) setGrantors(addrs []string, leader string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.addrs = append(g.addrs[:0], addrs...)
+	if leader != "" {
+		g.leader = leader
+	}
+}
+
+// client returns a client for the grantor most likely to be leader.
+func (g *grantorConn) client() (grantorpb.GrantorClient, string, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	addr := g.leader
+	if addr == "" {
+		if len(g.addrs) == 0 {
+			return nil, "", errors.New("no grantor known")
+		}
+		addr = g.addrs[g.next%len(g.addrs)]
+	}
+	cc := g.conns[addr]
+	if cc == nil {
+		var err error
+		cc, err = grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return nil, "", fmt.Errorf("grantor %s: %w", addr, err)
+		}
+		g.conns[addr] = cc
+	}
+	return grantorpb.NewGrantorClient(cc), addr, nil
+}
+
+// failed learns from an error of the grantor at addr: a redirect names
+// the leader; anything else makes the next call try another grantor.
+func (g *grantorConn) failed(addr string, err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.leader != addr && g.leader != "" {
+		return // someone already moved on
+	}
+	if st, ok := status.FromError(err); ok && st.Code() == codes.FailedPrecondition {
+		for _, d := range st.Details() {
+			if nl, ok := d.(*grantorpb.NotLeader); ok && nl.LeaderRpcAddr != "" && nl.LeaderRpcAddr != addr {
+				g.leader = nl.LeaderRpcAddr
+				return
+			}
+		}
+	}
+	g.leader = ""
+	g.next++
+}
 
 // newID numbers a mutating request. done must be called once its reply
 // (or final failure) is in, so the grantor may forget its outcome.
@@ -71,15 +131,20 @@ func (g *grantorConn) newID() (id *grantorpb.RequestID, done func()) {
 // errGrantorUnavailable wraps failures to reach a serving grantor.
 var errGrantorUnavailable = errors.New("grantor unavailable")
 
-// retry calls f with the same request id until it succeeds, fails for a
-// reason a retry cannot mend, or ctx ends. Retrying with the same id is
-// safe: the grantor applies a request once.
-func retry[T any](ctx context.Context, f func(context.Context) (T, error)) (T, error) {
+// retry calls f on the likely leader, with the same request id, until it
+// succeeds, fails for a reason a retry cannot mend, or ctx ends. Retrying
+// with the same id is safe: the grantor applies a request once.
+func retry[T any](ctx context.Context, g *grantorConn, f func(context.Context, grantorpb.GrantorClient) (T, error)) (T, error) {
 	backoff := 50 * time.Millisecond
 	for {
-		v, err := f(ctx)
-		if err == nil || !retryable(err) {
-			return v, err
+		api, addr, err := g.client()
+		var v T
+		if err == nil {
+			v, err = f(ctx, api)
+			if err == nil || !retryable(err) {
+				return v, err
+			}
+			g.failed(addr, err)
 		}
 		select {
 		case <-ctx.Done():
@@ -103,8 +168,8 @@ func (g *grantorConn) acquire(ctx context.Context, name, owner string, ttl, wait
 	id, done := g.newID()
 	defer done()
 	req := &grantorpb.AcquireRequest{Id: id, Lease: name, Owner: owner, TtlNs: int64(ttl), WaitNs: int64(wait)}
-	return retry(ctx, func(ctx context.Context) (*grantorpb.AcquireResponse, error) {
-		return g.api.Acquire(ctx, req)
+	return retry(ctx, g, func(ctx context.Context, api grantorpb.GrantorClient) (*grantorpb.AcquireResponse, error) {
+		return api.Acquire(ctx, req)
 	})
 }
 
@@ -112,8 +177,8 @@ func (g *grantorConn) release(ctx context.Context, name, owner string, token uin
 	id, done := g.newID()
 	defer done()
 	req := &grantorpb.ReleaseRequest{Id: id, Lease: name, Owner: owner, Token: token}
-	resp, err := retry(ctx, func(ctx context.Context) (*grantorpb.ReleaseResponse, error) {
-		return g.api.Release(ctx, req)
+	resp, err := retry(ctx, g, func(ctx context.Context, api grantorpb.GrantorClient) (*grantorpb.ReleaseResponse, error) {
+		return api.Release(ctx, req)
 	})
 	if err != nil {
 		return false, err
@@ -188,10 +253,15 @@ func (s *kaStream) isDead() bool {
 }
 
 func (g *grantorConn) openKeepAlive(ctx context.Context, report func(kaResult)) (*kaStream, error) {
+	api, addr, err := g.client()
+	if err != nil {
+		return nil, err
+	}
 	sctx, cancel := context.WithCancel(ctx)
-	stream, err := g.api.KeepAlive(sctx)
+	stream, err := api.KeepAlive(sctx)
 	if err != nil {
 		cancel()
+		g.failed(addr, err)
 		return nil, err
 	}
 	s := &kaStream{stream: stream, cancel: cancel, dead: make(chan struct{})}
@@ -200,6 +270,9 @@ func (g *grantorConn) openKeepAlive(ctx context.Context, report func(kaResult)) 
 		for {
 			resp, err := stream.Recv()
 			if err != nil {
+				if sctx.Err() == nil {
+					g.failed(addr, err)
+				}
 				report(kaResult{err: err})
 				return
 			}

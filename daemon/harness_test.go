@@ -101,7 +101,7 @@ func newRig(t *testing.T) *rig {
 	t.Cleanup(srv.Stop)
 
 	cfg := DefaultConfig()
-	cfg.Grantor = gl.Addr().String()
+	cfg.Grantors = []string{gl.Addr().String()}
 	cfg.Clock = clock
 	d, err := New(cfg)
 	if err != nil {

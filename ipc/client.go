@@ -184,6 +184,19 @@ func (c *Client) Notify(ch chan<- *Event) {
 	c.events = append(c.events, ch)
 }
 
+// Closed is closed when the connection to the daemon has ended (or was
+// never opened).
+func (c *Client) Closed() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed == nil {
+		ch := make(chan struct{})
+		close(ch)
+		return ch
+	}
+	return c.closed
+}
+
 // Close closes the connection; connection-bound leases are released by the
 // daemon.
 func (c *Client) Close() error {

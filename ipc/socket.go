@@ -78,6 +78,18 @@ func Listen(path string) (*net.UnixListener, error) {
 	return ln, nil
 }
 
+// SetGroup gives the socket at path, and its directory, to group gid, so
+// that members of the group may use the daemon (the modes stay 0660 and
+// 0750).
+func SetGroup(path string, gid int) error {
+	for _, p := range []string{filepath.Dir(path), path} {
+		if err := os.Chown(p, -1, gid); err != nil {
+			return fmt.Errorf("ipc: socket group: %w", err)
+		}
+	}
+	return nil
+}
+
 // Dial connects to the daemon's socket at path ("" means DefaultSocketPath).
 func Dial(ctx context.Context, path string) (*net.UnixConn, error) {
 	if path == "" {

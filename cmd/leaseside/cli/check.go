@@ -1,0 +1,71 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/leaseside/leaseside/ipc"
+)
+
+// runCheck exits 0 when this host holds the lease (with the token, if
+// given) and it is valid now; ExitNotHeld otherwise.
+func runCheck(ctx context.Context, e *env) int {
+	fs := newFlags(e, "check", "NAME [--token T] [--json]")
+	var cf clientFlags
+	cf.register(fs)
+	tok := fs.String("token", "", "require this token")
+	pos, _, err := parse(fs, e.args)
+	if err != nil {
+		return parseExit(err)
+	}
+	if len(pos) != 1 {
+		fs.Usage()
+		return ExitUsage
+	}
+	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
+	defer cancel()
+	c := cf.client()
+	defer c.Close()
+	g, err := c.Check(ctx, pos[0], *tok)
+	if err != nil {
+		if ie, ok := err.(*ipc.Error); ok && (ie.Code == ipc.CodeNotHeld || ie.Code == ipc.CodeTokenMismatch) {
+			fmt.Fprintf(e.stderr, "leaseside: %s\n", ie.Message)
+			return ExitNotHeld
+		}
+		return fail(e, err)
+	}
+	return printGrant(e, &cf, g)
+}
+
+// runRenew renews a lease this host holds, at once.
+func runRenew(ctx context.Context, e *env) int {
+	fs := newFlags(e, "renew", "NAME [--json]")
+	var cf clientFlags
+	cf.register(fs)
+	pos, _, err := parse(fs, e.args)
+	if err != nil {
+		return parseExit(err)
+	}
+	if len(pos) != 1 {
+		fs.Usage()
+		return ExitUsage
+	}
+	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
+	defer cancel()
+	c := cf.client()
+	defer c.Close()
+	g, err := c.Renew(ctx, pos[0])
+	if err != nil {
+		return fail(e, err)
+	}
+	return printGrant(e, &cf, g)
+}
+
+func printGrant(e *env, cf *clientFlags, g *ipc.Grant) int {
+	if cf.json {
+		printJSON(e.stdout, g)
+	} else {
+		fmt.Fprintf(e.stdout, "%s token %s valid %.1fs\n", g.Lease, g.Token, float64(g.ValidMs)/1000)
+	}
+	return ExitOK
+}

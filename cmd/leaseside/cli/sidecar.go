@@ -1,0 +1,123 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/user"
+	"strconv"
+	"time"
+
+	"github.com/leaseside/leaseside/daemon"
+	"github.com/leaseside/leaseside/ipc"
+)
+
+// sidecarFlags are the flags of the subcommands that run a sidecar (dev
+// and daemon), and the config file they may read.
+type sidecarFlags struct {
+	socket      string
+	socketGroup string
+	configFile  string
+	verbose     bool
+}
+
+func (s *sidecarFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&s.socket, "socket", "", "socket to listen on (default $"+ipc.SocketEnv+", else "+ipc.DefaultSocketPath()+")")
+	fs.StringVar(&s.socketGroup, "socket-group", "", "group (name or gid) that may use the socket (mode 0660, directory 0750)")
+	fs.StringVar(&s.configFile, "config", "", "JSON config file (see README)")
+	fs.BoolVar(&s.verbose, "v", false, "log debug detail")
+}
+
+// fileConfig is the sidecar's config file. Durations are strings Go's
+// time.ParseDuration reads ("15s"). Unknown keys are errors.
+type fileConfig struct {
+	Socket      string     `json:"socket"`
+	SocketGroup string     `json:"socket_group"`
+	Grantors    []string   `json:"grantors"`
+	MinTTL      string     `json:"min_ttl"`
+	MaxTTL      string     `json:"max_ttl"`
+	Rho         *float64   `json:"rho"`
+	Epsilon     string     `json:"epsilon"`
+	ACL         daemon.ACL `json:"acl"`
+}
+
+// config returns the daemon config from the defaults, the config file and
+// the flags, in that order of precedence (flags win).
+func (s *sidecarFlags) config() (daemon.Config, error) {
+	cfg := daemon.DefaultConfig()
+	cfg.Version = Version
+	if s.configFile != "" {
+		b, err := os.ReadFile(s.configFile)
+		if err != nil {
+			return cfg, err
+		}
+		var fc fileConfig
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&fc); err != nil {
+			return cfg, fmt.Errorf("config %s: %w", s.configFile, err)
+		}
+		if fc.Socket != "" && s.socket == "" {
+			s.socket = fc.Socket
+		}
+		if fc.SocketGroup != "" && s.socketGroup == "" {
+			s.socketGroup = fc.SocketGroup
+		}
+		cfg.Grantors = fc.Grantors
+		cfg.ACL = fc.ACL
+		for _, d := range []struct {
+			text string
+			dst  *time.Duration
+			name string
+		}{{fc.MinTTL, &cfg.MinTTL, "min_ttl"}, {fc.MaxTTL, &cfg.MaxTTL, "max_ttl"}, {fc.Epsilon, &cfg.Timing.Epsilon, "epsilon"}} {
+			if d.text == "" {
+				continue
+			}
+			v, err := time.ParseDuration(d.text)
+			if err != nil {
+				return cfg, fmt.Errorf("config %s: %s: %w", s.configFile, d.name, err)
+			}
+			*d.dst = v
+		}
+		if fc.Rho != nil {
+			cfg.Timing.Rho = *fc.Rho
+		}
+	}
+	if s.socket == "" {
+		s.socket = ipc.DefaultSocketPath()
+	}
+	return cfg, nil
+}
+
+// listen opens the socket and hands it to the configured group.
+func (s *sidecarFlags) listen() (*net.UnixListener, error) {
+	ln, err := ipc.Listen(s.socket)
+	if err != nil {
+		return nil, err
+	}
+	if s.socketGroup != "" {
+		gid, err := lookupGroup(s.socketGroup)
+		if err == nil {
+			err = ipc.SetGroup(s.socket, gid)
+		}
+		if err != nil {
+			ln.Close()
+			return nil, err
+		}
+	}
+	return ln, nil
+}
+
+func lookupGroup(g string) (int, error) {
+	if gid, err := strconv.Atoi(g); err == nil {
+		return gid, nil
+	}
+	grp, err := user.LookupGroup(g)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(grp.Gid)
+}

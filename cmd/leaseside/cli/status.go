@@ -1,0 +1,55 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"text/tabwriter"
+
+	"github.com/leaseside/leaseside/ipc"
+)
+
+func runStatus(ctx context.Context, e *env) int {
+	fs := newFlags(e, "status", "[--json]")
+	var cf clientFlags
+	cf.register(fs)
+	pos, _, err := parse(fs, e.args)
+	if err != nil {
+		return parseExit(err)
+	}
+	if len(pos) != 0 {
+		fs.Usage()
+		return ExitUsage
+	}
+	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
+	defer cancel()
+	c := cf.client()
+	defer c.Close()
+	leases, err := c.Status(ctx)
+	if err != nil {
+		return fail(e, err)
+	}
+	sort.Slice(leases, func(i, j int) bool { return leases[i].Lease < leases[j].Lease })
+	if cf.json {
+		if leases == nil {
+			leases = []ipc.Grant{}
+		}
+		printJSON(e.stdout, map[string]any{"leases": leases})
+		return ExitOK
+	}
+	if len(leases) == 0 {
+		fmt.Fprintln(e.stdout, "no leases held")
+		return ExitOK
+	}
+	tw := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "LEASE\tTOKEN\tVALID\tTTL\tOWNER")
+	for _, l := range leases {
+		owner := l.Owner
+		if l.OwnerPID != 0 {
+			owner = fmt.Sprintf("pid %d", l.OwnerPID)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.1fs\t%.1fs\t%s\n", l.Lease, l.Token, float64(l.ValidMs)/1000, float64(l.TTLMs)/1000, owner)
+	}
+	tw.Flush()
+	return ExitOK
+}

@@ -1,0 +1,153 @@
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// bin is the leaseside binary built once for the package.
+var bin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "leaseside-it-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bin = filepath.Join(dir, "leaseside")
+	build := exec.Command("go", "build", "-race", "-o", bin, "github.com/leaseside/leaseside/cmd/leaseside")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building leaseside:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// timeout bounds every wait on an event in these tests: generous, because
+// the machine is shared and slow at times; passing tests never reach it.
+const timeout = 60 * time.Second
+
+// devProc is a running `leaseside dev`.
+type devProc struct {
+	cmd    *exec.Cmd
+	socket string
+	data   string
+	log    *bytes.Buffer
+	exited chan error
+}
+
+// startDev starts `leaseside dev` and waits for its ready line.
+func startDev(t *testing.T, socket, data string) *devProc {
+	t.Helper()
+	cmd := exec.Command(bin, "dev", "--socket", socket, "--data-dir", data)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &devProc{cmd: cmd, socket: socket, data: data, log: &bytes.Buffer{}, exited: make(chan error, 1)}
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		signalled := false
+		for sc.Scan() {
+			p.log.WriteString(sc.Text() + "\n")
+			if !signalled && strings.Contains(sc.Text(), "leaseside dev ready") {
+				close(ready)
+				signalled = true
+			}
+		}
+		io.Copy(io.Discard, stderr)
+		p.exited <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-p.exited
+		if t.Failed() {
+			t.Logf("leaseside dev log:\n%s", p.log.String())
+		}
+	})
+	select {
+	case <-ready:
+	case err := <-p.exited:
+		p.exited <- err
+		t.Fatalf("leaseside dev exited before ready: %v\n%s", err, p.log.String())
+	case <-time.After(timeout):
+		t.Fatalf("leaseside dev not ready after %v\n%s", timeout, p.log.String())
+	}
+	return p
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (p *devProc) stop(t *testing.T) {
+	t.Helper()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-p.exited:
+		p.exited <- err
+		if err != nil {
+			t.Fatalf("leaseside dev exited with %v after SIGTERM", err)
+		}
+	case <-time.After(timeout):
+		t.Fatal("leaseside dev did not stop on SIGTERM")
+	}
+}
+
+// result is what a CLI invocation did.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// cli runs the leaseside CLI against socket and waits for it.
+func cli(t *testing.T, socket string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	full := append([]string{args[0], "--socket", socket}, args[1:]...)
+	cmd := exec.CommandContext(ctx, bin, full...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("leaseside %v: %v", args, err)
+	}
+	return result{code: code, stdout: out.String(), stderr: errb.String()}
+}
+
+func (r result) must(t *testing.T, code int) result {
+	t.Helper()
+	if r.code != code {
+		t.Fatalf("exit %d, want %d\nstdout: %s\nstderr: %s", r.code, code, r.stdout, r.stderr)
+	}
+	return r
+}
+
+// tempSocket returns a socket path short enough for sun_path.
+func tempSocket(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "ls")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return filepath.Join(dir, "s.sock")
+}
