@@ -186,11 +186,8 @@ type recentMax struct {
 }
 
 func (r *recentMax) add(at Instant, v time.Duration) {
-	n := int64(at) / int64(r.slot)
-	i := int(n % recentSlots)
-	if i < 0 {
-		i += recentSlots
-	}
+	n := floorDiv(int64(at), int64(r.slot))
+	i := int(n - floorDiv(n, recentSlots)*recentSlots)
 	st := Instant(n * int64(r.slot))
 	if !r.used[i] || r.start[i] != st {
 		r.start[i], r.used[i], r.val[i] = st, true, v
