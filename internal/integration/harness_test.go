@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -50,9 +51,30 @@ type devProc struct {
 }
 
 // startDev starts `leaseside dev` and waits for its ready line.
-func startDev(t *testing.T, socket, data string) *devProc {
+func startDev(t *testing.T, socket, data string, extra ...string) *devProc {
 	t.Helper()
-	cmd := exec.Command(bin, "dev", "--socket", socket, "--data-dir", data)
+	return startDevCmd(t, socket, data, exec.Command(bin, append([]string{"dev", "--socket", socket, "--data-dir", data}, extra...)...))
+}
+
+// startDevInNetns starts `leaseside dev` in a network namespace of its
+// own, so that a test can cut its loopback (and so its grantor) off.
+func startDevInNetns(t *testing.T, socket, data string, extra ...string) *devProc {
+	t.Helper()
+	args := append([]string{"--net", "sh", "-c", `ip link set lo up && exec "$@"`, "sh", bin, "dev", "--socket", socket, "--data-dir", data}, extra...)
+	return startDevCmd(t, socket, data, exec.Command("unshare", args...))
+}
+
+// netnsLoopback sets the loopback of the namespace p runs in up or down.
+func (p *devProc) netnsLoopback(t *testing.T, state string) {
+	t.Helper()
+	out, err := exec.Command("nsenter", "--net=/proc/"+strconv.Itoa(p.cmd.Process.Pid)+"/ns/net", "ip", "link", "set", "lo", state).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ip link set lo %s: %v: %s", state, err, out)
+	}
+}
+
+func startDevCmd(t *testing.T, socket, data string, cmd *exec.Cmd) *devProc {
+	t.Helper()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

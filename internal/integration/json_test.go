@@ -19,3 +19,25 @@ func jsonField(t *testing.T, doc, field string) string {
 	}
 	return fmt.Sprint(v)
 }
+
+// deadlineOf returns deadline_boottime_ns of the named lease in a
+// `status --json` document.
+func deadlineOf(t *testing.T, doc, name string) int64 {
+	t.Helper()
+	var s struct {
+		Leases []struct {
+			Lease    string `json:"lease"`
+			Deadline int64  `json:"deadline_boottime_ns"`
+		} `json:"leases"`
+	}
+	if err := json.Unmarshal([]byte(doc), &s); err != nil {
+		t.Fatalf("status JSON: %v: %s", err, doc)
+	}
+	for _, l := range s.Leases {
+		if l.Lease == name {
+			return l.Deadline
+		}
+	}
+	t.Fatalf("%s not in status: %s", name, doc)
+	return 0
+}

@@ -75,8 +75,8 @@ func runRun(ctx context.Context, e *env) int {
 	if err != nil {
 		return fail(e, err)
 	}
-	release := func() {
-		rctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
+	release := func(limit time.Duration) {
+		rctx, cancel := context.WithTimeout(context.Background(), limit)
 		defer cancel()
 		c.Release(rctx, name)
 	}
@@ -95,7 +95,7 @@ func runRun(ctx context.Context, e *env) int {
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 	if err := cmd.Start(); err != nil {
-		release()
+		release(cf.timeout)
 		fmt.Fprintf(e.stderr, "leaseside: %v\n", err)
 		return 127
 	}
@@ -115,7 +115,9 @@ func runRun(ctx context.Context, e *env) int {
 		killer := time.AfterFunc(*grace, func() { syscall.Kill(group, syscall.SIGKILL) })
 		<-exited
 		killer.Stop()
-		release()
+		// The lease is lost or about to be, likely because the grantor is
+		// out of reach: try to free it, but do not linger.
+		release(time.Second)
 		return ExitLost
 	}
 	for {
@@ -123,7 +125,7 @@ func runRun(ctx context.Context, e *env) int {
 		case s := <-sigs:
 			syscall.Kill(group, s.(syscall.Signal))
 		case err := <-exited:
-			release()
+			release(cf.timeout)
 			return exitStatus(err)
 		case ev := <-events:
 			if ev.Event == ipc.EventRenewed && ev.Lease == name && ev.Token == l.Token {

@@ -1,0 +1,134 @@
+package integration
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/leaseside/leaseside/clockwatch"
+)
+
+// An owner process killed with kill -9 frees its lease as soon as the
+// daemon's pidfd sees it go (not when the term runs out), after the
+// lease's lock-delay if it has one. A waiter queued at the grantor gets it.
+func TestKilledOwnerFreesLease(t *testing.T) {
+	socket := tempSocket(t)
+	startDev(t, socket, t.TempDir())
+	const term = 60 * time.Second
+	for _, lockDelay := range []time.Duration{0, 1500 * time.Millisecond} {
+		t.Run("lock-delay "+lockDelay.String(), func(t *testing.T) {
+			name := "jobs/kill9-" + strconv.Itoa(int(lockDelay.Milliseconds()))
+			owner := exec.Command("sleep", "1000")
+			if err := owner.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer owner.Process.Kill()
+			r := cli(t, socket, "acquire", name, "--ttl", term.String(), "--owner-pid", strconv.Itoa(owner.Process.Pid), "--lock-delay", lockDelay.String()).must(t, 0)
+			first := token(t, r.stdout)
+
+			waiter := exec.Command(bin, "acquire", name, "--socket", socket, "--ttl", "5s", "--wait", "50s", "--detached")
+			out, done := background(t, waiter)
+			// The waiter may reach the grantor's queue before or after the
+			// kill; either way it is granted once the owner's exit is seen.
+			start := clockwatch.System.Now()
+			owner.Process.Signal(syscall.SIGKILL)
+			owner.Wait()
+			got := token(t, readLineT(t, out))
+			elapsed := clockwatch.System.Now().Sub(start)
+			if res := waitResult(t, done); res.code != 0 {
+				t.Fatalf("waiter exit %d: %s", res.code, res.stderr)
+			}
+			if got <= first {
+				t.Fatalf("waiter's token %d not above the dead owner's %d", got, first)
+			}
+			if elapsed < lockDelay {
+				t.Fatalf("lease handed on %v after the kill, inside the lock-delay %v", elapsed, lockDelay)
+			}
+			if elapsed >= term/2 {
+				t.Fatalf("lease handed on %v after the kill: that is the term running out, not the owner's exit being seen", elapsed)
+			}
+			t.Logf("kill -9 to next grant: %v (lock-delay %v)", elapsed, lockDelay)
+			cli(t, socket, "release", name).must(t, 0)
+		})
+	}
+}
+
+// When the grantor becomes unreachable, `run` stops its command before
+// the holder's deadline (and so before the grantor could give the lease to
+// anyone else): a command that exits on SIGTERM, and one that ignores it
+// and needs SIGKILL.
+func TestRunStopsCommandWhenGrantorUnreachable(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		script string
+	}{
+		{name: "exits on SIGTERM", script: `trap 'exit 0' TERM; echo $$; while :; do sleep 0.05; done`},
+		{name: "ignores SIGTERM", script: `trap '' TERM; echo $$; while :; do sleep 0.05; done`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			socket := tempSocket(t)
+			dev := startDevInNetns(t, socket, t.TempDir())
+			run := exec.Command(bin, "run", "jobs/cut-off", "--socket", socket, "--ttl", "6s", "--", "sh", "-c", tc.script)
+			out, done := background(t, run)
+			child := atoi(t, readLineT(t, out))
+
+			dev.netnsLoopback(t, "down") // the grantor is now out of reach
+			r := cli(t, socket, "status", "--json").must(t, 0)
+			deadline := clockwatch.Instant(deadlineOf(t, r.stdout, "jobs/cut-off"))
+			died := waitExit(t, child)
+			if !died.Before(deadline) {
+				t.Fatalf("command still ran %v past the holder's deadline", died.Sub(deadline))
+			}
+			t.Logf("command gone %v before the deadline", deadline.Sub(died))
+			if res := waitResult(t, done); res.code != 79 {
+				t.Fatalf("run exit %d, want 79 (lost): %s", res.code, res.stderr)
+			}
+		})
+	}
+}
+
+// The ACL refuses a uid it does not list, and a refused caller changes
+// nothing.
+func TestACLRefusesUnlistedUID(t *testing.T) {
+	const nobody = 65534
+	dir, err := os.MkdirTemp("", "lsacl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o755)
+	os.Chmod(filepath.Dir(bin), 0o755)
+	socket := filepath.Join(dir, "s.sock")
+	conf := filepath.Join(dir, "conf.json")
+	os.WriteFile(conf, []byte(`{"acl":[{"uids":[12345],"prefixes":["jobs/"]}]}`), 0o644)
+	startDev(t, socket, t.TempDir(), "--config", conf, "--socket-group", strconv.Itoa(nobody))
+
+	asNobody := func(args ...string) result {
+		cmd := exec.Command(bin, append([]string{args[0], "--socket", socket}, args[1:]...)...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+		var o, e strings.Builder
+		cmd.Stdout, cmd.Stderr = &o, &e
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return result{code: code, stdout: o.String(), stderr: e.String()}
+	}
+	r := asNobody("acquire", "jobs/a", "--detached")
+	if r.code == 0 || !strings.Contains(r.stderr, "permission_denied") {
+		t.Fatalf("unlisted uid: exit %d, stderr %q; want permission_denied", r.code, r.stderr)
+	}
+	if r := cli(t, socket, "status", "--json").must(t, 0); strings.Contains(r.stdout, "jobs/a") {
+		t.Fatalf("a refused acquire left a lease: %s", r.stdout)
+	}
+	asNobody("status").must(t, 0) // the socket itself is open to the group
+	cli(t, socket, "acquire", "jobs/a", "--detached").must(t, 0) // root may
+}
