@@ -129,6 +129,6 @@ func TestACLRefusesUnlistedUID(t *testing.T) {
 	if r := cli(t, socket, "status", "--json").must(t, 0); strings.Contains(r.stdout, "jobs/a") {
 		t.Fatalf("a refused acquire left a lease: %s", r.stdout)
 	}
-	asNobody("status").must(t, 0) // the socket itself is open to the group
+	asNobody("status").must(t, 0)                                // the socket itself is open to the group
 	cli(t, socket, "acquire", "jobs/a", "--detached").must(t, 0) // root may
 }
