@@ -85,6 +85,7 @@ type Conn struct {
 	out    chan []byte
 	gone   chan struct{} // closed when the connection is unusable
 	goneMu sync.Once
+	onGone func() // unblocks the reader
 	log    *slog.Logger
 }
 
@@ -111,7 +112,14 @@ func (c *Conn) enqueue(v any) {
 	}
 }
 
-func (c *Conn) markGone() { c.goneMu.Do(func() { close(c.gone) }) }
+func (c *Conn) markGone() {
+	c.goneMu.Do(func() {
+		close(c.gone)
+		if c.onGone != nil {
+			c.onGone()
+		}
+	})
+}
 
 func (s *Server) serveConn(ctx context.Context, nc *net.UnixConn) {
 	log := s.Logger
@@ -137,14 +145,15 @@ func (s *Server) serveConn(ctx context.Context, nc *net.UnixConn) {
 
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go func() { // the connection ends when the server stops or the client goes
-		select {
-		case <-ctx.Done():
-			c.markGone()
-		case <-c.gone:
-		}
-		nc.SetReadDeadline(time.Now())
-	}()
+	// The connection ends when the server stops or the client goes; both
+	// unblock the reader. No goroutine waits for it: idle connections
+	// cost a reader and a writer only.
+	stopRead := func() { nc.SetReadDeadline(time.Now()) }
+	defer context.AfterFunc(ctx, func() {
+		c.markGone()
+		stopRead()
+	})()
+	c.onGone = stopRead
 
 	writerDone := make(chan struct{})
 	go func() {
