@@ -3,6 +3,7 @@ package clockwatch
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -55,6 +56,36 @@ func (t Timing) GrantorExpiry(tG Instant, d time.Duration) Instant {
 // MinTerm is the shortest term for which a holder is left any validity.
 func (t Timing) MinTerm() time.Duration {
 	return time.Duration(float64(t.Epsilon)/(1-t.Rho)) + 1
+}
+
+// MaxObservedRho caps the Rho that WithObservedRate sets. At 1, a
+// holder's deadline t0 + d(1-rho) - eps is t0 - eps: no validity at all.
+const MaxObservedRho = 1.0
+
+// WithObservedRate returns t with Rho raised to |ratePPM| + marginPPM
+// (both in parts per million) when that is larger: the reaction rule of
+// DESIGN.md section 4, validity computed with the larger of the configured
+// and the observed drift. It never lowers Rho nor touches Epsilon, so the
+// result's HolderDeadline is never later, and its GrantorExpiry never
+// earlier, than t's, for any inputs:
+//
+//   - a negative rate counts by its magnitude: drift either way is drift;
+//   - a NaN rate carries no information and leaves t as it is;
+//   - an infinite rate (or margin), or one beyond MaxObservedRho, sets
+//     Rho to MaxObservedRho: a holder gets no validity;
+//   - a negative or NaN margin counts as 0.
+func (t Timing) WithObservedRate(ratePPM, marginPPM float64) Timing {
+	if math.IsNaN(ratePPM) {
+		return t
+	}
+	if !(marginPPM > 0) { // also NaN
+		marginPPM = 0
+	}
+	r := min((math.Abs(ratePPM)+marginPPM)*1e-6, MaxObservedRho)
+	if r > t.Rho {
+		t.Rho = r
+	}
+	return t
 }
 
 func scale(d time.Duration, f float64) time.Duration {
