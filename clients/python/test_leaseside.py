@@ -1,0 +1,89 @@
+"""Tests of the Python client against a real leaseside daemon.
+
+Run with LEASESIDE_SOCKET pointing at a running `leaseside dev`; the Go
+integration test TestPythonClient does that as part of `make test`.
+"""
+
+import json
+import os
+import queue
+import socket
+import time
+import unittest
+
+from leaseside import Client, LeasesideError, boottime_ns
+
+
+@unittest.skipUnless(os.environ.get("LEASESIDE_SOCKET"), "needs LEASESIDE_SOCKET of a running daemon")
+class ClientTest(unittest.TestCase):
+    def setUp(self):
+        self.events = queue.Queue()
+        self.c = Client(on_event=self.events.put)
+        self.addCleanup(self.c.close)
+
+    def next_event(self, kind, timeout=30):
+        deadline = time.monotonic() + timeout
+        while True:
+            ev = self.events.get(timeout=max(0.0, deadline - time.monotonic()))
+            if ev["event"] == kind:
+                return ev
+
+    def test_hello(self):
+        h = self.c.hello()
+        self.assertEqual(h["server"], "leaseside")
+        self.assertEqual(h["protocol"], 1)
+
+    def test_acquire_status_release(self):
+        lease = self.c.acquire("py/one", ttl=10)
+        self.assertTrue(lease.token.isdigit())
+        self.assertTrue(lease.valid())
+        self.assertGreater(lease.deadline_boottime_ns, boottime_ns())
+        self.assertIn("py/one", [l["lease"] for l in self.c.status()])
+        self.assertEqual(self.c.check("py/one", lease.token)["token"], lease.token)
+        self.c.release("py/one")
+        self.assertTrue(lease.lost.is_set())
+        self.assertNotIn("py/one", [l["lease"] for l in self.c.status()])
+
+    def test_held_elsewhere(self):
+        lease = self.c.acquire("py/held", ttl=10)
+        with Client() as other:
+            with self.assertRaises(LeasesideError) as cm:
+                other.acquire("py/held", ttl=10)
+        self.assertEqual(cm.exception.code, "lease_held")
+        self.assertEqual(cm.exception.holder_token, lease.token)
+        self.c.release("py/held")
+
+    def test_pushed_lost_event(self):
+        lease = self.c.acquire("py/lost", ttl=10)
+        with Client() as admin:
+            admin.release("py/lost")  # another caller ends our lease
+        ev = self.next_event("lost")
+        self.assertEqual(ev["lease"], "py/lost")
+        self.assertEqual(ev["reason"], "released_by_admin")
+        self.assertTrue(lease.lost.wait(30))
+        self.assertFalse(lease.valid())
+
+    def test_tokens_grow(self):
+        first = self.c.acquire("py/grow", ttl=10)
+        self.c.release("py/grow")
+        second = self.c.acquire("py/grow", ttl=10)
+        self.assertGreater(int(second.token), int(first.token))
+        self.c.release("py/grow")
+
+    def test_bad_input_keeps_connection(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(os.environ["LEASESIDE_SOCKET"])
+        f = s.makefile("rw")
+        for line, code in [("{nope", "bad_json"), ('{"id":1,"op":"fly"}', "unknown_op"),
+                           ('{"id":2,"op":"acquire","lease":"a/../b","ttl_ms":1000}', "invalid_name")]:
+            f.write(line + "\n")
+            f.flush()
+            self.assertEqual(json.loads(f.readline())["error"]["code"], code)
+        f.write('{"id":3,"op":"status"}\n')
+        f.flush()
+        self.assertTrue(json.loads(f.readline())["ok"])
+        s.close()
+
+
+if __name__ == "__main__":
+    unittest.main()
