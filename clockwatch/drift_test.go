@@ -60,7 +60,7 @@ func TestDriftEstimatorRecoversRate(t *testing.T) {
 		out, back := asymmetric(rng)
 		l := &link{
 			ratePPM: rate, out: out, back: back,
-			local0:  Instant(3 * 24 * time.Hour), remote0: Instant(40 * 24 * time.Hour),
+			local0: Instant(3 * 24 * time.Hour), remote0: Instant(40 * 24 * time.Hour),
 		}
 		e := NewDriftEstimator(DriftConfig{})
 		for range 720 {
