@@ -17,9 +17,11 @@ import (
 
 // Handler answers validated requests for a Server.
 type Handler interface {
-	// Handle answers one request that passed DecodeRequest. Each request
-	// runs on its own goroutine, so a slow one (an acquire that waits) does
-	// not hold up others on the same connection. ctx ends when the
+	// Handle answers one request that passed DecodeRequest. Requests that
+	// may wait on the network (acquire, release, renew) run on goroutines
+	// of their own, so a slow one does not hold up others on the same
+	// connection; the rest (hello, status, check, watch) run in order on
+	// the connection's reader and must not block. ctx ends when the
 	// connection is gone or the server stops. The server fills in the id.
 	Handle(ctx context.Context, c *Conn, req *Request) *Response
 	// Closed is called once per connection, after it closed and every
@@ -180,16 +182,14 @@ func (s *Server) serveConn(ctx context.Context, nc *net.UnixConn) {
 			c.enqueue(errorLine(id, derr))
 			continue
 		}
+		if quickOps[req.Op] {
+			s.answer(cctx, c, req, id)
+			continue
+		}
 		handlers.Add(1)
 		go func() {
 			defer handlers.Done()
-			resp := s.Handler.Handle(cctx, c, req)
-			if resp == nil {
-				resp = &Response{Error: Errorf(CodeInternal, "no reply")}
-			}
-			resp.ID = id
-			resp.OK = resp.Error == nil
-			c.enqueue(resp)
+			s.answer(cctx, c, req, id)
 		}()
 	}
 	// The client closed its side. If it only shut down writing (as socat
@@ -205,6 +205,20 @@ func (s *Server) serveConn(ctx context.Context, nc *net.UnixConn) {
 	s.Handler.Closed(c)
 	<-writerDone
 	nc.Close()
+}
+
+// quickOps never wait on the network; they are answered on the reading
+// goroutine, in order, which saves two goroutine hand-offs per request.
+var quickOps = map[string]bool{OpHello: true, OpStatus: true, OpCheck: true, OpWatch: true}
+
+func (s *Server) answer(ctx context.Context, c *Conn, req *Request, id *uint64) {
+	resp := s.Handler.Handle(ctx, c, req)
+	if resp == nil {
+		resp = &Response{Error: Errorf(CodeInternal, "no reply")}
+	}
+	resp.ID = id
+	resp.OK = resp.Error == nil
+	c.enqueue(resp)
 }
 
 func (s *Server) writeLoop(nc *net.UnixConn, c *Conn, timeout time.Duration) {

@@ -16,7 +16,8 @@ import (
 type stubHandler struct {
 	mu     sync.Mutex
 	closed []uint64
-	done   chan struct{}
+	done   chan struct{} // closed when the first connection closes
+	once   sync.Once
 }
 
 func (h *stubHandler) Handle(ctx context.Context, c *Conn, req *Request) *Response {
@@ -34,7 +35,7 @@ func (h *stubHandler) Closed(c *Conn) {
 	h.mu.Lock()
 	h.closed = append(h.closed, c.ID)
 	h.mu.Unlock()
-	close(h.done)
+	h.once.Do(func() { close(h.done) })
 }
 
 func startServer(t *testing.T, h Handler) string {
