@@ -12,8 +12,11 @@ import (
 // Defaults for WatcherConfig (with DefaultInterval, DefaultPauseThreshold
 // and DefaultPauseWindow).
 const (
+	// DefaultDriftMarginPPM is added to an observed drift rate before it
+	// raises rho: room for the estimate's error and for the rate to wander.
 	DefaultDriftMarginPPM = 50.0
-	DefaultEventBuffer    = 64
+	// DefaultEventBuffer is the capacity of Watcher.Events.
+	DefaultEventBuffer = 64
 )
 
 // EventKind names what a Watcher noticed. The values go on the socket as
