@@ -3,7 +3,6 @@ package ipc
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -84,7 +83,7 @@ type Conn struct {
 	// Cred identifies the peer process (SO_PEERCRED).
 	Cred Cred
 
-	out    chan []byte
+	out    chan queued
 	gone   chan struct{} // closed when the connection is unusable
 	goneMu sync.Once
 	onGone func() // unblocks the reader
@@ -99,15 +98,9 @@ func (c *Conn) Send(ev *Event) { c.enqueue(ev) }
 func (c *Conn) Done() <-chan struct{} { return c.gone }
 
 func (c *Conn) enqueue(v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		c.log.Error("ipc: encoding reply", "err", err)
-		return
-	}
-	b = append(b, '\n')
 	select {
 	case <-c.gone:
-	case c.out <- b:
+	case c.out <- queued{v: v, at: boottime()}:
 	default:
 		c.log.Warn("ipc: client does not read its replies; disconnecting", "conn", c.ID, "pid", c.Cred.PID)
 		c.markGone()
@@ -136,7 +129,7 @@ func (s *Server) serveConn(ctx context.Context, nc *net.UnixConn) {
 	if wt <= 0 {
 		wt = 5 * time.Second
 	}
-	c := &Conn{ID: s.nextID.Add(1), out: make(chan []byte, qlen), gone: make(chan struct{}), log: log}
+	c := &Conn{ID: s.nextID.Add(1), out: make(chan queued, qlen), gone: make(chan struct{}), log: log}
 	cred, err := PeerCred(nc)
 	if err != nil {
 		log.Warn("ipc: no peer credentials; refusing connection", "err", err)
@@ -222,11 +215,20 @@ func (s *Server) answer(ctx context.Context, c *Conn, req *Request, id *uint64) 
 }
 
 func (s *Server) writeLoop(nc *net.UnixConn, c *Conn, timeout time.Duration) {
+	write := func(q queued) bool {
+		b, err := q.encode()
+		if err != nil {
+			c.log.Error("ipc: encoding reply", "err", err)
+			return true
+		}
+		nc.SetWriteDeadline(time.Now().Add(timeout))
+		_, err = nc.Write(b)
+		return err == nil
+	}
 	for {
 		select {
-		case b := <-c.out:
-			nc.SetWriteDeadline(time.Now().Add(timeout))
-			if _, err := nc.Write(b); err != nil {
+		case q := <-c.out:
+			if !write(q) {
 				c.markGone()
 				return
 			}
@@ -234,9 +236,8 @@ func (s *Server) writeLoop(nc *net.UnixConn, c *Conn, timeout time.Duration) {
 			// Flush what is queued without waiting for more.
 			for {
 				select {
-				case b := <-c.out:
-					nc.SetWriteDeadline(time.Now().Add(timeout))
-					if _, err := nc.Write(b); err != nil {
+				case q := <-c.out:
+					if !write(q) {
 						return
 					}
 				default:

@@ -1,0 +1,46 @@
+package ipc
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+)
+
+// A reply that sat in the queue (a stall, a suspend) leaves with its
+// validity shortened by the wait, never with what it had when queued.
+func TestQueuedValidityAges(t *testing.T) {
+	g := &Grant{Lease: "a", Token: "1", ValidMs: 10_000, DeadlineBoottimeNs: 99}
+	leases := []Grant{{Lease: "b", ValidMs: 5_000}}
+	for _, tc := range []struct {
+		name string
+		v    any
+		get  func(map[string]any) float64
+	}{
+		{name: "grant", v: &Response{Grant: g}, get: func(m map[string]any) float64 { return m["valid_ms"].(float64) }},
+		{name: "status", v: &Response{Leases: &leases}, get: func(m map[string]any) float64 {
+			return m["leases"].([]any)[0].(map[string]any)["valid_ms"].(float64)
+		}},
+		{name: "event", v: &Event{Event: EventRenewed, ValidMs: 3_000}, get: func(m map[string]any) float64 { return m["valid_ms"].(float64) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var before map[string]any
+			b, _ := json.Marshal(tc.v)
+			json.Unmarshal(b, &before)
+			q := queued{v: tc.v, at: boottime() - int64(2*time.Second)} // queued 2s ago
+			line, err := q.encode()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var after map[string]any
+			if err := json.Unmarshal(line, &after); err != nil {
+				t.Fatal(err)
+			}
+			if got, was := tc.get(after), tc.get(before); got > was-2000 {
+				t.Fatalf("valid_ms %v after 2s in the queue, was %v", got, was)
+			}
+		})
+	}
+	if g.DeadlineBoottimeNs != 99 {
+		t.Fatal("the absolute deadline changed")
+	}
+}
