@@ -1,0 +1,413 @@
+package grantor
+
+import (
+	"context"
+	"hash/fnv"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/leaseside/leaseside/clockwatch"
+)
+
+// proposer is the lessor's view of raft. All methods are safe for
+// concurrent use. An error that says the proposal may not have been
+// committed because leadership moved is a *NotLeaderError.
+type proposer interface {
+	// apply proposes one command and waits until it is applied here,
+	// returning the FSM's response (which may itself be an error).
+	apply(cmd []byte) (any, error)
+	// barrier waits until every entry of earlier terms is applied.
+	barrier() error
+	// verifyLeader runs one quorum round, started after the call, that
+	// confirms this node is still leader.
+	verifyLeader() error
+	// isLeader reports whether raft currently thinks it leads.
+	isLeader() bool
+	// notLeader describes the current leader, for errors.
+	notLeader() *NotLeaderError
+}
+
+// lessorConfig is the part of Config the lessor uses.
+type lessorConfig struct {
+	timing      clockwatch.Timing
+	clock       clockwatch.Clock
+	log         *slog.Logger
+	sessionIdle time.Duration
+	// afterOffice runs in the office's goroutine once it has taken office.
+	afterOffice func(ctx context.Context)
+	// hook, if set, is told of internal milestones; tests wait on it.
+	hook func(testEvent)
+}
+
+// testEvent is a milestone reported to lessorConfig.hook.
+type testEvent struct {
+	what  string // "sleep", "queued", "pending"
+	now   clockwatch.Instant
+	lease string
+}
+
+// numSlots stripes the per-lease proposal slots. See lessor.slot.
+const numSlots = 64
+
+const (
+	// maxExpirySleep bounds each wait of the expiry loop. Go timers run on
+	// the monotonic clock, which stops during a host suspend; waking at
+	// least this often notices a suspend soon after it ends.
+	maxExpirySleep = time.Second
+	// revokeRetry is how long the expiry loop waits before re-proposing a
+	// Revoke that failed while this node still led.
+	revokeRetry = time.Second
+	// barrierRetry is the pause between failed barriers of a new leader.
+	barrierRetry = 100 * time.Millisecond
+)
+
+// lessor is the leader-side, in-memory half of the grantor: lease expiries,
+// the FCFS queues of waiting Acquires and the keepalive batches. It lives as
+// long as the node; its state for one term of leadership is an office, which
+// is dropped whole when leadership is lost.
+//
+// Lock order: lessor.mu, then fsm.mu. Nothing blocks (raft, channels to
+// other goroutines) while holding lessor.mu, and the FSM calls onEvent
+// without fsm.mu held, so proposals and applies cannot deadlock.
+type lessor struct {
+	lessorConfig
+	fsm  *fsm
+	prop proposer
+
+	// slots serialise the proposals that touch one lease (Acquire and the
+	// leader's Revoke), so that a Revoke and a holder's re-Acquire are
+	// never in flight together. A slot is a one-element semaphore.
+	slots [numSlots]chan struct{}
+
+	mu      sync.Mutex
+	cur     *office       // nil when not leader
+	changed chan struct{} // closed and replaced whenever cur changes or takes office
+	closed  bool
+
+	wg sync.WaitGroup // office goroutines
+
+	// scanMu is held by the expiry loop from reading the clock until its
+	// timer is set. Tests hold it while they move a fake clock, so that a
+	// move never falls between the two and leaves the timer set late.
+	scanMu sync.Mutex
+}
+
+// office is the lessor's state for one term of leadership of this node.
+// Fields below ready are guarded by lessor.mu.
+type office struct {
+	ctx    context.Context // canceled when the office ends
+	cancel context.CancelFunc
+	ready  chan struct{} // closed once in office
+
+	active   bool // in office and not yet resigned
+	tE       clockwatch.Instant
+	leases   map[string]*leaseState
+	queues   map[string][]*waiter
+	sessions map[string]*sessionActivity
+	pending  []*renewal    // keepalives waiting for the next verify round
+	kaWake   chan struct{} // 1-buffered: pending is not empty
+	kick     chan struct{} // 1-buffered: the expiry loop should rescan
+}
+
+// leaseState is the leader's view of one held lease.
+type leaseState struct {
+	token   uint64
+	session string
+	ttl     time.Duration
+	// expiry is when this leader may revoke the lease; it only moves later
+	// while the grant (token) stays the same.
+	expiry clockwatch.Instant
+	// revoking is set once the expiry loop decided to revoke; renewals of
+	// this grant then answer "lost", whatever the Revoke's fate.
+	revoking bool
+	retryAt  clockwatch.Instant // when to re-propose a failed Revoke
+}
+
+// sessionActivity is what the leader knows of a session's recent use.
+type sessionActivity struct {
+	busy int                // requests and streams in progress
+	last clockwatch.Instant // when the session was last seen
+}
+
+func newLessor(cfg lessorConfig, f *fsm, p proposer) *lessor {
+	l := &lessor{lessorConfig: cfg, fsm: f, prop: p, changed: make(chan struct{})}
+	for i := range l.slots {
+		l.slots[i] = make(chan struct{}, 1)
+	}
+	return l
+}
+
+func (l *lessor) test(e testEvent) {
+	if l.hook != nil {
+		l.hook(e)
+	}
+}
+
+func (l *lessor) broadcastLocked() {
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+// slot returns the proposal slot for lease.
+func (l *lessor) slot(lease string) chan struct{} {
+	h := fnv.New32a()
+	h.Write([]byte(lease))
+	return l.slots[h.Sum32()%numSlots]
+}
+
+// releaseSlot frees a slot and asks the expiry loop to look again, in case
+// it skipped a due lease because the slot was taken.
+func (l *lessor) releaseSlot(o *office, s chan struct{}) {
+	<-s
+	poke(o.kick)
+}
+
+func poke(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// onEvent is the FSM's observer: it keeps the office's lease table in step
+// with what was applied. It runs on raft's FSM goroutine.
+func (l *lessor) onEvent(ev fsmEvent) {
+	now := l.clock.Now() // read after the entry was applied
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	o := l.cur
+	if o == nil || !o.active {
+		// Not in office: taking office reads the whole table anyway.
+		return
+	}
+	switch ev.Kind {
+	case evGranted:
+		o.extendLocked(l.timing, ev.Lease, ev.Rec, now)
+		poke(o.kick)
+	case evFreed:
+		if e := o.leases[ev.Lease]; e != nil && e.token == ev.Rec.Token {
+			delete(o.leases, ev.Lease)
+		}
+		l.wakeHeadLocked(o, ev.Lease)
+	case evRestored:
+		table := l.fsm.leases()
+		for name, e := range o.leases {
+			if rec, ok := table[name]; !ok || rec.Token != e.token {
+				delete(o.leases, name)
+			}
+		}
+		for name, rec := range table {
+			if _, ok := o.leases[name]; !ok {
+				o.extendLocked(l.timing, name, rec, now)
+			}
+		}
+		for name := range o.queues {
+			l.wakeHeadLocked(o, name)
+		}
+		poke(o.kick)
+	}
+}
+
+// extendLocked records that rec is live until at least
+// GrantorExpiry(tG, rec.TTL). A new grant (new token) replaces the entry.
+func (o *office) extendLocked(t clockwatch.Timing, lease string, rec leaseRecord, tG clockwatch.Instant) *leaseState {
+	exp := t.GrantorExpiry(tG, rec.TTL)
+	e := o.leases[lease]
+	if e == nil || e.token != rec.Token {
+		e = &leaseState{token: rec.Token, session: rec.Session, ttl: rec.TTL, expiry: exp}
+		o.leases[lease] = e
+		return e
+	}
+	// The same grant again (holder re-acquired). A Revoke of it cannot be
+	// in flight (the slot), so a revoking mark is from a failed proposal
+	// and the re-grant supersedes it.
+	e.revoking = false
+	e.ttl = rec.TTL
+	if exp.After(e.expiry) {
+		e.expiry = exp
+	}
+	return e
+}
+
+// leadershipChanged is told of every raft leadership transition. Two
+// "true" in a row mean leadership was lost and regained: a new office.
+func (l *lessor) leadershipChanged(isLeader bool) {
+	l.resign()
+	if isLeader {
+		l.startOffice()
+	}
+}
+
+func (l *lessor) startOffice() {
+	ctx, cancel := context.WithCancel(context.Background())
+	o := &office{
+		ctx: ctx, cancel: cancel, ready: make(chan struct{}),
+		leases:   map[string]*leaseState{},
+		queues:   map[string][]*waiter{},
+		sessions: map[string]*sessionActivity{},
+		kaWake:   make(chan struct{}, 1),
+		kick:     make(chan struct{}, 1),
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		cancel()
+		return
+	}
+	l.cur = o
+	l.broadcastLocked()
+	l.wg.Add(1)
+	go l.takeOffice(o)
+}
+
+// takeOffice is rule 3 of the grantor: barrier, then tE, then every lease
+// in the FSM is live until GrantorExpiry(tE, ttl); only then serve.
+func (l *lessor) takeOffice(o *office) {
+	defer l.wg.Done()
+	for {
+		err := l.prop.barrier()
+		if err == nil {
+			break
+		}
+		if o.ctx.Err() != nil || !l.prop.isLeader() {
+			return // the leadership watcher ends this office
+		}
+		l.log.Warn("grantor: barrier of new leader failed; retrying", "err", err)
+		t := l.clock.NewTimer(barrierRetry)
+		select {
+		case <-t.C():
+		case <-o.ctx.Done():
+			t.Stop()
+			return
+		}
+	}
+	tE := l.clock.Now() // after the barrier: every older entry is applied
+	l.mu.Lock()
+	if l.cur != o || o.ctx.Err() != nil {
+		l.mu.Unlock()
+		return
+	}
+	o.tE = tE
+	table := l.fsm.leases()
+	for name, rec := range table {
+		o.leases[name] = &leaseState{token: rec.Token, session: rec.Session, ttl: rec.TTL,
+			expiry: l.timing.GrantorExpiry(tE, rec.TTL)}
+	}
+	for _, s := range l.fsm.sessions() {
+		o.sessions[s] = &sessionActivity{last: tE}
+	}
+	o.active = true
+	close(o.ready)
+	l.broadcastLocked()
+	l.wg.Add(2)
+	go l.expiryLoop(o)
+	go l.verifyLoop(o)
+	l.mu.Unlock()
+	l.log.Info("grantor: took office", "tE", tE, "leases", len(table))
+	if l.afterOffice != nil {
+		l.afterOffice(o.ctx)
+	}
+}
+
+// resign ends the current office, if any: its lease table, queues and
+// pending keepalives are dropped and everyone waiting on it gets
+// NotLeader (they select on o.ctx).
+func (l *lessor) resign() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.resignLocked()
+}
+
+func (l *lessor) resignLocked() {
+	o := l.cur
+	if o == nil {
+		return
+	}
+	l.cur = nil
+	if o.active {
+		l.log.Info("grantor: left office", "tE", o.tE)
+	}
+	o.active = false
+	o.cancel()
+	l.broadcastLocked()
+}
+
+// stop ends the office for good; later leadership is ignored.
+func (l *lessor) stop() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closed = true
+	l.resignLocked()
+	l.broadcastLocked()
+}
+
+// wait waits for the office goroutines after stop.
+func (l *lessor) wait() { l.wg.Wait() }
+
+// await returns the office to serve a request in: at once when in office,
+// after the barrier when taking office, or NotLeader.
+func (l *lessor) await(ctx context.Context) (*office, error) {
+	l.mu.Lock()
+	o, closed := l.cur, l.closed
+	l.mu.Unlock()
+	if closed {
+		return nil, ErrShutdown
+	}
+	if o == nil {
+		return nil, l.prop.notLeader()
+	}
+	select {
+	case <-o.ready:
+		if o.ctx.Err() != nil || !l.prop.isLeader() {
+			return nil, l.prop.notLeader()
+		}
+		return o, nil
+	case <-o.ctx.Done():
+		return nil, l.prop.notLeader()
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// waitReady blocks until this node is in office.
+func (l *lessor) waitReady(ctx context.Context) error {
+	for {
+		l.mu.Lock()
+		o, ch, closed := l.cur, l.changed, l.closed
+		l.mu.Unlock()
+		if closed {
+			return ErrShutdown
+		}
+		var ready chan struct{}
+		if o != nil {
+			ready = o.ready
+		}
+		select {
+		case <-ready:
+			return nil
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// touch marks session busy with a request until the returned func runs.
+func (l *lessor) touch(o *office, session string) func() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := o.sessions[session]
+	if s == nil {
+		s = &sessionActivity{}
+		o.sessions[session] = s
+	}
+	s.busy++
+	s.last = l.clock.Now()
+	return func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		s.busy--
+		s.last = l.clock.Now()
+	}
+}

@@ -1,0 +1,352 @@
+package grantor
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// Rule: the grantor expires a grant at tG + d(1+rho) + eps, tG read after
+// the grant was applied, and never frees it earlier: not to a waiter, not to
+// anyone.
+func TestLessorNeverFreesBeforeGrantorExpiry(t *testing.T) {
+	h := newHarness(t)
+	h.takeOffice()
+	const ttl = 10 * time.Second
+	tG := h.clock.Now()
+	first := h.acquire(acq("s1", 1, "a", ttl))
+	if !first.Granted {
+		t.Fatalf("first acquire: %+v", first)
+	}
+	exp := h.timing.GrantorExpiry(tG, ttl)
+
+	waiter := h.enqueueWaiter(h.ctx(), acq("s2", 1, "a", ttl), time.Hour)
+	if r := h.acquire(acq("s3", 1, "a", ttl)); r.Granted || r.Token != first.Token {
+		t.Fatalf("acquire by a third party while held: %+v", r)
+	}
+
+	h.advanceTo(exp - 1)
+	if got := h.held("a"); got != first.Token {
+		t.Fatalf("one nanosecond before tG+d(1+rho)+eps the lease is held with %d, want %d", got, first.Token)
+	}
+	h.pending(waiter)
+
+	h.advanceTo(exp)
+	o := h.outcome(waiter)
+	if o.err != nil || !o.res.Granted || o.res.Token != first.Token+1 {
+		t.Fatalf("waiter after expiry: %+v %v, want granted with token %d", o.res, o.err, first.Token+1)
+	}
+}
+
+// Rule: a new leader first applies the older terms (barrier), then reads
+// tE and keeps every lease in the FSM live until tE + d(1+rho) + eps,
+// however old its grant is.
+func TestLessorNewLeaderWaitsOutOldTerms(t *testing.T) {
+	h := newHarness(t)
+	const ttl = 10 * time.Second
+	// Two grants from earlier terms, applied while this node followed.
+	h.raft.leader.Store(true)
+	for _, c := range []acquireCmd{acq("s1", 1, "a", ttl), acq("s1", 2, "b", ttl)} {
+		if r, _ := h.raft.apply(encodeCmd(cmdAcquire, c)); !r.(*acquireResult).Granted {
+			t.Fatal("setup grant failed")
+		}
+	}
+	h.clock.Advance(time.Minute) // far past those grants' own expiries
+
+	// The barrier applies an old-term Revoke of b and takes a while.
+	const barrierTakes = 3 * time.Second
+	h.raft.barrierFn = func() error {
+		h.raft.mu.Lock()
+		h.raft.index++
+		h.fsm.Apply(rlog{h.raft.index, encodeCmd(cmdRevoke, revokeCmd{Lease: "b", Token: 2})}.log())
+		h.raft.mu.Unlock()
+		h.clock.Advance(barrierTakes)
+		return nil
+	}
+	tBefore := h.clock.Now()
+	h.takeOffice()
+	tE := tBefore.Add(barrierTakes) // read after the barrier
+	exp := h.timing.GrantorExpiry(tE, ttl)
+
+	if r := h.acquire(acq("s2", 1, "b", ttl)); !r.Granted || r.Token != 3 {
+		t.Fatalf("b was revoked in an old term and should be free: %+v", r)
+	}
+	if r := h.acquire(acq("s2", 2, "a", ttl)); r.Granted {
+		t.Fatalf("a granted to another session while the old term is not waited out: %+v", r)
+	}
+	h.advanceTo(exp - 1)
+	if h.held("a") != 1 {
+		t.Fatal("a freed before tE + d(1+rho) + eps")
+	}
+	h.advanceTo(exp)
+	if h.held("a") != 0 {
+		m := h.events.mark()
+		h.events.wait(t, m-1, "revoke of a", func(e testEvent) bool { return e.what == "applied revoke" })
+	}
+	if r := h.acquire(acq("s2", 3, "a", ttl)); !r.Granted || r.Token != 4 {
+		t.Fatalf("after the wait-out a should go to s2 with token 4: %+v", r)
+	}
+}
+
+// Rule: during the wait-out the holder may renew; its renewal then counts
+// from the renewal's tG.
+func TestLessorHolderRenewsDuringWaitOut(t *testing.T) {
+	h := newHarness(t)
+	const ttl = 10 * time.Second
+	h.raft.leader.Store(true)
+	h.raft.apply(encodeCmd(cmdAcquire, acq("s1", 1, "a", ttl)))
+	h.takeOffice()
+	exp := h.timing.GrantorExpiry(h.clock.Now(), ttl)
+
+	h.advanceTo(exp.Add(-time.Second))
+	tG := h.clock.Now()
+	o, _ := h.l.await(h.ctx())
+	res, err := h.l.renew(h.ctx(), o, "s1", []leaseRef{{"a", 1}, {"nope", 9}})
+	if err != nil || len(res.renewed) != 1 || len(res.lost) != 1 || res.tG != tG {
+		t.Fatalf("renew: %+v %v", res, err)
+	}
+	h.advanceTo(exp)
+	h.advanceTo(h.timing.GrantorExpiry(tG, ttl) - 1)
+	if h.held("a") != 1 {
+		t.Fatal("renewed lease freed before its renewal's expiry")
+	}
+	m := h.events.mark()
+	h.advanceTo(h.timing.GrantorExpiry(tG, ttl))
+	h.events.wait(t, m, "revoke", func(e testEvent) bool { return e.what == "applied revoke" })
+	if h.held("a") != 0 {
+		t.Fatal("not revoked at the renewal's expiry")
+	}
+}
+
+// Rule: the Clock decides, timers only wake. After a suspend (BOOTTIME
+// jumps, no timer fires) a renewal of an expired grant is refused at once,
+// and the expiry loop revokes on its next wake-up.
+func TestLessorSuspendPastExpiry(t *testing.T) {
+	h := newHarness(t)
+	h.takeOffice()
+	const ttl = 5 * time.Second
+	h.acquire(acq("s1", 1, "a", ttl))
+	m := h.events.mark()
+	h.clock.Suspend(time.Minute)
+	o, _ := h.l.await(h.ctx())
+	res, err := h.l.renew(h.ctx(), o, "s1", []leaseRef{{"a", 1}})
+	if err != nil || len(res.renewed) != 0 || len(res.lost) != 1 {
+		t.Fatalf("renewal after suspend past expiry: %+v %v, want lost", res, err)
+	}
+	// The refused renewal pokes the expiry loop; failing that, its next
+	// wake-up (at most maxExpirySleep of monotonic time) revokes.
+	h.clock.Advance(maxExpirySleep)
+	h.events.wait(t, m, "revoke", func(e testEvent) bool { return e.what == "applied revoke" })
+}
+
+// Rule: one VerifyLeader round per batch, started after the batch arrived;
+// renewals that arrive during a round wait for the next; tG is read after
+// the round returned.
+func TestLessorKeepAliveBatching(t *testing.T) {
+	h := newHarness(t)
+	h.takeOffice()
+	const ttl = time.Minute
+	for i, s := range []string{"s1", "s2", "s3", "s4"} {
+		h.acquire(acq(s, 1, "l"+s, ttl))
+		_ = i
+	}
+	started := make(chan int64)
+	gate := make(chan struct{})
+	h.raft.verify = func(round int64) error {
+		started <- round
+		<-gate
+		return nil
+	}
+	o, _ := h.l.await(h.ctx())
+	type out struct {
+		res renewResult
+		err error
+	}
+	renew := func(s string) <-chan out {
+		ch := make(chan out, 1)
+		go func() {
+			r, err := h.l.renew(h.ctx(), o, s, []leaseRef{{"l" + s, h.held("l" + s)}})
+			ch <- out{r, err}
+		}()
+		return ch
+	}
+	r1 := renew("s1")
+	if round := <-started; round != 1 {
+		t.Fatalf("round %d", round)
+	}
+	// Three more arrive while round 1 is in flight.
+	m := h.events.mark()
+	later := []<-chan out{renew("s2"), renew("s3"), renew("s4")}
+	n := m
+	for range later {
+		n = h.events.wait(t, n, "renewal pending", func(e testEvent) bool { return e.what == "pending" })
+	}
+	gate <- struct{}{}
+	if o := <-r1; o.err != nil || len(o.res.renewed) != 1 {
+		t.Fatalf("r1: %+v %v", o.res, o.err)
+	}
+	if round := <-started; round != 2 {
+		t.Fatalf("round %d", round)
+	}
+	h.clock.Advance(2 * time.Second) // the quorum round takes a while
+	tG := h.clock.Now()
+	gate <- struct{}{}
+	for i, ch := range later {
+		o := <-ch
+		if o.err != nil || len(o.res.renewed) != 1 || o.res.tG != tG {
+			t.Fatalf("renewal %d: %+v %v, want renewed at tG %v read after the round", i+2, o.res, o.err, tG)
+		}
+	}
+	if got := h.raft.verifies.Load(); got != 2 {
+		t.Fatalf("%d VerifyLeader rounds for 2 batches", got)
+	}
+}
+
+// Rule: a leader that fails VerifyLeader acknowledges nothing, and the
+// grant keeps its old expiry.
+func TestLessorFailedVerifyAcknowledgesNothing(t *testing.T) {
+	h := newHarness(t)
+	h.takeOffice()
+	const ttl = 10 * time.Second
+	exp := h.timing.GrantorExpiry(h.clock.Now(), ttl)
+	h.acquire(acq("s1", 1, "a", ttl))
+	h.raft.verify = func(int64) error { return h.raft.notLeader() }
+	o, _ := h.l.await(h.ctx())
+	h.advanceTo(h.clock.Now().Add(5 * time.Second))
+	if res, err := h.l.renew(h.ctx(), o, "s1", []leaseRef{{"a", 1}}); !isNotLeader(err) {
+		t.Fatalf("renew with failed verify: %+v %v, want NotLeader", res, err)
+	}
+	m := h.events.mark()
+	h.advanceTo(exp)
+	h.events.wait(t, m, "revoke at the unrenewed expiry", func(e testEvent) bool { return e.what == "applied revoke" })
+}
+
+// Rule: waiters are served first come first served, one wake-up at a time.
+func TestLessorWaitersFirstComeFirstServed(t *testing.T) {
+	h := newHarness(t)
+	h.takeOffice()
+	const ttl = time.Minute
+	held := h.acquire(acq("s0", 1, "a", ttl))
+	w1 := h.enqueueWaiter(h.ctx(), acq("s1", 1, "a", ttl), time.Hour)
+	w2 := h.enqueueWaiter(h.ctx(), acq("s2", 1, "a", ttl), time.Hour)
+
+	if r, err := h.l.release(h.ctx(), releaseCmd{ID: requestID{Session: "s0", Seq: 2}, Lease: "a", Owner: "o", Token: held.Token}); err != nil || !r.Released {
+		t.Fatalf("release: %+v %v", r, err)
+	}
+	o1 := h.outcome(w1)
+	if o1.err != nil || !o1.res.Granted || o1.res.Token != held.Token+1 {
+		t.Fatalf("first waiter: %+v %v", o1.res, o1.err)
+	}
+	h.pending(w2)
+	if r, err := h.l.release(h.ctx(), releaseCmd{ID: requestID{Session: "s1", Seq: 2}, Lease: "a", Owner: "o", Token: o1.res.Token}); err != nil || !r.Released {
+		t.Fatalf("release: %+v %v", r, err)
+	}
+	if o2 := h.outcome(w2); o2.err != nil || !o2.res.Granted || o2.res.Token != held.Token+2 {
+		t.Fatalf("second waiter: %+v %v", o2.res, o2.err)
+	}
+}
+
+// Rule: a waiter whose context ends leaves the queue and passes the
+// wake-up on.
+func TestLessorLeavingWaiterPassesWakeUpOn(t *testing.T) {
+	h := newHarness(t)
+	h.takeOffice()
+	const ttl = time.Minute
+	held := h.acquire(acq("s0", 1, "a", ttl))
+	ctx1, cancel1 := context.WithCancel(h.ctx())
+	w1 := h.enqueueWaiter(ctx1, acq("s1", 1, "a", ttl), time.Hour)
+	w2 := h.enqueueWaiter(h.ctx(), acq("s2", 1, "a", ttl), time.Hour)
+	// Hold the lease's proposal slot, so that the woken head cannot
+	// propose before its context ends.
+	slot := h.l.slot("a")
+	slot <- struct{}{}
+	h.l.release(h.ctx(), releaseCmd{ID: requestID{Session: "s0", Seq: 2}, Lease: "a", Owner: "o", Token: held.Token})
+	cancel1()
+	if o1 := h.outcome(w1); o1.err != context.Canceled {
+		t.Fatalf("canceled head: %+v %v", o1.res, o1.err)
+	}
+	<-slot
+	if o2 := h.outcome(w2); o2.err != nil || !o2.res.Granted || o2.res.Token != held.Token+1 {
+		t.Fatalf("second waiter after the head left: %+v %v", o2.res, o2.err)
+	}
+}
+
+// Rule: when the wait runs out, the answer is "not granted" with the
+// holder's token.
+func TestLessorWaitRunsOut(t *testing.T) {
+	h := newHarness(t)
+	h.takeOffice()
+	held := h.acquire(acq("s0", 1, "a", time.Minute))
+	w := h.enqueueWaiter(h.ctx(), acq("s1", 1, "a", time.Minute), 5*time.Second)
+	h.clock.Advance(5*time.Second - 1)
+	h.pending(w)
+	h.clock.Advance(1)
+	o := h.outcome(w)
+	if o.err != nil || o.res.Granted || o.res.Token != held.Token || o.res.HolderSession != "s0" {
+		t.Fatalf("wait ran out: %+v %v, want not granted naming s0 token %d", o.res, o.err, held.Token)
+	}
+	h.l.mu.Lock()
+	q := len(h.l.cur.queues["a"])
+	h.l.mu.Unlock()
+	if q != 0 {
+		t.Fatalf("%d waiters left in the queue", q)
+	}
+}
+
+// Rule: on losing leadership the lessor state is dropped and waiting
+// calls and renewals fail with NotLeader.
+func TestLessorResignFailsWaiters(t *testing.T) {
+	h := newHarness(t)
+	h.takeOffice()
+	h.acquire(acq("s0", 1, "a", time.Minute))
+	w := h.enqueueWaiter(h.ctx(), acq("s1", 1, "a", time.Minute), time.Hour)
+	gate := make(chan struct{})
+	started := make(chan struct{})
+	h.raft.verify = func(int64) error { close(started); <-gate; return nil }
+	o, _ := h.l.await(h.ctx())
+	renewed := make(chan error, 1)
+	go func() {
+		_, err := h.l.renew(h.ctx(), o, "s0", []leaseRef{{"a", 1}})
+		renewed <- err
+	}()
+	<-started
+	h.raft.leader.Store(false)
+	h.l.leadershipChanged(false)
+	close(gate)
+	if o := h.outcome(w); !isNotLeader(o.err) {
+		t.Fatalf("waiter: %+v %v, want NotLeader", o.res, o.err)
+	}
+	if err := <-renewed; !isNotLeader(err) {
+		t.Fatalf("renewal in flight during resign: %v, want NotLeader", err)
+	}
+	if _, err := h.l.acquire(h.ctx(), acq("s2", 1, "b", time.Minute), 0); !isNotLeader(err) {
+		t.Fatalf("acquire after resign: %v", err)
+	}
+}
+
+// Idle sessions that hold nothing are forgotten after SessionIdleTimeout.
+func TestLessorForgetsIdleSessions(t *testing.T) {
+	h := newHarness(t)
+	h.takeOffice()
+	r := h.acquire(acq("idle", 1, "a", time.Minute))
+	h.acquire(acq("holder", 1, "b", time.Minute))
+	h.l.release(h.ctx(), releaseCmd{ID: requestID{Session: "idle", Seq: 2}, Lease: "a", Owner: "o", Token: r.Token})
+	start := h.clock.Now()
+	m := h.events.mark()
+	// Keep b alive by renewing it as time passes.
+	o, _ := h.l.await(h.ctx())
+	for h.clock.Now().Before(start.Add(h.l.sessionIdle)) {
+		h.advanceTo(h.clock.Now().Add(20 * time.Second))
+		if res, err := h.l.renew(h.ctx(), o, "holder", []leaseRef{{"b", 2}}); err != nil || len(res.renewed) != 1 {
+			t.Fatalf("renew: %+v %v", res, err)
+		}
+	}
+	h.advanceTo(h.clock.Now().Add(time.Minute))
+	h.events.wait(t, m, "close-session", func(e testEvent) bool { return e.what == "applied close-session" })
+	if h.fsm.hasSession("idle") {
+		t.Fatal("idle session kept")
+	}
+	if !h.fsm.hasSession("holder") {
+		t.Fatal("session that holds a lease was forgotten")
+	}
+}

@@ -1,0 +1,332 @@
+package grantor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+	wal "github.com/hashicorp/raft-wal"
+	"github.com/hashicorp/raft-wal/metadb"
+	"google.golang.org/grpc"
+
+	"github.com/leaseside/leaseside/grantor/grantorpb"
+)
+
+const (
+	// snapshotsRetained is how many raft snapshots stay on disk.
+	snapshotsRetained = 2
+	// transportTimeout bounds raft RPCs between nodes.
+	transportTimeout = 10 * time.Second
+	// applyEnqueueTimeout bounds how long a proposal waits to enter raft.
+	applyEnqueueTimeout = 5 * time.Second
+	// gracefulStopTimeout bounds how long Shutdown waits for RPCs to end.
+	gracefulStopTimeout = 5 * time.Second
+)
+
+// Node is one grantor: a raft member with the grantor FSM, the lessor that
+// acts while it leads, and the gRPC server. Create it with New, serve with
+// Run, stop with Shutdown.
+type Node struct {
+	cfg    Config
+	log    *slog.Logger
+	fsm    *fsm
+	lessor *lessor
+
+	meta   *metadb.BoltMetaDB
+	wal    *wal.WAL
+	snaps  *raft.FileSnapshotStore
+	trans  *raft.NetworkTransport
+	raft   *raft.Raft
+	lis    net.Listener
+	server *grpc.Server
+
+	running  atomic.Bool
+	served   chan struct{} // closed when grpc Serve has returned, if it ran
+	done     chan struct{} // closed by Shutdown
+	watchers sync.WaitGroup
+
+	shutdownOnce sync.Once
+	shutdownErr  error
+}
+
+// New opens the raft-wal log and stable store and the snapshot store under
+// cfg.DataDir, starts raft (bootstrapping a one-voter cluster when
+// cfg.Bootstrap is set and there is no state yet) and binds the gRPC
+// listener. It does not serve until Run.
+func New(cfg Config) (n *Node, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withNilDefaults()
+	n = &Node{cfg: cfg, log: cfg.Logger, served: make(chan struct{}), done: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			n.closeStores()
+		}
+	}()
+
+	raftDir := filepath.Join(cfg.DataDir, "raft")
+	walDir := filepath.Join(raftDir, "wal")
+	if err := os.MkdirAll(walDir, 0o700); err != nil {
+		return nil, fmt.Errorf("grantor: creating data dir: %w", err)
+	}
+	hlog := newHCLog(cfg.Logger, "raft")
+	// raft-wal's Close leaves its meta database open, so the node owns it
+	// and closes it: a restart in the same process would block on its lock.
+	n.meta = &metadb.BoltMetaDB{}
+	if n.wal, err = wal.Open(walDir, wal.WithMetaStore(n.meta), wal.WithLogger(hlog.Named("wal"))); err != nil {
+		return nil, fmt.Errorf("grantor: opening raft log in %s: %w", walDir, err)
+	}
+	if n.snaps, err = raft.NewFileSnapshotStoreWithLogger(raftDir, snapshotsRetained, hlog.Named("snapshots")); err != nil {
+		return nil, fmt.Errorf("grantor: opening snapshot store: %w", err)
+	}
+	if n.trans, err = raft.NewTCPTransportWithLogger(cfg.RaftAddr, nil, 3, transportTimeout, hlog.Named("transport")); err != nil {
+		return nil, fmt.Errorf("grantor: raft transport on %s: %w", cfg.RaftAddr, err)
+	}
+	if n.lis, err = net.Listen("tcp", cfg.RPCAddr); err != nil {
+		return nil, fmt.Errorf("grantor: gRPC listener on %s: %w", cfg.RPCAddr, err)
+	}
+
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.NodeID)
+	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	rc.ElectionTimeout = cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
+	rc.CommitTimeout = cfg.CommitTimeout
+	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	rc.SnapshotInterval = cfg.SnapshotInterval
+	rc.Logger = hlog
+	if err := raft.ValidateConfig(rc); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
+
+	n.fsm = newFSM()
+	n.lessor = newLessor(lessorConfig{
+		timing:      cfg.Timing,
+		clock:       cfg.Clock,
+		log:         cfg.Logger,
+		sessionIdle: cfg.SessionIdleTimeout,
+		afterOffice: n.registerRPCAddr,
+	}, n.fsm, raftProposer{n})
+	n.fsm.observe = n.lessor.onEvent
+
+	if cfg.Bootstrap {
+		has, err := raft.HasExistingState(n.wal, n.wal, n.snaps)
+		if err != nil {
+			return nil, fmt.Errorf("grantor: reading raft state: %w", err)
+		}
+		if !has {
+			conf := raft.Configuration{Servers: []raft.Server{{
+				Suffrage: raft.Voter, ID: rc.LocalID, Address: n.trans.LocalAddr(),
+			}}}
+			if err := raft.BootstrapCluster(rc, n.wal, n.wal, n.snaps, n.trans, conf); err != nil {
+				return nil, fmt.Errorf("grantor: bootstrapping: %w", err)
+			}
+			n.log.Info("grantor: bootstrapped single-voter cluster", "id", cfg.NodeID)
+		}
+	}
+	if n.raft, err = raft.NewRaft(rc, n.fsm, n.wal, n.wal, n.snaps, n.trans); err != nil {
+		return nil, fmt.Errorf("grantor: starting raft: %w", err)
+	}
+
+	n.server = grpc.NewServer()
+	grantorpb.RegisterGrantorServer(n.server, &service{n: n})
+	n.log.Info("grantor: node started", "id", cfg.NodeID, "raft", n.RaftAddr(), "rpc", n.RPCAddr())
+	return n, nil
+}
+
+// Run serves gRPC and follows raft leadership, running the lessor while
+// this node leads, until ctx ends or Shutdown is called; then it shuts the
+// node down. It returns nil when ctx ends (whatever ctx.Err is), or the
+// error that stopped serving or shutting down. Run may be called once.
+func (n *Node) Run(ctx context.Context) error {
+	if !n.running.CompareAndSwap(false, true) {
+		return errors.New("grantor: Run called twice")
+	}
+	select {
+	case <-n.done:
+		return ErrShutdown
+	default:
+	}
+	serveErr := make(chan error, 1)
+	go func() {
+		defer close(n.served)
+		serveErr <- n.server.Serve(n.lis)
+	}()
+	n.watchers.Add(1)
+	go n.watchLeadership()
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case <-n.done:
+	case err = <-serveErr:
+		if errors.Is(err, grpc.ErrServerStopped) {
+			err = nil
+		}
+		if err != nil {
+			err = fmt.Errorf("grantor: serving gRPC: %w", err)
+		}
+	}
+	if serr := n.Shutdown(); err == nil {
+		err = serr
+	}
+	return err
+}
+
+// watchLeadership hands raft's leadership transitions to the lessor.
+func (n *Node) watchLeadership() {
+	defer n.watchers.Done()
+	ch := n.raft.LeaderCh()
+	for {
+		select {
+		case isLeader := <-ch:
+			n.log.Info("grantor: leadership changed", "leader", isLeader)
+			n.lessor.leadershipChanged(isLeader)
+		case <-n.done:
+			return
+		}
+	}
+}
+
+// registerRPCAddr records this node's gRPC address in the FSM, so that
+// followers can name it in NotLeader errors.
+func (n *Node) registerRPCAddr(ctx context.Context) {
+	if n.fsm.nodeAddr(n.cfg.NodeID) == n.RPCAddr() || ctx.Err() != nil {
+		return
+	}
+	cmd := encodeCmd(cmdRegisterNode, registerNodeCmd{NodeID: n.cfg.NodeID, RPCAddr: n.RPCAddr()})
+	if _, err := (raftProposer{n}).apply(cmd); err != nil {
+		n.log.Warn("grantor: registering gRPC address failed", "err", err)
+	}
+}
+
+// RPCAddr returns the address the gRPC server is bound to.
+func (n *Node) RPCAddr() string { return n.lis.Addr().String() }
+
+// RaftAddr returns the address the raft transport is bound to and
+// advertises.
+func (n *Node) RaftAddr() string { return string(n.trans.LocalAddr()) }
+
+// WaitReady blocks until this node is raft leader and has taken office
+// (barrier applied, every lease live until tE + d(1+rho) + eps), so that it
+// answers requests; or until ctx ends or the node is shut down. It needs
+// Run to be running.
+func (n *Node) WaitReady(ctx context.Context) error { return n.lessor.waitReady(ctx) }
+
+// Shutdown stops serving, fails waiting requests and streams, and closes
+// raft and the stores. It is safe to call more than once and concurrently
+// with Run; later calls return the first call's result.
+func (n *Node) Shutdown() error {
+	n.shutdownOnce.Do(func() {
+		close(n.done)
+		n.watchers.Wait()
+		n.lessor.stop()
+		var errs []error
+		if err := n.raft.Shutdown().Error(); err != nil {
+			errs = append(errs, fmt.Errorf("raft shutdown: %w", err))
+		}
+		n.stopServer()
+		n.lessor.wait()
+		errs = append(errs, n.closeStores())
+		n.shutdownErr = errors.Join(errs...)
+		n.log.Info("grantor: node stopped", "id", n.cfg.NodeID)
+	})
+	return n.shutdownErr
+}
+
+func (n *Node) stopServer() {
+	if !n.running.Load() {
+		return // Serve never ran; closeStores closes the listener
+	}
+	stopped := make(chan struct{})
+	go func() {
+		n.server.GracefulStop()
+		close(stopped)
+	}()
+	t := time.NewTimer(gracefulStopTimeout)
+	defer t.Stop()
+	select {
+	case <-stopped:
+	case <-t.C:
+		n.server.Stop()
+		<-stopped
+	}
+	<-n.served
+}
+
+// closeStores closes what New opened, in reverse order; nil fields are
+// skipped, so it also cleans up after a failed New.
+func (n *Node) closeStores() error {
+	var errs []error
+	if n.lis != nil && !n.running.Load() {
+		_ = n.lis.Close()
+	}
+	if n.trans != nil {
+		errs = append(errs, n.trans.Close())
+	}
+	if n.wal != nil {
+		errs = append(errs, n.wal.Close())
+	}
+	if n.meta != nil {
+		errs = append(errs, n.meta.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// raftProposer is the lessor's proposer backed by the node's raft.
+type raftProposer struct{ n *Node }
+
+func (p raftProposer) apply(cmd []byte) (any, error) {
+	f := p.n.raft.Apply(cmd, applyEnqueueTimeout)
+	if err := f.Error(); err != nil {
+		return nil, p.raftErr(err)
+	}
+	return f.Response(), nil
+}
+
+func (p raftProposer) barrier() error {
+	return p.raftErr(p.n.raft.Barrier(0).Error())
+}
+
+func (p raftProposer) verifyLeader() error {
+	return p.raftErr(p.n.raft.VerifyLeader().Error())
+}
+
+func (p raftProposer) isLeader() bool { return p.n.raft.State() == raft.Leader }
+
+func (p raftProposer) notLeader() *NotLeaderError {
+	_, id := p.n.raft.LeaderWithID()
+	e := &NotLeaderError{LeaderID: string(id)}
+	switch {
+	case id == "":
+	case string(id) == p.n.cfg.NodeID:
+		e.LeaderRPCAddr = p.n.RPCAddr()
+	default:
+		e.LeaderRPCAddr = p.n.fsm.nodeAddr(string(id))
+	}
+	return e
+}
+
+// raftErr turns raft's leadership errors into a *NotLeaderError and
+// shutdown into ErrShutdown; other errors are wrapped as they are.
+func (p raftProposer) raftErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
+		errors.Is(err, raft.ErrLeadershipTransferInProgress), errors.Is(err, raft.ErrAbortedByRestore):
+		return p.notLeader()
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return ErrShutdown
+	}
+	return fmt.Errorf("grantor: raft: %w", err)
+}

@@ -1,0 +1,151 @@
+package grantor
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/leaseside/leaseside/grantor/grantorpb"
+)
+
+// service implements grantorpb.GrantorServer on a Node.
+type service struct {
+	grantorpb.UnimplementedGrantorServer
+	n *Node
+}
+
+// Acquire implements grantorpb.GrantorServer.
+func (s *service) Acquire(ctx context.Context, req *grantorpb.AcquireRequest) (*grantorpb.AcquireResponse, error) {
+	c, wait, err := s.n.cfg.validAcquire(req)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	res, err := s.n.lessor.acquire(ctx, c, wait)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &grantorpb.AcquireResponse{
+		Granted:       res.Granted,
+		Token:         res.Token,
+		HolderSession: res.HolderSession,
+		HolderOwner:   res.HolderOwner,
+		GrantorTimeNs: s.n.cfg.Clock.Now().Nanoseconds(),
+	}, nil
+}
+
+// Release implements grantorpb.GrantorServer.
+func (s *service) Release(ctx context.Context, req *grantorpb.ReleaseRequest) (*grantorpb.ReleaseResponse, error) {
+	c, err := validRelease(req)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	res, err := s.n.lessor.release(ctx, c)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &grantorpb.ReleaseResponse{Released: res.Released}, nil
+}
+
+// KeepAlive implements grantorpb.GrantorServer. The stream belongs to the
+// office it started in: when this node leaves office the stream ends with
+// NotLeader, and the sidecar reconnects to the new leader.
+func (s *service) KeepAlive(stream grpc.BidiStreamingServer[grantorpb.KeepAliveRequest, grantorpb.KeepAliveResponse]) error {
+	ctx := stream.Context()
+	o, err := s.n.lessor.await(ctx)
+	if err != nil {
+		return toStatus(err)
+	}
+	reqs := make(chan *grantorpb.KeepAliveRequest)
+	recvErr := make(chan error, 1)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for {
+			req, err := stream.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			select {
+			case reqs <- req:
+			case <-done:
+				return
+			}
+		}
+	}()
+	for {
+		var req *grantorpb.KeepAliveRequest
+		select {
+		case req = <-reqs:
+		case err := <-recvErr:
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		case <-o.ctx.Done():
+			return toStatus(s.n.lessor.prop.notLeader())
+		case <-ctx.Done():
+			return status.FromContextError(ctx.Err()).Err()
+		}
+		refs, err := validKeepAlive(req)
+		if err != nil {
+			return toStatus(err)
+		}
+		res, err := s.n.lessor.renew(ctx, o, req.GetSession(), refs)
+		if err != nil {
+			return toStatus(err)
+		}
+		resp := &grantorpb.KeepAliveResponse{
+			Batch:         req.GetBatch(),
+			Renewed:       toPB(res.renewed),
+			Lost:          toPB(res.lost),
+			GrantorTimeNs: res.tG.Nanoseconds(),
+		}
+		if err := stream.Send(resp); err != nil {
+			return err
+		}
+	}
+}
+
+func toPB(refs []leaseRef) []*grantorpb.LeaseRef {
+	out := make([]*grantorpb.LeaseRef, len(refs))
+	for i, r := range refs {
+		out[i] = &grantorpb.LeaseRef{Lease: r.Lease, Token: r.Token}
+	}
+	return out
+}
+
+// toStatus maps the grantor's errors to gRPC status codes:
+//
+//	NotLeaderError        FAILED_PRECONDITION with a grantorpb.NotLeader detail
+//	InvalidArgumentError  INVALID_ARGUMENT
+//	ErrSeqReused          INVALID_ARGUMENT
+//	StaleRequestError     OUT_OF_RANGE (seq below the session's first_unacked)
+//	ErrTooManyOutstanding RESOURCE_EXHAUSTED
+//	ErrShutdown, raft     UNAVAILABLE
+//	context errors        CANCELED / DEADLINE_EXCEEDED
+func toStatus(err error) error {
+	var nl *NotLeaderError
+	switch {
+	case errors.As(err, &nl):
+		st, derr := status.New(codes.FailedPrecondition, nl.Error()).
+			WithDetails(&grantorpb.NotLeader{LeaderRpcAddr: nl.LeaderRPCAddr})
+		if derr != nil {
+			return status.Error(codes.FailedPrecondition, nl.Error())
+		}
+		return st.Err()
+	case errors.Is(err, ErrInvalidArgument), errors.Is(err, ErrSeqReused):
+		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, ErrStaleRequest):
+		return status.Error(codes.OutOfRange, err.Error())
+	case errors.Is(err, ErrTooManyOutstanding):
+		return status.Error(codes.ResourceExhausted, err.Error())
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return status.FromContextError(err).Err()
+	}
+	return status.Error(codes.Unavailable, err.Error())
+}

@@ -1,0 +1,155 @@
+package grantor
+
+import (
+	"strings"
+	"time"
+
+	"github.com/leaseside/leaseside/grantor/grantorpb"
+)
+
+// Limits on peer input. Everything a sidecar sends is checked against them
+// at the gRPC edge, before it can reach raft.
+const (
+	maxLeaseName = 256
+	maxSession   = 64
+	maxOwner     = 256
+	// maxKeepAliveLeases bounds the leases of one keepalive request.
+	maxKeepAliveLeases = 65536
+)
+
+// validLeaseName checks a lease name: 1..256 bytes of [A-Za-z0-9._-/],
+// slash-separated segments, none empty and none "..".
+func validLeaseName(field, name string) error {
+	if name == "" {
+		return invalid(field, "lease name is empty")
+	}
+	if len(name) > maxLeaseName {
+		return invalid(field, "lease name is %d bytes, more than %d", len(name), maxLeaseName)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		ok := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+			c == '.' || c == '_' || c == '-' || c == '/'
+		if !ok {
+			return invalid(field, "lease name %q has byte %q at %d; allowed are A-Z a-z 0-9 . _ - /", name, c, i)
+		}
+	}
+	for _, seg := range strings.Split(name, "/") {
+		switch seg {
+		case "":
+			return invalid(field, "lease name %q has an empty segment (leading, trailing or double slash)", name)
+		case "..":
+			return invalid(field, "lease name %q has a \"..\" segment", name)
+		}
+	}
+	return nil
+}
+
+func validSession(field, s string) error {
+	if s == "" {
+		return invalid(field, "session is empty")
+	}
+	if len(s) > maxSession {
+		return invalid(field, "session is %d bytes, more than %d", len(s), maxSession)
+	}
+	return nil
+}
+
+func validOwner(owner string) error {
+	if len(owner) > maxOwner {
+		return invalid("owner", "owner is %d bytes, more than %d", len(owner), maxOwner)
+	}
+	return nil
+}
+
+func validRequestID(id *grantorpb.RequestID) (requestID, error) {
+	if id == nil {
+		return requestID{}, invalid("id", "request id is missing")
+	}
+	if err := validSession("id.session", id.GetSession()); err != nil {
+		return requestID{}, err
+	}
+	if id.GetSeq() < 1 {
+		return requestID{}, invalid("id.seq", "seq must be at least 1")
+	}
+	if id.GetFirstUnacked() > id.GetSeq() {
+		return requestID{}, invalid("id.first_unacked", "first_unacked %d is above the request's own seq %d",
+			id.GetFirstUnacked(), id.GetSeq())
+	}
+	return requestID{Session: id.GetSession(), Seq: id.GetSeq(), FirstUnacked: id.GetFirstUnacked()}, nil
+}
+
+func (c Config) validTTL(ns int64) (time.Duration, error) {
+	d := time.Duration(ns)
+	if d < c.MinTTL || d > c.MaxTTL {
+		return 0, invalid("ttl_ns", "ttl %v is outside [%v, %v]", d, c.MinTTL, c.MaxTTL)
+	}
+	return d, nil
+}
+
+func validWait(ns int64) (time.Duration, error) {
+	d := time.Duration(ns)
+	if d < 0 || d > MaxWait {
+		return 0, invalid("wait_ns", "wait %v is outside [0, %v]", d, MaxWait)
+	}
+	return d, nil
+}
+
+func (c Config) validAcquire(req *grantorpb.AcquireRequest) (acquireCmd, time.Duration, error) {
+	id, err := validRequestID(req.GetId())
+	if err != nil {
+		return acquireCmd{}, 0, err
+	}
+	if err := validLeaseName("lease", req.GetLease()); err != nil {
+		return acquireCmd{}, 0, err
+	}
+	if err := validOwner(req.GetOwner()); err != nil {
+		return acquireCmd{}, 0, err
+	}
+	ttl, err := c.validTTL(req.GetTtlNs())
+	if err != nil {
+		return acquireCmd{}, 0, err
+	}
+	wait, err := validWait(req.GetWaitNs())
+	if err != nil {
+		return acquireCmd{}, 0, err
+	}
+	return acquireCmd{ID: id, Lease: req.GetLease(), Owner: req.GetOwner(), TTL: ttl}, wait, nil
+}
+
+func validRelease(req *grantorpb.ReleaseRequest) (releaseCmd, error) {
+	id, err := validRequestID(req.GetId())
+	if err != nil {
+		return releaseCmd{}, err
+	}
+	if err := validLeaseName("lease", req.GetLease()); err != nil {
+		return releaseCmd{}, err
+	}
+	if err := validOwner(req.GetOwner()); err != nil {
+		return releaseCmd{}, err
+	}
+	if req.GetToken() < 1 {
+		return releaseCmd{}, invalid("token", "token must be at least 1")
+	}
+	return releaseCmd{ID: id, Lease: req.GetLease(), Owner: req.GetOwner(), Token: req.GetToken()}, nil
+}
+
+func validKeepAlive(req *grantorpb.KeepAliveRequest) ([]leaseRef, error) {
+	if err := validSession("session", req.GetSession()); err != nil {
+		return nil, err
+	}
+	if len(req.GetLeases()) > maxKeepAliveLeases {
+		return nil, invalid("leases", "%d leases in one keepalive, more than %d", len(req.GetLeases()), maxKeepAliveLeases)
+	}
+	refs := make([]leaseRef, 0, len(req.GetLeases()))
+	for i, l := range req.GetLeases() {
+		if err := validLeaseName("leases.lease", l.GetLease()); err != nil {
+			return nil, err
+		}
+		if l.GetToken() < 1 {
+			return nil, invalid("leases.token", "lease %d (%q) has token 0", i, l.GetLease())
+		}
+		refs = append(refs, leaseRef{Lease: l.GetLease(), Token: l.GetToken()})
+	}
+	return refs, nil
+}
