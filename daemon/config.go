@@ -33,6 +33,12 @@ type Config struct {
 	Version string
 	// ACL limits which callers may use which lease names; empty allows all.
 	ACL ACL
+	// Watch configures the clock watcher (its Clock and Rho come from
+	// Clock and Timing above).
+	Watch clockwatch.WatcherConfig
+	// OwnerStoppedLimit: an owner process found stopped (state T) longer
+	// than this is treated as ended. 0 turns the check off.
+	OwnerStoppedLimit time.Duration
 }
 
 // DefaultConfig returns a Config with the defaults filled in; Grantors
@@ -45,6 +51,9 @@ func DefaultConfig() Config {
 		RenewTimeout:   2 * time.Second,
 		RequestTimeout: 10 * time.Second,
 		Version:        "dev",
+		Watch:          clockwatch.DefaultWatcherConfig(),
+
+		OwnerStoppedLimit: 10 * time.Second,
 	}
 }
 
@@ -64,6 +73,9 @@ func (c Config) Validate() error {
 	}
 	if c.RenewTimeout <= 0 || c.RequestTimeout <= 0 {
 		return errors.New("daemon: timeouts must be positive")
+	}
+	if err := c.Watch.Validate(); err != nil {
+		return err
 	}
 	return c.ACL.Validate()
 }

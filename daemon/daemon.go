@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -19,6 +20,10 @@ type Daemon struct {
 	clock clockwatch.Clock
 	log   *slog.Logger
 	g     *grantorConn
+
+	watcher     *clockwatch.Watcher
+	susp        *clockwatch.SuspendDetector
+	suspendedAt atomic.Int64 // BOOTTIME of the last suspend noticed
 
 	mu       sync.Mutex
 	leases   map[string]*lease
@@ -49,7 +54,11 @@ func New(cfg Config) (*Daemon, error) {
 		return nil, err
 	}
 	life, stop := context.WithCancel(context.Background())
+	wcfg := cfg.Watch
+	wcfg.Clock, wcfg.Rho = cfg.Clock, cfg.Timing.Rho
 	return &Daemon{
+		watcher:  clockwatch.NewWatcher(wcfg),
+		susp:     clockwatch.NewSuspendDetector(cfg.Clock),
 		life:     life,
 		stop:     stop,
 		cfg:      cfg,
@@ -79,10 +88,14 @@ func (d *Daemon) Run(ctx context.Context, ln *net.UnixListener) error {
 
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		d.renewLoop(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		d.runWatcher(ctx)
 	}()
 	srv := &ipc.Server{Handler: d, Logger: d.log}
 	err := srv.Serve(ctx, ln)
@@ -109,6 +122,8 @@ func (d *Daemon) Handle(ctx context.Context, c *ipc.Conn, req *ipc.Request) *ipc
 		return &ipc.Response{Hello: &ipc.Hello{Server: "leaseside", Version: d.cfg.Version, Protocol: ipc.ProtocolVersion, Session: d.g.session}}
 	case ipc.OpStatus:
 		return d.status()
+	case ipc.OpClock:
+		return &ipc.Response{Clock: d.clockStatus(true)}
 	case ipc.OpAcquire:
 		return grantResponse(d.acquire(ctx, c, req))
 	case ipc.OpRelease:

@@ -191,6 +191,7 @@ func (g *grantorConn) release(ctx context.Context, name, owner string, token uin
 type kaResult struct {
 	resp *grantorpb.KeepAliveResponse
 	err  error
+	addr string // the grantor that answered
 }
 
 // keepAliveSender owns the session's keepalive stream. The renew loop
@@ -273,10 +274,10 @@ func (g *grantorConn) openKeepAlive(ctx context.Context, report func(kaResult)) 
 				if sctx.Err() == nil {
 					g.failed(addr, err)
 				}
-				report(kaResult{err: err})
+				report(kaResult{err: err, addr: addr})
 				return
 			}
-			report(kaResult{resp: resp})
+			report(kaResult{resp: resp, addr: addr})
 		}
 	}()
 	return s, nil

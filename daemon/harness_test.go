@@ -30,6 +30,9 @@ type scriptedGrantor struct {
 	delay time.Duration
 	// silent makes keepalives go unanswered.
 	silent bool
+	// rate skews the grantor's clock against the fake one: it reads
+	// start + (now-start)*(1+rate).
+	rate float64
 	// keepalives receives every keepalive request as it arrives.
 	keepalives chan *grantorpb.KeepAliveRequest
 	// releases receives every release request.
@@ -41,6 +44,9 @@ func (s *scriptedGrantor) Acquire(ctx context.Context, req *grantorpb.AcquireReq
 	defer s.mu.Unlock()
 	s.clock.Advance(s.delay)
 	s.token++
+	if s.silent {
+		return &grantorpb.AcquireResponse{Granted: true, Token: s.token, GrantorTimeNs: int64(s.clock.Now())}, nil
+	}
 	return &grantorpb.AcquireResponse{Granted: true, Token: s.token, GrantorTimeNs: int64(s.clock.Now())}, nil
 }
 
@@ -63,10 +69,19 @@ func (s *scriptedGrantor) KeepAlive(stream grantorpb.Grantor_KeepAliveServer) er
 			continue
 		}
 		s.clock.Advance(delay)
-		if err := stream.Send(&grantorpb.KeepAliveResponse{Batch: req.Batch, Renewed: req.Leases, GrantorTimeNs: int64(s.clock.Now())}); err != nil {
+		if err := stream.Send(&grantorpb.KeepAliveResponse{Batch: req.Batch, Renewed: req.Leases, GrantorTimeNs: s.remoteNow()}); err != nil {
 			return err
 		}
 	}
+}
+
+// remoteNow is the grantor's own clock.
+func (s *scriptedGrantor) remoteNow() int64 {
+	s.mu.Lock()
+	rate := s.rate
+	s.mu.Unlock()
+	el := float64(s.clock.Now() - start)
+	return int64(start) + int64(el*(1+rate))
 }
 
 func (s *scriptedGrantor) set(f func()) {
@@ -83,11 +98,20 @@ type rig struct {
 	c      *ipc.Client
 	events chan *ipc.Event
 	timing clockwatch.Timing
+	// backlog holds events that arrived while a test waited for another
+	// kind, in order.
+	backlog []*ipc.Event
 }
 
 const start = clockwatch.Instant(1000 * time.Second)
 
 func newRig(t *testing.T) *rig {
+	t.Helper()
+	return newRigWith(t, func(*Config) {})
+}
+
+// newRigWith lets a test adjust the daemon's Config.
+func newRigWith(t *testing.T, adjust func(*Config)) *rig {
 	t.Helper()
 	clock := clockwatch.NewFake(start)
 	g := &scriptedGrantor{clock: clock, keepalives: make(chan *grantorpb.KeepAliveRequest, 64), releases: make(chan *grantorpb.ReleaseRequest, 64)}
@@ -103,6 +127,8 @@ func newRig(t *testing.T) *rig {
 	cfg := DefaultConfig()
 	cfg.Grantors = []string{gl.Addr().String()}
 	cfg.Clock = clock
+	cfg.Watch.Kernel = func() (clockwatch.KernelClockState, error) { return clockwatch.KernelClockState{Synced: true}, nil }
+	adjust(&cfg)
 	d, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -119,13 +145,16 @@ func newRig(t *testing.T) *rig {
 		d.Run(ctx, ln)
 	}()
 	c := &ipc.Client{Socket: sock}
-	events := make(chan *ipc.Event, 64)
+	events := make(chan *ipc.Event, 1024)
 	c.Notify(events)
 	t.Cleanup(func() {
 		c.Close()
 		cancel()
 		<-done
 	})
+	if err := c.Watch(ctxT(t), ""); err != nil { // clock events reach watchers
+		t.Fatal(err)
+	}
 	return &rig{clock: clock, g: g, d: d, c: c, events: events, timing: cfg.Timing}
 }
 
@@ -135,9 +164,16 @@ func ctxT(t *testing.T) context.Context {
 	return ctx
 }
 
-// waitEvent returns the next event of the given kind.
+// waitEvent returns the next event of the given kind; events of other
+// kinds stay for later waits.
 func (r *rig) waitEvent(t *testing.T, kind string) *ipc.Event {
 	t.Helper()
+	for i, ev := range r.backlog {
+		if ev.Event == kind {
+			r.backlog = append(r.backlog[:i], r.backlog[i+1:]...)
+			return ev
+		}
+	}
 	ctx := ctxT(t)
 	for {
 		select {
@@ -145,6 +181,7 @@ func (r *rig) waitEvent(t *testing.T, kind string) *ipc.Event {
 			if ev.Event == kind {
 				return ev
 			}
+			r.backlog = append(r.backlog, ev)
 		case <-ctx.Done():
 			t.Fatalf("no %s event", kind)
 		}
@@ -154,7 +191,7 @@ func (r *rig) waitEvent(t *testing.T, kind string) *ipc.Event {
 // client returns a second client of the rig's daemon, with its events.
 func (r *rig) client(t *testing.T) (*ipc.Client, chan *ipc.Event) {
 	c := &ipc.Client{Socket: r.c.Socket}
-	events := make(chan *ipc.Event, 64)
+	events := make(chan *ipc.Event, 1024)
 	c.Notify(events)
 	t.Cleanup(func() { c.Close() })
 	return c, events

@@ -36,9 +36,13 @@ type lease struct {
 	// noRenew leases are renewed only on request.
 	noRenew bool
 
-	// deadline is the holder's validity: t0 + d(1-rho) - eps of the last
-	// successful grant or renewal.
+	// t0 is when the request behind the last successful grant or renewal
+	// was sent; deadline is the holder's validity that follows from it:
+	// t0 + d(1-rho) - eps.
+	t0       clockwatch.Instant
 	deadline clockwatch.Instant
+	// stoppedSince is when the owner process was first seen stopped.
+	stoppedSince clockwatch.Instant
 	// renewAt is when the next renewal is due: t0 + d/3.
 	renewAt clockwatch.Instant
 	// renewed is closed and replaced whenever a keepalive carrying this

@@ -12,18 +12,18 @@ import (
 // trust the renew loop to have run: no reply ever shows a lease past its
 // deadline.
 func (d *Daemon) status() *ipc.Response {
-	now := d.clock.Now()
+	now := d.checkSuspend()
 	d.mu.Lock()
 	grants := make([]ipc.Grant, 0, len(d.leases))
 	for _, l := range d.leases {
 		if !now.Before(l.deadline) {
-			d.loseLocked(l, ipc.ReasonDeadlinePassed)
+			d.loseLocked(l, d.lostReason(l, false))
 			continue
 		}
 		grants = append(grants, *l.grant(now))
 	}
 	d.mu.Unlock()
-	return &ipc.Response{Leases: &grants}
+	return &ipc.Response{Leases: &grants, Clock: d.clockStatus(false)}
 }
 
 // validLocked returns the named lease if it is held and valid now, ending
@@ -31,7 +31,7 @@ func (d *Daemon) status() *ipc.Response {
 func (d *Daemon) validLocked(name string, now clockwatch.Instant) *lease {
 	l := d.leases[name]
 	if l != nil && !now.Before(l.deadline) {
-		d.loseLocked(l, ipc.ReasonDeadlinePassed)
+		d.loseLocked(l, d.lostReason(l, false))
 		return nil
 	}
 	return l
@@ -58,8 +58,8 @@ func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*i
 	}
 	id := ownerID(c, req)
 
+	now := d.checkSuspend()
 	d.mu.Lock()
-	now := d.clock.Now()
 	if l := d.validLocked(req.Lease, now); l != nil && l.ownerID == id && l.releaseAt == never {
 		d.mu.Unlock()
 		return l.grant(now), nil // this owner holds it already: a no-op
@@ -96,7 +96,8 @@ func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*i
 	}
 
 	l.token = resp.Token
-	l.deadline = d.cfg.Timing.HolderDeadline(t0, ttl) // rule 3
+	l.t0 = t0
+	l.deadline = d.timing().HolderDeadline(t0, ttl) // rule 3
 	l.scheduleRenewal(t0)
 	d.mu.Lock()
 	if old := d.leases[req.Lease]; old != nil && old.token != l.token {
@@ -116,7 +117,7 @@ func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*i
 			return nil, err
 		}
 	}
-	now = d.clock.Now()
+	now = d.checkSuspend()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.validLocked(req.Lease, now) != l {
@@ -128,8 +129,9 @@ func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*i
 // renew renews a lease this host holds at once, and returns its new grant.
 // It is how leases acquired with no_renew are kept.
 func (d *Daemon) renew(ctx context.Context, name string) (*ipc.Grant, *ipc.Error) {
+	now := d.checkSuspend()
 	d.mu.Lock()
-	l := d.validLocked(name, d.clock.Now())
+	l := d.validLocked(name, now)
 	d.mu.Unlock()
 	if l == nil {
 		return nil, ipc.Errorf(ipc.CodeNotHeld, "this host does not hold %q", name)
@@ -145,7 +147,7 @@ func (d *Daemon) renew(ctx context.Context, name string) (*ipc.Grant, *ipc.Error
 // check returns the grant of a lease this host holds and that is valid
 // now, with the given token unless token is "".
 func (d *Daemon) check(name, token string) (*ipc.Grant, *ipc.Error) {
-	now := d.clock.Now()
+	now := d.checkSuspend()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	l := d.validLocked(name, now)

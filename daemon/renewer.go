@@ -30,10 +30,12 @@ func (d *Daemon) renewLoop(ctx context.Context) {
 	timer := d.clock.NewTimer(time.Hour)
 	defer timer.Stop()
 	var (
-		inflight *batch
-		nextID   uint64
-		failures int
-		retryAt  clockwatch.Instant
+		inflight     *batch
+		nextID       uint64
+		failures     int
+		retryAt      clockwatch.Instant
+		ownerCheckAt clockwatch.Instant
+		leader       string // where the last keepalive reply came from
 	)
 	fail := func(now clockwatch.Instant) {
 		d.finishBatch(inflight)
@@ -42,8 +44,14 @@ func (d *Daemon) renewLoop(ctx context.Context) {
 		retryAt = now.Add(jitter(backoff(failures)))
 	}
 	for {
-		now := d.clock.Now()
+		now := d.checkSuspend()
+		// Deadlines first: after a suspend or a stall, whatever passed is
+		// lost before anything is renewed.
 		d.expire(now, failures > 0)
+		if !now.Before(ownerCheckAt) {
+			d.checkStoppedOwners(now)
+			ownerCheckAt = now.Add(ownerCheckInterval)
+		}
 		if inflight != nil && !now.Before(inflight.timeout) {
 			d.log.Warn("keepalive unanswered", "batch", inflight.id)
 			fail(now)
@@ -61,14 +69,20 @@ func (d *Daemon) renewLoop(ctx context.Context) {
 			}
 		}
 
-		timer.Reset(d.nextWake(now, inflight, retryAt).Sub(now))
+		timer.Reset(min(d.nextWake(now, inflight, retryAt), ownerCheckAt).Sub(now))
 		select {
 		case <-ctx.Done():
 			return
 		case <-timer.C():
 		case <-d.kick:
+		case ev := <-d.watcher.Events():
+			d.clockEvent(ev)
 		case r := <-in:
 			now := d.clock.Now()
+			if r.resp != nil && r.addr != leader {
+				d.watcher.ResetDrift() // every grantor has its own BOOTTIME
+				leader = r.addr
+			}
 			switch {
 			case r.err != nil:
 				if inflight != nil {
@@ -76,6 +90,7 @@ func (d *Daemon) renewLoop(ctx context.Context) {
 					fail(now)
 				}
 			case inflight != nil && r.resp.Batch == inflight.id:
+				d.watcher.ObserveKeepAlive(clockwatch.Sample{Sent: inflight.t0, Received: now, Remote: clockwatch.Instant(r.resp.GrantorTimeNs)})
 				d.applyRenewal(inflight, r.resp)
 				inflight = nil
 				failures = 0
@@ -108,15 +123,22 @@ func (d *Daemon) applyRenewal(b *batch, resp *grantorpb.KeepAliveResponse) {
 		renewed[r.Lease] = r.Token
 	}
 	now := d.clock.Now()
+	timing := d.timing()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, l := range b.leases {
 		if d.leases[l.name] != l {
 			continue // released or lost meanwhile
 		}
+		if !now.Before(l.deadline) {
+			// Its deadline passed while the reply was on its way (or the
+			// host slept): it was lost then, and stays lost.
+			d.loseLocked(l, d.lostReason(l, true))
+			continue
+		}
 		if tok, ok := renewed[l.name]; ok && tok == l.token {
-			if dl := d.cfg.Timing.HolderDeadline(b.t0, l.ttl); dl.After(l.deadline) {
-				l.deadline = dl
+			if dl := timing.HolderDeadline(b.t0, l.ttl); dl.After(l.deadline) {
+				l.t0, l.deadline = b.t0, dl
 			}
 			l.scheduleRenewal(b.t0)
 			d.emitLocked(l, &ipc.Event{Event: ipc.EventRenewed, DeadlineBoottimeNs: l.deadline.Nanoseconds(), ValidMs: l.deadline.Sub(now).Milliseconds()})
@@ -141,16 +163,12 @@ func (d *Daemon) finishBatch(b *batch) {
 // expire ends every lease whose deadline has passed (rule 5), and
 // releases those whose owner ended and whose lock-delay is over.
 func (d *Daemon) expire(now clockwatch.Instant, failing bool) {
-	reason := ipc.ReasonDeadlinePassed
-	if failing {
-		reason = ipc.ReasonRenewFailed
-	}
 	var release []*lease
 	d.mu.Lock()
 	for _, l := range d.leases {
 		switch {
 		case !now.Before(l.deadline):
-			d.loseLocked(l, reason)
+			d.loseLocked(l, d.lostReason(l, failing))
 		case !now.Before(l.releaseAt):
 			release = append(release, l)
 		}
@@ -182,6 +200,10 @@ func (d *Daemon) nextWake(now clockwatch.Instant, inflight *batch, retryAt clock
 	}
 	return max(next, now)
 }
+
+// ownerCheckInterval is how often owner processes are checked for being
+// stopped.
+const ownerCheckInterval = time.Second
 
 func batchTimeout(limit time.Duration, ls []*lease) time.Duration {
 	for _, l := range ls {

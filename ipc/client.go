@@ -164,6 +164,15 @@ func (c *Client) grantCall(ctx context.Context, req *Request) (*Grant, error) {
 	return resp.Grant, nil
 }
 
+// Clock returns the daemon's view of its clock.
+func (c *Client) Clock(ctx context.Context) (*ClockStatus, error) {
+	resp, err := c.call(ctx, &Request{Op: OpClock})
+	if err != nil {
+		return nil, err
+	}
+	return resp.Clock, nil
+}
+
 // Status lists the leases this host holds.
 func (c *Client) Status(ctx context.Context) ([]Grant, error) {
 	resp, err := c.call(ctx, &Request{Op: OpStatus})

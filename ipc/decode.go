@@ -21,6 +21,7 @@ var opFields = map[string]struct{ allowed, required []string }{
 	OpRenew:   {allowed: []string{"lease"}, required: []string{"lease"}},
 	OpCheck:   {allowed: []string{"lease", "token"}, required: []string{"lease"}},
 	OpWatch:   {allowed: []string{"lease"}},
+	OpClock:   {},
 }
 
 // requestFields are the keys a request object may have, spelled exactly.

@@ -22,6 +22,7 @@ const (
 	OpRenew   = "renew"
 	OpCheck   = "check"
 	OpWatch   = "watch"
+	OpClock   = "clock"
 )
 
 // Owner bindings an acquire may ask for.
@@ -89,6 +90,49 @@ type Response struct {
 	*Grant
 	// Leases is set in the answer to status (possibly empty).
 	Leases *[]Grant `json:"leases,omitempty"`
+	// Clock is the daemon's view of its clock, in the answers to status
+	// and clock.
+	Clock *ClockStatus `json:"clock,omitempty"`
+}
+
+// ClockStatus is what the daemon knows about its clock: the kernel's
+// discipline, the drift observed against the grantor, and the stalls and
+// suspends it has seen.
+type ClockStatus struct {
+	// KernelSynced is false when the kernel says its clock is not
+	// synchronised (adjtimex STA_UNSYNC or TIME_ERROR).
+	KernelSynced bool `json:"kernel_synced"`
+	// KernelFreqPPM is the kernel's frequency correction.
+	KernelFreqPPM float64 `json:"kernel_freq_ppm"`
+	// KernelMaxErrorMs is the kernel's maximum error estimate.
+	KernelMaxErrorMs int64 `json:"kernel_max_error_ms"`
+	// DriftPPM is the rate of this host's clock against the grantor
+	// leader's, when enough keepalives have been seen (positive: fast).
+	DriftPPM *float64 `json:"drift_ppm,omitempty"`
+	// DriftSamples counts the keepalive samples behind DriftPPM.
+	DriftSamples int `json:"drift_samples"`
+	// RhoPPM is the configured drift bound; EffectiveRhoPPM the one
+	// deadlines are computed with (never less).
+	RhoPPM          float64 `json:"rho_ppm"`
+	EffectiveRhoPPM float64 `json:"effective_rho_ppm"`
+	// LongestRecentPauseMs is the longest stall of the daemon within the
+	// last PauseWindowMs; Pauses counts stalls past the threshold.
+	LongestRecentPauseMs int64  `json:"longest_recent_pause_ms"`
+	PauseWindowMs        int64  `json:"pause_window_ms"`
+	Pauses               uint64 `json:"pauses"`
+	// Suspends counts host suspends seen, SuspendedMs their total length.
+	Suspends    uint64 `json:"suspends"`
+	SuspendedMs int64  `json:"suspended_ms"`
+	// PauseHistogram counts the daemon's wake-up lateness by bucket
+	// (clock op only).
+	PauseHistogram []Bucket `json:"pause_histogram,omitempty"`
+}
+
+// Bucket is one histogram bucket: Count values at most LeMs (the last
+// bucket, LeMs -1, has the rest).
+type Bucket struct {
+	LeMs  float64 `json:"le_ms"`
+	Count uint64  `json:"count"`
 }
 
 // Hello describes the server.
@@ -160,6 +204,16 @@ const (
 	// EventOwnerGone: the owner of a lease with a lock-delay ended; the
 	// lease stays held until the delay is over, then is released.
 	EventOwnerGone = "owner_gone"
+	// EventSuspend: the host was suspended (length_ms); leases whose
+	// deadline passed meanwhile are lost with reason suspended.
+	EventSuspend = "suspend"
+	// EventPause: the daemon itself stalled (length_ms).
+	EventPause = "pause"
+	// EventDrift: this host's clock runs against the grantor's faster
+	// than rho allows (rate_ppm); deadlines now use the observed rate.
+	EventDrift = "drift"
+	// EventUnsynced: the kernel reports its clock unsynchronised.
+	EventUnsynced = "unsynced"
 )
 
 // Reasons a lease is lost.
@@ -174,6 +228,8 @@ const (
 	ReasonRevoked = "revoked"
 	// ReasonReleasedByAdmin: another local caller released the lease.
 	ReasonReleasedByAdmin = "released_by_admin"
+	// ReasonSuspended: the host was suspended past the deadline.
+	ReasonSuspended = "suspended"
 )
 
 // Event is a line the server pushes without a request. Events have an
@@ -186,4 +242,8 @@ type Event struct {
 	// DeadlineBoottimeNs and ValidMs are the new deadline, for renewed.
 	DeadlineBoottimeNs int64 `json:"deadline_boottime_ns,omitempty"`
 	ValidMs            int64 `json:"valid_ms,omitempty"`
+	// LengthMs is the length of a suspend or pause.
+	LengthMs int64 `json:"length_ms,omitempty"`
+	// RatePPM is the observed drift, for drift.
+	RatePPM float64 `json:"rate_ppm,omitempty"`
 }

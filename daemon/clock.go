@@ -1,0 +1,134 @@
+package daemon
+
+import (
+	"context"
+	"time"
+
+	"github.com/leaseside/leaseside/clockwatch"
+	"github.com/leaseside/leaseside/ipc"
+)
+
+// timing is the timing model deadlines are computed with now: the
+// configured one, with rho raised to the drift observed against the
+// grantor when that is larger. It can only make deadlines earlier.
+func (d *Daemon) timing() clockwatch.Timing { return d.watcher.EffectiveTiming(d.cfg.Timing) }
+
+// checkSuspend reads the daemon's own suspend detector, so that a request
+// answered right after a resume, before the watcher's next tick, still
+// knows that the host slept. It returns the current BOOTTIME.
+func (d *Daemon) checkSuspend() clockwatch.Instant {
+	now := d.clock.Now()
+	if s := d.susp.Check(); s > 0 {
+		d.suspendedAt.Store(int64(now))
+		d.log.Warn("host was suspended", "length", s)
+	}
+	return now
+}
+
+// lostReason says why l, whose deadline passed, is lost.
+func (d *Daemon) lostReason(l *lease, failing bool) string {
+	switch {
+	case clockwatch.Instant(d.suspendedAt.Load()).After(l.t0):
+		return ipc.ReasonSuspended
+	case failing:
+		return ipc.ReasonRenewFailed
+	}
+	return ipc.ReasonDeadlinePassed
+}
+
+// clockEvent reacts to what the watcher noticed: a suspend ends the
+// leases it carried past their deadline (the renew loop's next pass does
+// that, before it renews anything); every event goes to the socket.
+func (d *Daemon) clockEvent(ev clockwatch.Event) {
+	if ev.Kind == clockwatch.EventSuspend {
+		d.suspendedAt.Store(int64(ev.At))
+	}
+	d.log.Warn("clock event", "kind", ev.Kind, "length", ev.Length, "rate_ppm", ev.RatePPM)
+	out := &ipc.Event{Event: string(ev.Kind), LengthMs: ev.Length.Milliseconds(), RatePPM: ev.RatePPM}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	sent := map[*ipc.Conn]bool{}
+	for c := range d.watchers {
+		c.Send(out)
+		sent[c] = true
+	}
+	for _, l := range d.leases {
+		if l.conn != nil && !sent[l.conn] {
+			l.conn.Send(out)
+			sent[l.conn] = true
+		}
+	}
+}
+
+// checkStoppedOwners treats an owner process found stopped (SIGSTOP,
+// a debugger, a frozen cgroup) for longer than OwnerStoppedLimit as ended:
+// it cannot act on its lease, nor notice that it lost it.
+func (d *Daemon) checkStoppedOwners(now clockwatch.Instant) {
+	if d.cfg.OwnerStoppedLimit <= 0 {
+		return
+	}
+	var ended []*lease
+	d.mu.Lock()
+	for _, l := range d.leases {
+		pid := l.ownerPID
+		if l.owner == ipc.OwnerConnection && l.conn != nil {
+			pid = l.conn.Cred.PID
+		}
+		if pid <= 0 || l.releaseAt != never {
+			continue
+		}
+		stopped, err := clockwatch.ProcessStopped(pid)
+		switch {
+		case err != nil || !stopped:
+			l.stoppedSince = 0
+		case l.stoppedSince == 0:
+			l.stoppedSince = now
+		case now.Sub(l.stoppedSince) >= d.cfg.OwnerStoppedLimit:
+			ended = append(ended, l)
+		}
+	}
+	d.mu.Unlock()
+	for _, l := range ended {
+		d.ownerEnded(l, "owner process stopped")
+	}
+}
+
+// clockStatus renders the watcher's view for the socket.
+func (d *Daemon) clockStatus(histogram bool) *ipc.ClockStatus {
+	v := d.watcher.View()
+	cs := &ipc.ClockStatus{
+		KernelSynced:         v.Kernel.Synced,
+		KernelFreqPPM:        v.Kernel.FreqPPM,
+		KernelMaxErrorMs:     v.Kernel.MaxError.Milliseconds(),
+		DriftSamples:         v.Drift.Samples,
+		RhoPPM:               v.Rho * 1e6,
+		EffectiveRhoPPM:      v.EffectiveRho * 1e6,
+		LongestRecentPauseMs: v.LongestRecentPause.Milliseconds(),
+		PauseWindowMs:        v.PauseWindow.Milliseconds(),
+		Pauses:               v.Pauses,
+		Suspends:             v.Suspend.Count,
+		SuspendedMs:          v.Suspend.Total.Milliseconds(),
+	}
+	if v.DriftKnown {
+		ppm := v.Drift.PPM
+		cs.DriftPPM = &ppm
+	}
+	if histogram {
+		h := v.PauseHistogram
+		for i, n := range h.Counts {
+			le := -1.0
+			if i < len(h.Bounds) {
+				le = float64(h.Bounds[i]) / float64(time.Millisecond)
+			}
+			cs.PauseHistogram = append(cs.PauseHistogram, ipc.Bucket{LeMs: le, Count: n})
+		}
+	}
+	return cs
+}
+
+// runWatcher runs the clock watcher for the daemon's lifetime.
+func (d *Daemon) runWatcher(ctx context.Context) {
+	if err := d.watcher.Run(ctx); err != nil {
+		d.log.Error("clock watcher stopped", "err", err)
+	}
+}
