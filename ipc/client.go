@@ -175,14 +175,21 @@ func (c *Client) Clock(ctx context.Context) (*ClockStatus, error) {
 
 // Status lists the leases this host holds.
 func (c *Client) Status(ctx context.Context) ([]Grant, error) {
+	leases, _, err := c.StatusClock(ctx)
+	return leases, err
+}
+
+// StatusClock lists the leases this host holds, with the daemon's clock
+// summary.
+func (c *Client) StatusClock(ctx context.Context) ([]Grant, *ClockStatus, error) {
 	resp, err := c.call(ctx, &Request{Op: OpStatus})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if resp.Leases == nil {
-		return nil, nil
+		return nil, resp.Clock, nil
 	}
-	return *resp.Leases, nil
+	return *resp.Leases, resp.Clock, nil
 }
 
 // Notify relays every event the daemon pushes on this connection to ch.

@@ -63,6 +63,7 @@ func commands() []command {
 		{"check", "exit 0 if this host holds a lease, valid now", runCheck},
 		{"renew", "renew a lease this host holds, now", runRenew},
 		{"watch", "print lease events as they happen", runWatch},
+		{"clock", "show what the daemon knows about its clock", runClock},
 		{"daemon", "run the sidecar against a grantor cluster", runDaemon},
 		{"version", "print the version", runVersion},
 	}

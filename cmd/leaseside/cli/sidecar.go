@@ -92,9 +92,20 @@ func (s *sidecarFlags) config() (daemon.Config, error) {
 	return cfg, nil
 }
 
-// listen opens the socket and hands it to the configured group.
+// listen returns the socket systemd passed (socket activation), or else
+// opens the socket and hands it to the configured group. An activated
+// socket is used as systemd set it up: --socket and --socket-group (and
+// their config keys) then do not apply, and s.socket becomes its path.
 func (s *sidecarFlags) listen() (*net.UnixListener, error) {
-	ln, err := ipc.Listen(s.socket)
+	ln, activated, err := activatedListener()
+	if err != nil {
+		return nil, err
+	}
+	if activated {
+		s.socket = ln.Addr().String()
+		return ln, nil
+	}
+	ln, err = ipc.Listen(s.socket)
 	if err != nil {
 		return nil, err
 	}

@@ -25,7 +25,7 @@ func runStatus(ctx context.Context, e *env) int {
 	defer cancel()
 	c := cf.client()
 	defer c.Close()
-	leases, err := c.Status(ctx)
+	leases, clock, err := c.StatusClock(ctx)
 	if err != nil {
 		return fail(e, err)
 	}
@@ -34,9 +34,15 @@ func runStatus(ctx context.Context, e *env) int {
 		if leases == nil {
 			leases = []ipc.Grant{}
 		}
-		printJSON(e.stdout, map[string]any{"leases": leases})
+		printJSON(e.stdout, map[string]any{"leases": leases, "clock": clock})
 		return ExitOK
 	}
+	defer func() {
+		if clock != nil {
+			fmt.Fprintln(e.stdout)
+			printClock(e, clock)
+		}
+	}()
 	if len(leases) == 0 {
 		fmt.Fprintln(e.stdout, "no leases held")
 		return ExitOK

@@ -1,0 +1,71 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/leaseside/leaseside/ipc"
+)
+
+// runClock prints the daemon's view of its clock: what the suspend, pause
+// and drift detectors see, for an operator.
+func runClock(ctx context.Context, e *env) int {
+	fs := newFlags(e, "clock", "[--json]")
+	var cf clientFlags
+	cf.register(fs)
+	pos, _, err := parse(fs, e.args)
+	if err != nil {
+		return parseExit(err)
+	}
+	if len(pos) != 0 {
+		fs.Usage()
+		return ExitUsage
+	}
+	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
+	defer cancel()
+	c := cf.client()
+	defer c.Close()
+	cs, err := c.Clock(ctx)
+	if err != nil {
+		return fail(e, err)
+	}
+	if cf.json {
+		printJSON(e.stdout, cs)
+		return ExitOK
+	}
+	printClock(e, cs)
+	if len(cs.PauseHistogram) > 0 {
+		fmt.Fprintln(e.stdout, "\nwake-up lateness (all ticks):")
+		tw := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
+		for _, b := range cs.PauseHistogram {
+			if b.Count == 0 {
+				continue
+			}
+			le := fmt.Sprintf("<= %gms", b.LeMs)
+			if b.LeMs < 0 {
+				le = "more"
+			}
+			fmt.Fprintf(tw, "  %s\t%d\n", le, b.Count)
+		}
+		tw.Flush()
+	}
+	return ExitOK
+}
+
+// printClock prints the clock summary that status and clock share.
+func printClock(e *env, cs *ipc.ClockStatus) {
+	sync := "synchronised"
+	if !cs.KernelSynced {
+		sync = "NOT synchronised (no NTP discipline: drift is bounded only by rho)"
+	}
+	drift := fmt.Sprintf("unknown yet (%d keepalive samples)", cs.DriftSamples)
+	if cs.DriftPPM != nil {
+		drift = fmt.Sprintf("%+.1f ppm against the grantor (%d samples)", *cs.DriftPPM, cs.DriftSamples)
+	}
+	fmt.Fprintf(e.stdout, "kernel clock:   %s, freq %+.1f ppm, max error %dms\n", sync, cs.KernelFreqPPM, cs.KernelMaxErrorMs)
+	fmt.Fprintf(e.stdout, "observed drift: %s\n", drift)
+	fmt.Fprintf(e.stdout, "rho:            %.0f ppm configured, %.0f ppm in use\n", cs.RhoPPM, cs.EffectiveRhoPPM)
+	fmt.Fprintf(e.stdout, "pauses:         %d past threshold; longest in the last %ds: %dms\n", cs.Pauses, cs.PauseWindowMs/1000, cs.LongestRecentPauseMs)
+	fmt.Fprintf(e.stdout, "suspends:       %d, %dms in all\n", cs.Suspends, cs.SuspendedMs)
+}
