@@ -31,6 +31,8 @@ type Daemon struct {
 
 	kick chan struct{} // wakes the renew loop when the table changed
 
+	metrics counters
+
 	// life ends when Run returns; background work (releases after an
 	// owner ended or a lease was lost) runs under it and is waited for.
 	life context.Context

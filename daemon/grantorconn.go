@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -164,11 +165,13 @@ func retryable(err error) bool {
 	return false
 }
 
-func (g *grantorConn) acquire(ctx context.Context, name, owner string, ttl, wait time.Duration) (*grantorpb.AcquireResponse, error) {
+// acquire relays an acquire; attempts counts every request sent.
+func (g *grantorConn) acquire(ctx context.Context, name, owner string, ttl, wait time.Duration, attempts *atomic.Uint64) (*grantorpb.AcquireResponse, error) {
 	id, done := g.newID()
 	defer done()
 	req := &grantorpb.AcquireRequest{Id: id, Lease: name, Owner: owner, TtlNs: int64(ttl), WaitNs: int64(wait)}
 	return retry(ctx, g, func(ctx context.Context, api grantorpb.GrantorClient) (*grantorpb.AcquireResponse, error) {
+		attempts.Add(1)
 		return api.Acquire(ctx, req)
 	})
 }

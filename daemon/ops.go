@@ -85,16 +85,18 @@ func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*i
 	rctx, cancel := context.WithTimeout(ctx, req.Wait()+d.cfg.RequestTimeout)
 	defer cancel()
 	t0 := d.clock.Now() // rule 1: read before the request is sent
-	resp, err := d.g.acquire(rctx, req.Lease, id, ttl, req.Wait())
+	resp, err := d.g.acquire(rctx, req.Lease, id, ttl, req.Wait(), &d.metrics.acquireRPCs)
 	if err != nil {
 		return fail(grantorError(err))
 	}
 	if !resp.Granted {
+		d.metrics.refusals.Add(1)
 		e := ipc.Errorf(ipc.CodeLeaseHeld, "lease %q is held by another owner with token %d", req.Lease, resp.Token)
 		e.HolderToken = strconv.FormatUint(resp.Token, 10)
 		return fail(e)
 	}
 
+	d.metrics.grants.Add(1)
 	l.token = resp.Token
 	l.t0 = t0
 	l.deadline = d.timing().HolderDeadline(t0, ttl) // rule 3
@@ -256,6 +258,7 @@ func (d *Daemon) loseLocked(l *lease, reason string) {
 		return
 	}
 	d.forgetLocked(l)
+	d.metrics.lostOne(reason)
 	d.log.Warn("lease lost", "lease", l.name, "token", l.token, "reason", reason)
 	d.emitLocked(l, &ipc.Event{Event: ipc.EventLost, Reason: reason})
 	l.signalRenewed()

@@ -38,6 +38,7 @@ func (d *Daemon) renewLoop(ctx context.Context) {
 		leader       string // where the last keepalive reply came from
 	)
 	fail := func(now clockwatch.Instant) {
+		d.metrics.keepalivesFailed.Add(1)
 		d.finishBatch(inflight)
 		inflight = nil
 		failures++
@@ -92,6 +93,7 @@ func (d *Daemon) renewLoop(ctx context.Context) {
 			case inflight != nil && r.resp.Batch == inflight.id:
 				d.watcher.ObserveKeepAlive(clockwatch.Sample{Sent: inflight.t0, Received: now, Remote: clockwatch.Instant(r.resp.GrantorTimeNs)})
 				d.applyRenewal(inflight, r.resp)
+				d.metrics.keepalivesOK.Add(1)
 				inflight = nil
 				failures = 0
 				retryAt = 0

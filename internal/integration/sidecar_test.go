@@ -132,3 +132,29 @@ func TestACLRefusesUnlistedUID(t *testing.T) {
 	asNobody("status").must(t, 0)                                // the socket itself is open to the group
 	cli(t, socket, "acquire", "jobs/a", "--detached").must(t, 0) // root may
 }
+
+// A waiter is woken when the lease frees, without polling: while it waits,
+// no further acquire requests go to the grantor.
+func TestWaiterWokenWithoutPolling(t *testing.T) {
+	socket := tempSocket(t)
+	addr := freeAddr(t)
+	startDev(t, socket, t.TempDir(), "--metrics-addr", addr)
+	cli(t, socket, "acquire", "jobs/queue", "--detached").must(t, 0)
+
+	// Another owner: this test process (the CLI binds to its parent).
+	waiter := exec.Command(bin, "acquire", "jobs/queue", "--socket", socket, "--wait", "50s")
+	out, done := background(t, waiter)
+	// Give a polling implementation ample time to show itself.
+	<-time.After(3 * time.Second)
+	if n := metric(t, addr, "leaseside_sidecar_grantor_acquire_requests_total"); n != 2 {
+		t.Fatalf("%v acquire requests reached the grantor while one waiter waited, want 2 (holder, waiter)", n)
+	}
+	cli(t, socket, "release", "jobs/queue").must(t, 0)
+	token(t, readLineT(t, out))
+	if r := waitResult(t, done); r.code != 0 {
+		t.Fatalf("waiter exit %d: %s", r.code, r.stderr)
+	}
+	if n := metric(t, addr, "leaseside_sidecar_grantor_acquire_requests_total"); n != 2 {
+		t.Fatalf("%v acquire requests in all, want 2: the waiter was woken, not retried", n)
+	}
+}

@@ -61,6 +61,12 @@ func runDaemon(ctx context.Context, e *env) int {
 		return ExitError
 	}
 	log.Info("leaseside daemon ready", "socket", sf.socket, "grantors", cfg.Grantors, "session", d.Session())
+	if sf.metricsAddr != "" {
+		if err := serveMetrics(ctx, sf.metricsAddr, log, d.Collector()); err != nil {
+			log.Error("metrics", "err", err)
+			return ExitError
+		}
+	}
 	sddaemon.SdNotify(false, sddaemon.SdNotifyReady)
 	if err := d.Run(ctx, ln); err != nil {
 		log.Error("daemon stopped", "err", err)

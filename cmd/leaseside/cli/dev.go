@@ -89,6 +89,12 @@ func runDev(ctx context.Context, e *env) int {
 		return ExitError
 	}
 	log.Info("leaseside dev ready", "socket", sf.socket, "data_dir", *dataDir, "grantor_rpc", node.RPCAddr(), "session", d.Session())
+	if sf.metricsAddr != "" {
+		if err := serveMetrics(ctx, sf.metricsAddr, log, d.Collector()); err != nil {
+			log.Error("metrics", "err", err)
+			return ExitError
+		}
+	}
 	sddaemon.SdNotify(false, sddaemon.SdNotifyReady)
 	if err := d.Run(ctx, ln); err != nil {
 		log.Error("sidecar stopped", "err", err)

@@ -21,6 +21,7 @@ type sidecarFlags struct {
 	socket      string
 	socketGroup string
 	configFile  string
+	metricsAddr string
 	verbose     bool
 }
 
@@ -28,6 +29,7 @@ func (s *sidecarFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.socket, "socket", "", "socket to listen on (default $"+ipc.SocketEnv+", else "+ipc.DefaultSocketPath()+")")
 	fs.StringVar(&s.socketGroup, "socket-group", "", "group (name or gid) that may use the socket (mode 0660, directory 0750)")
 	fs.StringVar(&s.configFile, "config", "", "JSON config file (see README)")
+	fs.StringVar(&s.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (off when empty)")
 	fs.BoolVar(&s.verbose, "v", false, "log debug detail")
 }
 

@@ -1,0 +1,106 @@
+package daemon
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// counters are the daemon's event counts, kept as atomics on the hot
+// paths and read by the collector at scrape time.
+type counters struct {
+	keepalivesOK     atomic.Uint64
+	keepalivesFailed atomic.Uint64
+	acquireRPCs      atomic.Uint64 // acquire attempts sent to the grantor, retries included
+	grants           atomic.Uint64
+	refusals         atomic.Uint64
+
+	mu   sync.Mutex
+	lost map[string]uint64 // by reason
+}
+
+func (c *counters) lostOne(reason string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lost == nil {
+		c.lost = map[string]uint64{}
+	}
+	c.lost[reason]++
+}
+
+var (
+	descLeases     = prometheus.NewDesc("leaseside_sidecar_leases", "Leases this host holds.", nil, nil)
+	descKeepalives = prometheus.NewDesc("leaseside_sidecar_keepalives_total", "Keepalive batches sent to the grantor, by outcome.", []string{"result"}, nil)
+	descAcquireRPC = prometheus.NewDesc("leaseside_sidecar_grantor_acquire_requests_total", "Acquire requests sent to the grantor, retries included.", nil, nil)
+	descAcquires   = prometheus.NewDesc("leaseside_sidecar_acquires_total", "Acquires answered by the grantor, by outcome.", []string{"result"}, nil)
+	descLost       = prometheus.NewDesc("leaseside_sidecar_leases_lost_total", "Leases lost, by reason.", []string{"reason"}, nil)
+	descPause      = prometheus.NewDesc("leaseside_clock_wakeup_lateness_seconds", "Lateness of the clock watcher's wake-ups: stalls of the daemon.", nil, nil)
+	descPauses     = prometheus.NewDesc("leaseside_clock_pauses_total", "Stalls of the daemon past the pause threshold.", nil, nil)
+	descLongest    = prometheus.NewDesc("leaseside_clock_longest_recent_pause_seconds", "Longest stall within the recent window.", nil, nil)
+	descSuspends   = prometheus.NewDesc("leaseside_clock_suspends_total", "Host suspends noticed.", nil, nil)
+	descSuspended  = prometheus.NewDesc("leaseside_clock_suspended_seconds_total", "Total length of the host suspends noticed.", nil, nil)
+	descDrift      = prometheus.NewDesc("leaseside_clock_drift_ppm", "Rate of this host's clock against the grantor leader's (positive: fast), once known.", nil, nil)
+	descRho        = prometheus.NewDesc("leaseside_clock_effective_rho_ppm", "Drift bound deadlines are computed with.", nil, nil)
+	descSynced     = prometheus.NewDesc("leaseside_clock_kernel_synced", "1 when the kernel says its clock is synchronised.", nil, nil)
+)
+
+// Collector returns a prometheus.Collector for the daemon's metrics.
+// Everything is read when scraped: nothing is computed on the renew loop
+// or the socket for it.
+func (d *Daemon) Collector() prometheus.Collector { return collector{d} }
+
+type collector struct{ d *Daemon }
+
+func (c collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descLeases, descKeepalives, descAcquireRPC, descAcquires, descLost, descPause,
+		descPauses, descLongest, descSuspends, descSuspended, descDrift, descRho, descSynced} {
+		ch <- d
+	}
+}
+
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	d, m := c.d, &c.d.metrics
+	d.mu.Lock()
+	n := len(d.leases)
+	d.mu.Unlock()
+	gauge := func(desc *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(desc *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(v), labels...)
+	}
+	gauge(descLeases, float64(n))
+	counter(descKeepalives, m.keepalivesOK.Load(), "ok")
+	counter(descKeepalives, m.keepalivesFailed.Load(), "failed")
+	counter(descAcquireRPC, m.acquireRPCs.Load())
+	counter(descAcquires, m.grants.Load(), "granted")
+	counter(descAcquires, m.refusals.Load(), "held")
+	m.mu.Lock()
+	for reason, v := range m.lost {
+		counter(descLost, v, reason)
+	}
+	m.mu.Unlock()
+
+	v := d.watcher.View()
+	buckets := map[float64]uint64{}
+	var cum uint64
+	for i, b := range v.PauseHistogram.Bounds {
+		cum += v.PauseHistogram.Counts[i]
+		buckets[b.Seconds()] = cum
+	}
+	ch <- prometheus.MustNewConstHistogram(descPause, v.PauseHistogram.Count, v.PauseHistogram.Sum.Seconds(), buckets)
+	counter(descPauses, v.Pauses)
+	gauge(descLongest, v.LongestRecentPause.Seconds())
+	counter(descSuspends, v.Suspend.Count)
+	ch <- prometheus.MustNewConstMetric(descSuspended, prometheus.CounterValue, v.Suspend.Total.Seconds())
+	if v.DriftKnown {
+		gauge(descDrift, v.Drift.PPM)
+	}
+	gauge(descRho, v.EffectiveRho*1e6)
+	synced := 0.0
+	if v.Kernel.Synced {
+		synced = 1
+	}
+	gauge(descSynced, synced)
+}
