@@ -1,0 +1,3 @@
+// Package layout holds tests of the repository's shape: one package doc
+// per package, and the dependency arrows of DESIGN.md section 3.
+package layout
