@@ -1,6 +1,9 @@
 package integration
 
 import (
+	"bufio"
+	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -156,5 +159,96 @@ func TestWaiterWokenWithoutPolling(t *testing.T) {
 	}
 	if n := metric(t, addr, "leaseside_sidecar_grantor_acquire_requests_total"); n != 2 {
 		t.Fatalf("%v acquire requests in all, want 2: the waiter was woken, not retried", n)
+	}
+}
+
+// An owner process found stopped (SIGSTOP) longer than the configured
+// limit is treated as ended: its lease goes to the next waiter.
+func TestStoppedOwnerLosesLease(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "conf.json")
+	os.WriteFile(conf, []byte(`{"owner_stopped_limit":"1s"}`), 0o644)
+	socket := tempSocket(t)
+	startDev(t, socket, t.TempDir(), "--config", conf)
+	owner := exec.Command("sleep", "1000")
+	if err := owner.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer owner.Process.Kill()
+	first := token(t, cli(t, socket, "acquire", "jobs/frozen", "--ttl", "60s", "--owner-pid", strconv.Itoa(owner.Process.Pid)).must(t, 0).stdout)
+	waiter := exec.Command(bin, "acquire", "jobs/frozen", "--socket", socket, "--wait", "50s")
+	out, done := background(t, waiter)
+	start := clockwatch.System.Now()
+	owner.Process.Signal(syscall.SIGSTOP)
+	got := token(t, readLineT(t, out))
+	elapsed := clockwatch.System.Now().Sub(start)
+	if r := waitResult(t, done); r.code != 0 {
+		t.Fatalf("waiter exit %d: %s", r.code, r.stderr)
+	}
+	if got <= first {
+		t.Fatalf("waiter's token %d not above the stopped owner's %d", got, first)
+	}
+	if elapsed < time.Second {
+		t.Fatalf("lease taken from a stopped owner after %v, before the 1s limit", elapsed)
+	}
+	t.Logf("stopped owner's lease handed on after %v (limit 1s, checked every second)", elapsed)
+}
+
+// Every kind of bad input gets its specific error code from the real
+// daemon, and the connection keeps working after each.
+func TestBadInputOnRealDaemon(t *testing.T) {
+	socket := tempSocket(t)
+	startDev(t, socket, t.TempDir())
+	conn, err := net.Dial("unix", socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(timeout))
+	r := bufio.NewReader(conn)
+	long := `{"id":1,"op":"status","lease":"` + strings.Repeat("a", 70<<10) + `"}`
+	cases := []struct{ name, line, code string }{
+		{"malformed JSON", `{"id":1,"op":`, "bad_json"},
+		{"invalid UTF-8", "{\"id\":1,\"op\":\"status\",\"lease\":\"\xff\"}", "bad_json"},
+		{"over-long line", long, "line_too_long"},
+		{"unknown op", `{"id":1,"op":"steal"}`, "unknown_op"},
+		{"unknown field", `{"id":1,"op":"status","force":true}`, "bad_request"},
+		{"duplicate field", `{"id":1,"op":"acquire","lease":"a","lease":"b","ttl_ms":1000}`, "bad_request"},
+		{"wrong case", `{"id":1,"Op":"status"}`, "bad_request"},
+		{"number out of range", `{"id":1,"op":"acquire","lease":"a","ttl_ms":1e30}`, "bad_request"},
+		{"negative ttl", `{"id":1,"op":"acquire","lease":"a","ttl_ms":-1}`, "invalid_ttl"},
+		{"zero ttl", `{"id":1,"op":"acquire","lease":"a","ttl_ms":0}`, "invalid_ttl"},
+		{"absurd ttl", `{"id":1,"op":"acquire","lease":"a","ttl_ms":999999999999}`, "invalid_ttl"},
+		{"ttl below the daemon's minimum", `{"id":1,"op":"acquire","lease":"a","ttl_ms":10}`, "invalid_ttl"},
+		{"empty name", `{"id":1,"op":"acquire","lease":"","ttl_ms":1000}`, "invalid_name"},
+		{"name too long", `{"id":1,"op":"acquire","lease":"` + strings.Repeat("n", 257) + `","ttl_ms":1000}`, "invalid_name"},
+		{"bad character", `{"id":1,"op":"acquire","lease":"jobs/ä","ttl_ms":1000}`, "invalid_name"},
+		{"empty segment", `{"id":1,"op":"acquire","lease":"jobs//x","ttl_ms":1000}`, "invalid_name"},
+		{"dot-dot segment", `{"id":1,"op":"acquire","lease":"jobs/../x","ttl_ms":1000}`, "invalid_name"},
+	}
+	for _, tc := range cases {
+		if _, err := conn.Write([]byte(tc.line + "\n")); err != nil {
+			t.Fatal(err)
+		}
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("%s: connection broke: %v", tc.name, err)
+		}
+		var m struct {
+			OK    bool `json:"ok"`
+			Error struct {
+				Code string `json:"code"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("%s: reply %q: %v", tc.name, line, err)
+		}
+		if m.OK || m.Error.Code != tc.code {
+			t.Errorf("%s: got %s, want error %s", tc.name, strings.TrimSpace(line), tc.code)
+		}
+	}
+	conn.Write([]byte(`{"id":2,"op":"status"}` + "\n"))
+	if line, err := r.ReadString('\n'); err != nil || !strings.Contains(line, `"ok":true`) {
+		t.Fatalf("after the bad input, status: %q %v", line, err)
 	}
 }

@@ -44,6 +44,9 @@ type fileConfig struct {
 	Rho         *float64   `json:"rho"`
 	Epsilon     string     `json:"epsilon"`
 	ACL         daemon.ACL `json:"acl"`
+	// OwnerStoppedLimit: an owner process stopped longer than this is
+	// treated as ended ("0s" turns the check off).
+	OwnerStoppedLimit string `json:"owner_stopped_limit"`
 }
 
 // config returns the daemon config from the defaults, the config file and
@@ -74,7 +77,8 @@ func (s *sidecarFlags) config() (daemon.Config, error) {
 			text string
 			dst  *time.Duration
 			name string
-		}{{fc.MinTTL, &cfg.MinTTL, "min_ttl"}, {fc.MaxTTL, &cfg.MaxTTL, "max_ttl"}, {fc.Epsilon, &cfg.Timing.Epsilon, "epsilon"}} {
+		}{{fc.MinTTL, &cfg.MinTTL, "min_ttl"}, {fc.MaxTTL, &cfg.MaxTTL, "max_ttl"}, {fc.Epsilon, &cfg.Timing.Epsilon, "epsilon"},
+			{fc.OwnerStoppedLimit, &cfg.OwnerStoppedLimit, "owner_stopped_limit"}} {
 			if d.text == "" {
 				continue
 			}
