@@ -36,3 +36,30 @@ generate:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3s ./...
+
+# Packages: bin/leaseside with PKG_VERSION stamped in, then a .deb and an
+# .rpm of it in dist/. nfpm is built from its own module (packaging/tools)
+# so that its dependencies stay out of ours. Override any of these, e.g.
+# `make package PKG_VERSION=1.2.3`; the default is the v* tag on HEAD, else
+# 0.0.0-dev.g<commit>. SOURCE_DATE_EPOCH (HEAD's commit time) dates the
+# files in the packages, so the same commit packs the same way.
+PKG_VERSION ?= $(shell v=$$(git describe --tags --exact-match --match 'v[0-9]*' 2>/dev/null); \
+	if [ -n "$$v" ]; then echo "$$v" | cut -c2-; else echo "0.0.0-dev.g$$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"; fi)
+PKG_ARCH ?= $(shell $(GO) env GOARCH)
+PKG_MAINTAINER ?= leaseside maintainers <maintainers@leaseside.invalid>
+PKG_BIN ?= bin/leaseside
+NFPM ?= bin/nfpm
+DIST ?= dist
+
+.PHONY: package
+package:
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(PKG_ARCH) $(GO) build -trimpath \
+		-ldflags "-s -w -X github.com/leaseside/leaseside/cmd/leaseside/cli.Version=$(PKG_VERSION)" \
+		-o $(PKG_BIN) ./cmd/leaseside
+	GOOS= GOARCH= $(GO) -C packaging/tools build -o $(abspath $(NFPM)) github.com/goreleaser/nfpm/v2/cmd/nfpm
+	mkdir -p $(DIST)
+	for p in deb rpm; do \
+		SOURCE_DATE_EPOCH=$${SOURCE_DATE_EPOCH:-$$(git log -1 --format=%ct 2>/dev/null || date +%s)} \
+		PKG_VERSION='$(PKG_VERSION)' PKG_ARCH='$(PKG_ARCH)' PKG_BIN='$(PKG_BIN)' PKG_MAINTAINER='$(PKG_MAINTAINER)' \
+		$(abspath $(NFPM)) package --config packaging/nfpm.yaml --packager $$p --target $(DIST)/ || exit 1; \
+	done
