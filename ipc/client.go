@@ -12,10 +12,10 @@ import (
 )
 
 // Client is a Go client of the daemon. Its zero value works and talks to
-// DefaultSocketPath; the connection is opened on first use and kept, so
+// ClientSocketPath; the connection is opened on first use and kept, so
 // leases bound to the connection live until Close. Safe for concurrent use.
 type Client struct {
-	// Socket is the daemon's socket path; "" means DefaultSocketPath().
+	// Socket is the daemon's socket path; "" means ClientSocketPath().
 	Socket string
 
 	mu      sync.Mutex

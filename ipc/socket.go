@@ -25,7 +25,7 @@ func DefaultSocketPath() string {
 		return p
 	}
 	if os.Geteuid() == 0 {
-		return "/run/leaseside/leaseside.sock"
+		return SystemSocketPath
 	}
 	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
 		return filepath.Join(d, "leaseside", "leaseside.sock")
@@ -90,10 +90,31 @@ func SetGroup(path string, gid int) error {
 	return nil
 }
 
-// Dial connects to the daemon's socket at path ("" means DefaultSocketPath).
+// SystemSocketPath is where the system's daemon (the packaged service)
+// listens.
+const SystemSocketPath = "/run/leaseside/leaseside.sock"
+
+// ClientSocketPath is the socket a client dials when given none:
+// DefaultSocketPath, except that a non-root user with no daemon of their
+// own (no socket at the per-user path) and no $LEASESIDE_SOCKET uses the
+// system daemon's socket.
+func ClientSocketPath() string {
+	p := DefaultSocketPath()
+	if os.Getenv(SocketEnv) != "" || p == SystemSocketPath {
+		return p
+	}
+	if _, err := os.Stat(p); err != nil {
+		if _, err := os.Stat(SystemSocketPath); err == nil {
+			return SystemSocketPath
+		}
+	}
+	return p
+}
+
+// Dial connects to the daemon's socket at path ("" means ClientSocketPath).
 func Dial(ctx context.Context, path string) (*net.UnixConn, error) {
 	if path == "" {
-		path = DefaultSocketPath()
+		path = ClientSocketPath()
 	}
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "unix", path)

@@ -21,17 +21,25 @@ import time
 __all__ = ["Client", "Lease", "LeasesideError", "default_socket_path", "boottime_ns"]
 
 
+SYSTEM_SOCKET = "/run/leaseside/leaseside.sock"
+
+
 def default_socket_path():
-    """$LEASESIDE_SOCKET, else the daemon's default for this user."""
+    """$LEASESIDE_SOCKET, else the daemon's default for this user; a
+    non-root user with no daemon of their own uses the system daemon."""
     path = os.environ.get("LEASESIDE_SOCKET")
     if path:
         return path
     if os.geteuid() == 0:
-        return "/run/leaseside/leaseside.sock"
+        return SYSTEM_SOCKET
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     if runtime:
-        return os.path.join(runtime, "leaseside", "leaseside.sock")
-    return os.path.join("/tmp", "leaseside-%d" % os.geteuid(), "leaseside.sock")
+        path = os.path.join(runtime, "leaseside", "leaseside.sock")
+    else:
+        path = os.path.join("/tmp", "leaseside-%d" % os.geteuid(), "leaseside.sock")
+    if not os.path.exists(path) and os.path.exists(SYSTEM_SOCKET):
+        return SYSTEM_SOCKET
+    return path
 
 
 def boottime_ns():

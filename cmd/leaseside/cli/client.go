@@ -15,7 +15,7 @@ type clientFlags struct {
 }
 
 func (c *clientFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.socket, "socket", "", "daemon socket (default $"+ipc.SocketEnv+", else "+ipc.DefaultSocketPath()+")")
+	fs.StringVar(&c.socket, "socket", "", "daemon socket (default $"+ipc.SocketEnv+", else "+ipc.ClientSocketPath()+")")
 	fs.BoolVar(&c.json, "json", false, "print JSON")
 	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "give up on the daemon after this long (on top of --wait)")
 }
@@ -27,5 +27,5 @@ func (c *clientFlags) socketPath() string {
 	if c.socket != "" {
 		return c.socket
 	}
-	return ipc.DefaultSocketPath()
+	return ipc.ClientSocketPath()
 }
