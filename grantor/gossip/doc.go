@@ -1,0 +1,48 @@
+// Package gossip is leaseside's discovery layer: grantors and sidecars form
+// one hashicorp/memberlist cluster in which every member gossips a small
+// Meta about itself (role, raft node ID, gRPC and raft addresses, whether it
+// is a voter, which grantor it believes leads raft).
+//
+// Sidecars use it to find the grantors and follow leader changes
+// (Member.Grantors, Member.Changes); grantors use it to see each other
+// before they bootstrap raft (Member.WaitVoters, Consul's bootstrap-expect)
+// and to list members.
+//
+// Gossip is for discovery, never for safety (DESIGN.md section 2). Nothing
+// this package reports may shorten, end or extend a lease: "a host looks
+// dead" and "gossip says X leads" are hints. A sidecar that dials the leader
+// Grantors names is told by the grantor itself (NotLeader) when the hint is
+// stale, and the lease timing model alone decides validity.
+//
+// Member states come from memberlist's events. memberlist gives no event
+// and no race-free accessor for suspicion, so a member is reported alive
+// until memberlist declares it dead. A member that leaves first gossips a
+// leaving flag in its metadata, which is how the others tell "left" from
+// "dead" (memberlist v0.7.0 does not expose that distinction to its
+// delegates); one that missed the flag lists the member as dead.
+//
+// # Wire
+//
+// Every packet and stream carries the memberlist label "leaseside", so a
+// member refuses other memberlist or Serf clusters (Consul, Nomad). With a
+// SecretKey, gossip is AES-GCM encrypted and members without the same key
+// are refused; Start says so (ErrGossipKey).
+//
+// # Metadata encoding (Meta)
+//
+// Node metadata is at most memberlist.MetaMaxSize (512) bytes:
+//
+//	byte 0     encoding version
+//	byte 1     flags: bit 0 voter, bit 1 leaving; unknown bits are ignored
+//	then       Role, NodeID, RPCAddr, RaftAddr, LeaderID, Version, each a
+//	           uvarint length followed by that many bytes
+//
+// Fields are only ever appended: a decoder ignores bytes after the fields
+// it knows. A change that old decoders cannot read takes a new version;
+// a member whose version is unknown is listed with MetaErr set and is
+// never taken for a grantor.
+//
+// Version history:
+//
+//	1  the fields above (leaseside's first gossip release)
+package gossip
