@@ -63,6 +63,7 @@ const (
 	evGranted  eventKind = iota + 1 // a lease was granted, or re-granted to its holder
 	evFreed                         // a lease was released or revoked
 	evRestored                      // the whole state was replaced from a snapshot
+	evRegistered                    // a node's gRPC address was recorded (Lease holds the node ID)
 )
 
 // fsmEvent tells the lessor what an applied entry changed. The FSM's
@@ -121,6 +122,7 @@ func (f *fsm) Apply(l *raft.Log) any {
 		delete(f.st.Sessions, c.Session)
 	case *registerNodeCmd:
 		f.st.Nodes[c.NodeID] = c.RPCAddr
+		ev = &fsmEvent{Kind: evRegistered, Lease: c.NodeID}
 	default:
 		panic(fmt.Sprintf("grantor: raft log entry %d: no apply for %v", l.Index, t))
 	}

@@ -34,7 +34,8 @@ type lessorConfig struct {
 	clock       clockwatch.Clock
 	log         *slog.Logger
 	sessionIdle time.Duration
-	// afterOffice runs in the office's goroutine once it has taken office.
+	// afterOffice runs in the office's goroutine after the barrier and
+	// before tE is read; it may propose (the node registers its address).
 	afterOffice func(ctx context.Context)
 	// hook, if set, is told of internal milestones; tests wait on it.
 	hook func(testEvent)
@@ -173,6 +174,10 @@ func poke(ch chan struct{}) {
 // onEvent is the FSM's observer: it keeps the office's lease table in step
 // with what was applied. It runs on raft's FSM goroutine.
 func (l *lessor) onEvent(ev fsmEvent) {
+	if ev.Kind == evRegistered {
+		l.test(testEvent{what: "registered", lease: ev.Lease})
+		return
+	}
 	now := l.clock.Now() // read after the entry was applied
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -282,6 +287,9 @@ func (l *lessor) takeOffice(o *office) {
 			return
 		}
 	}
+	if l.afterOffice != nil {
+		l.afterOffice(o.ctx)
+	}
 	tE := l.clock.Now() // after the barrier: every older entry is applied
 	l.mu.Lock()
 	if l.cur != o || o.ctx.Err() != nil {
@@ -305,9 +313,6 @@ func (l *lessor) takeOffice(o *office) {
 	go l.verifyLoop(o)
 	l.mu.Unlock()
 	l.log.Info("grantor: took office", "tE", tE, "leases", len(table))
-	if l.afterOffice != nil {
-		l.afterOffice(o.ctx)
-	}
 }
 
 // resign ends the current office, if any: its lease table, queues and

@@ -88,7 +88,17 @@ func New(cfg Config) (n *Node, err error) {
 	if n.snaps, err = raft.NewFileSnapshotStoreWithLogger(raftDir, snapshotsRetained, hlog.Named("snapshots")); err != nil {
 		return nil, fmt.Errorf("grantor: opening snapshot store: %w", err)
 	}
-	if n.trans, err = raft.NewTCPTransportWithLogger(cfg.RaftAddr, nil, 3, transportTimeout, hlog.Named("transport")); err != nil {
+	// MaxRPCsInFlight 1 turns off pipelined replication: raft v1.8.0's
+	// netPipeline can deadlock after a follower rejects an append (both
+	// its channels unbuffered), wedging replication to that follower and
+	// Raft.Shutdown; grafana/pyroscope#5518 hit the same. HashiCorp's own
+	// measurements (hashicorp/raft#541) show pipelining gains little.
+	if n.trans, err = raft.NewTCPTransportWithConfig(cfg.RaftAddr, nil, &raft.NetworkTransportConfig{
+		Logger:          hlog.Named("transport"),
+		MaxPool:         3,
+		MaxRPCsInFlight: 1,
+		Timeout:         transportTimeout,
+	}); err != nil {
 		return nil, fmt.Errorf("grantor: raft transport on %s: %w", cfg.RaftAddr, err)
 	}
 	if n.lis, err = net.Listen("tcp", cfg.RPCAddr); err != nil {
@@ -271,6 +281,9 @@ func (n *Node) closeStores() error {
 		_ = n.lis.Close()
 	}
 	if n.trans != nil {
+		// Close the pooled outbound connections too, so that the peers'
+		// handlers of them end; Close alone only stops the listener.
+		n.trans.CloseStreams()
 		errs = append(errs, n.trans.Close())
 	}
 	if n.wal != nil {
