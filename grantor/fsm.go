@@ -60,10 +60,10 @@ func newFSMState() fsmState {
 type eventKind uint8
 
 const (
-	evGranted  eventKind = iota + 1 // a lease was granted, or re-granted to its holder
-	evFreed                         // a lease was released or revoked
-	evRestored                      // the whole state was replaced from a snapshot
-	evRegistered                    // a node's gRPC address was recorded (Lease holds the node ID)
+	evGranted    eventKind = iota + 1 // a lease was granted, or re-granted to its holder
+	evFreed                           // a lease was released or revoked
+	evRestored                        // the whole state was replaced from a snapshot
+	evRegistered                      // a node's gRPC address was recorded (Lease holds the node ID)
 )
 
 // fsmEvent tells the lessor what an applied entry changed. The FSM's
