@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/leaseside/leaseside/clockwatch"
+	"github.com/leaseside/leaseside/grantor/gossip"
 )
 
 // Config configures a Daemon.
@@ -14,6 +15,10 @@ type Config struct {
 	// Grantors are gRPC addresses of grantors to start from; the daemon
 	// follows the leader from there.
 	Grantors []string
+	// Gossip, when set, is this sidecar's membership of the gossip cluster:
+	// the daemon learns the grantors and their leader from it (Grantors
+	// may then be empty).
+	Gossip *gossip.Member
 	// Timing is the drift rate and safety margin used for deadlines.
 	Timing clockwatch.Timing
 	// Clock decides every deadline; nil means clockwatch.System.
@@ -59,8 +64,8 @@ func DefaultConfig() Config {
 
 // Validate reports the first problem with c.
 func (c Config) Validate() error {
-	if len(c.Grantors) == 0 {
-		return errors.New("daemon: no grantor address")
+	if len(c.Grantors) == 0 && c.Gossip == nil {
+		return errors.New("daemon: no grantor address and no gossip to find one")
 	}
 	if err := c.Timing.Validate(); err != nil {
 		return err

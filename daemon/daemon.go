@@ -99,6 +99,13 @@ func (d *Daemon) Run(ctx context.Context, ln *net.UnixListener) error {
 		defer wg.Done()
 		d.runWatcher(ctx)
 	}()
+	if d.cfg.Gossip != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d.followGossip(ctx, d.cfg.Gossip)
+		}()
+	}
 	srv := &ipc.Server{Handler: d, Logger: d.log}
 	err := srv.Serve(ctx, ln)
 	cancel()
