@@ -37,6 +37,7 @@ type NotLeaderError struct {
 	LeaderRPCAddr string
 }
 
+// Error names the leader when it is known.
 func (e *NotLeaderError) Error() string {
 	if e.LeaderRPCAddr == "" {
 		return "grantor: not the leader (leader unknown)"
@@ -54,6 +55,7 @@ type InvalidArgumentError struct {
 	Reason string
 }
 
+// Error says which field is wrong and why.
 func (e *InvalidArgumentError) Error() string {
 	return fmt.Sprintf("grantor: invalid %s: %s", e.Field, e.Reason)
 }
@@ -70,6 +72,7 @@ type StaleRequestError struct {
 	Floor uint64
 }
 
+// Error says which request is below which floor.
 func (e *StaleRequestError) Error() string {
 	return fmt.Sprintf("grantor: stale request: session %q seq %d is below first_unacked %d the session already sent",
 		e.Session, e.Seq, e.Floor)

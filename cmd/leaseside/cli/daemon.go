@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"time"
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	sddaemon "github.com/coreos/go-systemd/v22/daemon"
 
