@@ -72,6 +72,7 @@ func TestDependencyDirection(t *testing.T) {
 		"cmd/leaseside":        {"cmd/leaseside/cli"},
 		"internal/layout":      {},
 		"internal/integration": {},
+		"internal/bench":       {"grantor/grantorpb"},
 		"internal/netlab":      {},
 		"packaging":            {},
 	}
