@@ -68,7 +68,7 @@ func TestDependencyDirection(t *testing.T) {
 		"grantor/gossip":       {},
 		"grantor":              {"clockwatch", "grantor/grantorpb", "grantor/gossip"},
 		"daemon":               {"ipc", "clockwatch", "grantor/grantorpb", "grantor/gossip"},
-		"cmd/leaseside/cli":    {"daemon", "grantor", "grantor/gossip", "ipc", "clockwatch", "fence", "grantor/grantorpb"},
+		"cmd/leaseside/cli":    {"daemon", "grantor", "grantor/gossip", "ipc", "clockwatch", "fence", "grantor/grantorpb", "internal/bench"},
 		"cmd/leaseside":        {"cmd/leaseside/cli"},
 		"internal/layout":      {},
 		"internal/integration": {},

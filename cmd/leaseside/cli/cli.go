@@ -65,6 +65,7 @@ func commands() []command {
 		{"watch", "print lease events as they happen", runWatch},
 		{"clock", "show what the daemon knows about its clock", runClock},
 		{"daemon", "run the sidecar against a grantor cluster", runDaemon},
+		{"bench", "measure a grantor cluster's throughput and latency", runBench},
 		{"version", "print the version", runVersion},
 	}
 }

@@ -1,0 +1,141 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+
+	"github.com/leaseside/leaseside/internal/bench"
+)
+
+// runBench measures a grantor cluster as a client of its gRPC contract.
+// It starts nothing: the cluster is the caller's (see README, Performance).
+func runBench(ctx context.Context, e *env) int {
+	fs := newFlags(e, "bench", "--grantors ADDR[,ADDR...] [--workload grants|handoffs|keepalives|memory|all] [--duration 10s] [--json] [--leader-pid PID] [--leader-metrics URL] [--leases 1000000]")
+	cfg := bench.DefaultConfig()
+	grantors := fs.String("grantors", "", "the grantors' gRPC addresses, comma-separated (required)")
+	workload := fs.String("workload", "all", "what to measure: grants, handoffs, keepalives, memory, a comma-separated list, or all")
+	jsonOut := fs.Bool("json", false, "print the report as JSON")
+	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long each timed workload is measured")
+	fs.DurationVar(&cfg.Warmup, "warmup", cfg.Warmup, "how long each timed workload runs before it is measured")
+	fs.IntVar(&cfg.Conns, "conns", cfg.Conns, "gRPC connections per grantor")
+	fs.IntVar(&cfg.GrantOwners, "owners", cfg.GrantOwners, "grants: concurrent owners, each on its own name")
+	fs.IntVar(&cfg.HandoffOwners, "contenders", cfg.HandoffOwners, "handoffs: owners contending for one name")
+	fs.DurationVar(&cfg.Hold, "hold", cfg.Hold, "handoffs: how long each owner holds the name")
+	fs.IntVar(&cfg.Sessions, "sessions", cfg.Sessions, "keepalives: sessions, each with one KeepAlive stream")
+	fs.IntVar(&cfg.SessionLeases, "session-leases", cfg.SessionLeases, "keepalives: leases per session, all renewed by each message")
+	fs.IntVar(&cfg.KeepAliveInFlight, "in-flight", cfg.KeepAliveInFlight, "keepalives: messages in flight per stream")
+	fs.IntVar(&cfg.Leases, "leases", cfg.Leases, "memory: live leases")
+	fs.IntVar(&cfg.MemSessions, "mem-sessions", cfg.MemSessions, "memory: sessions the leases are spread over")
+	fs.IntVar(&cfg.LeaderPID, "leader-pid", 0, "memory: the leader's pid on this host (VmRSS from /proc)")
+	fs.StringVar(&cfg.LeaderMetrics, "leader-metrics", "", "memory: the leader's Prometheus URL, e.g. http://127.0.0.1:9464/metrics (Go heap in use)")
+	fs.DurationVar(&cfg.Settle, "settle", cfg.Settle, "memory: longest wait for a leader GC before each reading (needs --leader-metrics)")
+	fs.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "keepalives, memory: sessions acquiring or releasing at once")
+	pos, _, err := parse(fs, e.args)
+	if err != nil {
+		return parseExit(err)
+	}
+	if len(pos) != 0 || *grantors == "" {
+		fs.Usage()
+		return ExitUsage
+	}
+	cfg.Grantors = strings.Split(*grantors, ",")
+	if *workload != "all" {
+		cfg.Workloads = strings.Split(*workload, ",")
+	}
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintf(e.stderr, "leaseside: %v\n", err)
+		return ExitUsage
+	}
+	cfg.Progress = e.stderr
+
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	rep, err := bench.Run(ctx, cfg)
+	if rep != nil {
+		if *jsonOut {
+			printJSON(e.stdout, rep)
+		} else {
+			printBench(e.stdout, rep)
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(e.stderr, "leaseside: bench: %v\n", err)
+		if errors.Is(err, bench.ErrViolation) {
+			return ExitError
+		}
+		if rep == nil || rep.Leader == "" {
+			return ExitUnavailable
+		}
+		return ExitError
+	}
+	return ExitOK
+}
+
+func printBench(w io.Writer, rep *bench.Report) {
+	fmt.Fprintf(w, "grantors %s, leader %s\n", strings.Join(rep.Grantors, ","), rep.Leader)
+	for _, r := range rep.Results {
+		fmt.Fprintf(w, "\n%s (%.1fs): %s\n", r.Workload, r.Elapsed.Seconds(), r.Setup)
+		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+		for _, f := range r.Figures {
+			target, verdict := "", ""
+			if f.Target != nil {
+				target = fmt.Sprintf("target %s %s", f.Target.Op, formatValue(f.Target.Value, f.Unit))
+				verdict = "met"
+				if !*f.Met {
+					verdict = "MISSED"
+				}
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", f.Name, formatValue(f.Value, f.Unit), target, verdict)
+		}
+		tw.Flush()
+		for _, n := range r.Notes {
+			fmt.Fprintf(w, "  - %s\n", n)
+		}
+	}
+	if m := rep.Misses(); len(m) > 0 {
+		fmt.Fprintf(w, "\nmissed targets: %s\n", strings.Join(m, "; "))
+	} else if len(rep.Results) > 0 {
+		fmt.Fprintln(w, "\nall targets met")
+	}
+}
+
+// formatValue prints v in its unit: rates and counts as integers with
+// thousands separators, milliseconds with two decimals.
+func formatValue(v float64, unit string) string {
+	switch unit {
+	case "ms":
+		return fmt.Sprintf("%.2f ms", v)
+	case "cores":
+		return fmt.Sprintf("%.2f cores", v)
+	case "MiB":
+		return fmt.Sprintf("%.1f MiB", v)
+	case "B/lease":
+		return fmt.Sprintf("%.0f B/lease", v)
+	case "/s":
+		return thousands(int64(v+0.5)) + "/s"
+	}
+	return thousands(int64(v + 0.5))
+}
+
+func thousands(n int64) string {
+	s := fmt.Sprint(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
