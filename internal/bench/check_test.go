@@ -1,0 +1,103 @@
+package bench
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/leaseside/leaseside/grantor/grantorpb"
+)
+
+func refs(pairs ...any) []*grantorpb.LeaseRef {
+	var out []*grantorpb.LeaseRef
+	for i := 0; i < len(pairs); i += 2 {
+		out = append(out, &grantorpb.LeaseRef{Lease: pairs[i].(string), Token: uint64(pairs[i+1].(int))})
+	}
+	return out
+}
+
+func TestRenewedAll(t *testing.T) {
+	sent := refs("a", 1, "b", 2, "c", 3)
+	for _, tc := range []struct {
+		name    string
+		resp    *grantorpb.KeepAliveResponse
+		wantErr bool
+	}{
+		{name: "in order", resp: &grantorpb.KeepAliveResponse{Renewed: refs("a", 1, "b", 2, "c", 3)}},
+		{name: "any order", resp: &grantorpb.KeepAliveResponse{Renewed: refs("c", 3, "a", 1, "b", 2)}},
+		{name: "one lost", resp: &grantorpb.KeepAliveResponse{Renewed: refs("a", 1, "b", 2), Lost: refs("c", 3)}, wantErr: true},
+		{name: "one missing", resp: &grantorpb.KeepAliveResponse{Renewed: refs("a", 1, "b", 2)}, wantErr: true},
+		{name: "other token", resp: &grantorpb.KeepAliveResponse{Renewed: refs("b", 2, "a", 1, "c", 4)}, wantErr: true},
+		{name: "duplicate", resp: &grantorpb.KeepAliveResponse{Renewed: refs("b", 2, "a", 1, "a", 1)}, wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := renewedAll(sent, tc.resp)
+			if tc.wantErr != (err != nil) || (err != nil && !errors.Is(err, ErrViolation)) {
+				t.Errorf("renewedAll = %v, want error %v (an ErrViolation)", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestPercentiles(t *testing.T) {
+	var l latencies
+	for i := 1; i <= 100; i++ {
+		l = append(l, time.Duration(i)*time.Millisecond)
+	}
+	for _, tc := range []struct {
+		name string
+		q    float64
+		want float64
+	}{
+		{name: "p50", q: 0.5, want: 50},
+		{name: "p99", q: 0.99, want: 99},
+		{name: "max", q: 1, want: 100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := l.ms(tc.q); got != tc.want {
+				t.Errorf("ms(%v) = %v, want %v", tc.q, got, tc.want)
+			}
+		})
+	}
+	if got := (latencies{}).ms(0.5); got != 0 {
+		t.Errorf("empty ms = %v, want 0", got)
+	}
+}
+
+func TestDistinct(t *testing.T) {
+	if err := distinct([]uint64{3, 1, 2}); err != nil {
+		t.Errorf("distinct tokens: %v", err)
+	}
+	if err := distinct([]uint64{3, 1, 3}); !errors.Is(err, ErrViolation) {
+		t.Errorf("a token twice: %v, want ErrViolation", err)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	base := DefaultConfig()
+	base.Grantors = []string{"127.0.0.1:1"}
+	base.LeaderPID = 1
+	for _, tc := range []struct {
+		name    string
+		edit    func(*Config)
+		wantErr bool
+	}{
+		{name: "default with a grantor and pid", edit: func(*Config) {}},
+		{name: "no grantor", edit: func(c *Config) { c.Grantors = nil }, wantErr: true},
+		{name: "unknown workload", edit: func(c *Config) { c.Workloads = []string{"nap"} }, wantErr: true},
+		{name: "memory needs pid or metrics", edit: func(c *Config) { c.LeaderPID = 0 }, wantErr: true},
+		{name: "metrics alone will do", edit: func(c *Config) { c.LeaderPID, c.LeaderMetrics = 0, "http://127.0.0.1:9/metrics" }},
+		{name: "metrics not a URL", edit: func(c *Config) { c.LeaderMetrics = "127.0.0.1:9" }, wantErr: true},
+		{name: "ttl below 1s", edit: func(c *Config) { c.LeaseTTL = time.Millisecond }, wantErr: true},
+		{name: "too many leases per keepalive", edit: func(c *Config) { c.SessionLeases = 70000 }, wantErr: true},
+		{name: "one contender", edit: func(c *Config) { c.HandoffOwners = 1 }, wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := base
+			tc.edit(&c)
+			if err := c.Validate(); tc.wantErr != (err != nil) {
+				t.Errorf("Validate = %v, want error %v", err, tc.wantErr)
+			}
+		})
+	}
+}
