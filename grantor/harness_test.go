@@ -79,6 +79,9 @@ type fakeRaft struct {
 
 	leader   atomic.Bool
 	verifies atomic.Int64
+	// afterFSM, when set, runs between the FSM's apply and apply's return,
+	// like the delay before a raft future reports the apply.
+	afterFSM func()
 	// verify and barrierFn, when set, replace the default (succeed).
 	verify    func(round int64) error
 	barrierFn func() error
@@ -92,6 +95,9 @@ func (r *fakeRaft) apply(cmd []byte) (any, error) {
 	r.index++
 	res := r.fsm.Apply(&raft.Log{Index: r.index, Term: 1, Type: raft.LogCommand, Data: cmd})
 	r.mu.Unlock()
+	if r.afterFSM != nil {
+		r.afterFSM()
+	}
 	r.events.add(testEvent{what: "applied " + cmdType(cmd[0]).String(), lease: fmt.Sprint(res)})
 	return res, nil
 }
@@ -241,12 +247,17 @@ func (h *harness) advanceTo(target clockwatch.Instant) {
 func advanceTo(t *testing.T, l *lessor, clock *clockwatch.Fake, events *eventLog, target clockwatch.Instant) {
 	t.Helper()
 	m := events.mark()
-	l.scanMu.Lock()
-	clock.Advance(target.Sub(clock.Now()))
-	l.scanMu.Unlock()
+	advance(l, clock, target.Sub(clock.Now()))
 	events.wait(t, m, fmt.Sprintf("expiry loop scan at %v", target), func(e testEvent) bool {
 		return e.what == "sleep" && !e.now.Before(target)
 	})
+}
+
+// advance moves the fake clock by d between two scans of the expiry loop.
+func advance(l *lessor, clock *clockwatch.Fake, d time.Duration) {
+	l.scanMu.Lock()
+	clock.Advance(d)
+	l.scanMu.Unlock()
 }
 
 // held returns the token a lease is held with, or 0.

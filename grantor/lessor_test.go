@@ -38,6 +38,28 @@ func TestLessorNeverFreesBeforeGrantorExpiry(t *testing.T) {
 	}
 }
 
+// Rule: tG is read after the grant was applied; later is safer. Here the
+// apply takes 2s to be reported back, and the expiry counts from then.
+func TestLessorGrantExpiryCountsFromAfterApply(t *testing.T) {
+	h := newHarness(t)
+	h.takeOffice()
+	const ttl, applyTakes = 10 * time.Second, 2 * time.Second
+	h.raft.afterFSM = func() { advance(h.l, h.clock, applyTakes) }
+	t0 := h.clock.Now()
+	if r := h.acquire(acq("s1", 1, "a", ttl)); !r.Granted {
+		t.Fatal(r)
+	}
+	h.raft.afterFSM = nil
+	exp := h.timing.GrantorExpiry(t0.Add(applyTakes), ttl)
+	h.advanceTo(exp - 1)
+	if h.held("a") != 1 {
+		t.Fatal("expiry counted from before the apply was reported")
+	}
+	m := h.events.mark()
+	h.advanceTo(exp)
+	h.events.wait(t, m, "revoke", func(e testEvent) bool { return e.what == "applied revoke" })
+}
+
 // Rule: a new leader first applies the older terms (barrier), then reads
 // tE and keeps every lease in the FSM live until tE + d(1+rho) + eps,
 // however old its grant is.
@@ -78,11 +100,9 @@ func TestLessorNewLeaderWaitsOutOldTerms(t *testing.T) {
 	if h.held("a") != 1 {
 		t.Fatal("a freed before tE + d(1+rho) + eps")
 	}
+	m := h.events.mark()
 	h.advanceTo(exp)
-	if h.held("a") != 0 {
-		m := h.events.mark()
-		h.events.wait(t, m-1, "revoke of a", func(e testEvent) bool { return e.what == "applied revoke" })
-	}
+	h.events.wait(t, m, "revoke of a", func(e testEvent) bool { return e.what == "applied revoke" })
 	if r := h.acquire(acq("s2", 3, "a", ttl)); !r.Granted || r.Token != 4 {
 		t.Fatalf("after the wait-out a should go to s2 with token 4: %+v", r)
 	}
@@ -170,16 +190,16 @@ func TestLessorKeepAliveBatching(t *testing.T) {
 		}()
 		return ch
 	}
+	m := h.events.mark()
 	r1 := renew("s1")
 	if round := <-started; round != 1 {
 		t.Fatalf("round %d", round)
 	}
-	// Three more arrive while round 1 is in flight.
-	m := h.events.mark()
+	// Three more arrive while round 1 is in flight. Four "pending"
+	// events (r1's may come after round 1 started) mean all are queued.
 	later := []<-chan out{renew("s2"), renew("s3"), renew("s4")}
-	n := m
-	for range later {
-		n = h.events.wait(t, n, "renewal pending", func(e testEvent) bool { return e.what == "pending" })
+	for range 4 {
+		m = h.events.wait(t, m, "renewal pending", func(e testEvent) bool { return e.what == "pending" })
 	}
 	gate <- struct{}{}
 	if o := <-r1; o.err != nil || len(o.res.renewed) != 1 {

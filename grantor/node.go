@@ -163,6 +163,9 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	select {
 	case <-n.done:
+		// Shut down before Run: Shutdown may have seen running already set
+		// and left the listener to Serve, which will not run now.
+		_ = n.lis.Close()
 		return ErrShutdown
 	default:
 	}
