@@ -2,6 +2,7 @@ package grantor
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log"
 	"log/slog"
@@ -47,10 +48,20 @@ func (h *hclogAdapter) Log(level hclog.Level, msg string, args ...any) {
 	if !h.l.Enabled(context.Background(), lv) {
 		return
 	}
+	out := make([]any, 0, len(args)+2)
 	if h.name != "" {
-		args = append([]any{"logger", h.name}, args...)
+		out = append(out, "logger", h.name)
 	}
-	h.l.Log(context.Background(), lv, msg, args...)
+	for _, a := range args {
+		// hclog.Fmt("%+v", x) is a value hclog formats when it writes.
+		if f, ok := a.(hclog.Format); ok && len(f) > 0 {
+			if format, ok := f[0].(string); ok {
+				a = fmt.Sprintf(format, f[1:]...)
+			}
+		}
+		out = append(out, a)
+	}
+	h.l.Log(context.Background(), lv, msg, out...)
 }
 
 func (h *hclogAdapter) Trace(msg string, args ...any) { h.Log(hclog.Trace, msg, args...) }
