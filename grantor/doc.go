@@ -16,10 +16,20 @@
 //     proposes a Revoke once the Clock says the expiry has passed.
 //   - A node that becomes leader first waits on a raft barrier, then reads tE
 //     and treats every lease in the FSM as live until
-//     Timing.GrantorExpiry(tE, ttl) before it answers anyone (office.go).
+//     Timing.GrantorExpiry(tE, ttl) before it answers anyone
+//     (lessor.takeOffice).
 //   - Renewals are leader-local and acknowledged in batches, each batch only
 //     after one raft VerifyLeader round that started after the batch arrived
 //     (keepalive.go).
+//   - Waiting Acquires queue first come first served per lease in the
+//     leader's memory; a freed lease wakes only the head (acquire.go).
+//
+// Errors reach sidecars as gRPC status codes: FAILED_PRECONDITION with a
+// grantorpb.NotLeader detail from a node that does not lead (or is deposed
+// while a call waits), INVALID_ARGUMENT for input that fails validation or
+// a reused seq, OUT_OF_RANGE for a seq below the session's first_unacked,
+// RESOURCE_EXHAUSTED for a session with too many unacknowledged outcomes,
+// UNAVAILABLE when raft cannot take a proposal or the node shuts down.
 //
 // A Node (node.go) ties raft, its raft-wal log and stable store, the file
 // snapshot store, the lessor and the gRPC server together.

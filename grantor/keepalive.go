@@ -56,6 +56,17 @@ func (l *lessor) renew(ctx context.Context, o *office, session string, refs []le
 // arrive during the round wait for the next. Only after the round succeeds
 // does it read tG and extend expiries to GrantorExpiry(tG, ttl). A failed
 // round acknowledges nothing.
+//
+// A caveat of hashicorp/raft v1.8.0: VerifyLeader triggers fresh heartbeats,
+// but it also counts a follower's answer to a heartbeat that was already in
+// flight when the round started. Such an answer still proves the follower
+// had not voted for a successor when it answered, and a follower that hears
+// from its leader rejects votes until HeartbeatTimeout passes (leader
+// stickiness; raft.go requestVote), so a successor's election still comes
+// after the batch arrived as long as one network round trip is shorter than
+// HeartbeatTimeout, which Config's defaults leave a wide margin for. The
+// exception is a leadership transfer, which the old leader starts itself;
+// the grantor never starts one.
 func (l *lessor) verifyLoop(o *office) {
 	defer l.wg.Done()
 	for {

@@ -43,7 +43,7 @@ type lessorConfig struct {
 
 // testEvent is a milestone reported to lessorConfig.hook.
 type testEvent struct {
-	what  string // "sleep", "queued", "pending"
+	what  string // "sleep", "queued", "pending", "registered", "applied ..." (fakeRaft)
 	now   clockwatch.Instant
 	lease string
 }
