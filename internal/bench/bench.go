@@ -44,7 +44,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}[w]
 		t0 := time.Now()
 		res, err := f(ctx)
-		rep.Leader = c.leaderAddr()
+		if a := c.leaderAddr(); a != "" {
+			rep.Leader = a
+		}
 		if err != nil {
 			return rep, fmt.Errorf("%s: %w", w, err)
 		}
@@ -142,10 +144,12 @@ type holding struct {
 func (b *bencher) setup(ctx context.Context, kind string, sessions, total int, name func(i, j int) string) ([]holding, error) {
 	hs := make([]holding, sessions)
 	var (
-		mu   sync.Mutex
-		done int
-		step = max(1, total/10)
-		next = step
+		mu    sync.Mutex
+		done  int
+		step  = max(1, total/10)
+		next  = step
+		since = time.Now()
+		last  int
 	)
 	err := forEach(ctx, sessions, b.cfg.Concurrency, func(ctx context.Context, i int) error {
 		n := total / sessions
@@ -168,8 +172,9 @@ func (b *bencher) setup(ctx context.Context, kind string, sessions, total int, n
 		mu.Lock()
 		done += n
 		if done >= next {
-			b.progress("%s: %d of %d leases acquired", kind, done, total)
+			b.progress("%s: %d of %d leases acquired (%.0f/s since the last line)", kind, done, total, float64(done-last)/time.Since(since).Seconds())
 			next += step
+			since, last = time.Now(), done
 		}
 		mu.Unlock()
 		return nil

@@ -134,12 +134,19 @@ func retryable(err error) bool {
 	return false
 }
 
+// maxUnavailable is how long call keeps retrying a cluster that answers
+// nothing useful before it gives up: a benchmark does not wait out an
+// outage.
+const maxUnavailable = 30 * time.Second
+
 // call runs f on connection i of the leader, following redirects and
 // retrying unavailability with backoff, until f succeeds, fails for a
-// reason a retry cannot mend, or ctx ends. f must send the same request
-// each time: the grantor applies a request id once.
+// reason a retry cannot mend, ctx ends, or maxUnavailable has passed. f
+// must send the same request each time: the grantor applies a request id
+// once.
 func call[T any](ctx context.Context, c *cluster, i int, f func(context.Context, grantorpb.GrantorClient) (T, error)) (T, error) {
 	backoff := 10 * time.Millisecond
+	giveUp := time.Now().Add(maxUnavailable)
 	for {
 		api, addr, err := c.client(i)
 		var v T
@@ -153,6 +160,9 @@ func call[T any](ctx context.Context, c *cluster, i int, f func(context.Context,
 		}
 		if !retryable(err) || ctx.Err() != nil {
 			return v, err
+		}
+		if time.Now().After(giveUp) {
+			return v, fmt.Errorf("no leader answered for %v: %w", maxUnavailable, err)
 		}
 		if c.failed(addr, err) {
 			continue
