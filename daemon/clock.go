@@ -60,36 +60,53 @@ func (d *Daemon) clockEvent(ev clockwatch.Event) {
 	}
 }
 
-// checkStoppedOwners treats an owner process found stopped (SIGSTOP,
-// a debugger, a frozen cgroup) for longer than OwnerStoppedLimit as ended:
-// it cannot act on its lease, nor notice that it lost it.
+// checkStoppedOwners finds owner processes stopped (SIGSTOP, a debugger,
+// a frozen cgroup) for longer than OwnerStoppedLimit: such an owner cannot
+// act on its lease, so the lease is no longer renewed and lapses at its
+// deadline (ownerStopped). /proc is read outside the table's lock.
 func (d *Daemon) checkStoppedOwners(now clockwatch.Instant) {
 	if d.cfg.OwnerStoppedLimit <= 0 {
 		return
 	}
-	var ended []*lease
+	type owned struct {
+		l   *lease
+		pid int
+	}
+	var check []owned
 	d.mu.Lock()
 	for _, l := range d.leases {
 		pid := l.ownerPID
 		if l.owner == ipc.OwnerConnection && l.conn != nil {
 			pid = l.conn.Cred.PID
 		}
-		if pid <= 0 || l.releaseAt != never {
-			continue
-		}
-		stopped, err := clockwatch.ProcessStopped(pid)
-		switch {
-		case err != nil || !stopped:
-			l.stoppedSince = 0
-		case l.stoppedSince == 0:
-			l.stoppedSince = now
-		case now.Sub(l.stoppedSince) >= d.cfg.OwnerStoppedLimit:
-			ended = append(ended, l)
+		if pid > 0 && l.releaseAt == never && !l.noRenew {
+			check = append(check, owned{l, pid})
 		}
 	}
 	d.mu.Unlock()
-	for _, l := range ended {
-		d.ownerEnded(l, "owner process stopped")
+	stoppedPIDs := map[int]bool{}
+	for _, o := range check {
+		if _, seen := stoppedPIDs[o.pid]; !seen {
+			stopped, err := clockwatch.ProcessStopped(o.pid)
+			stoppedPIDs[o.pid] = err == nil && stopped
+		}
+	}
+	var over []*lease
+	d.mu.Lock()
+	for _, o := range check {
+		l := o.l
+		switch {
+		case !stoppedPIDs[o.pid]:
+			l.stoppedSince = 0
+		case l.stoppedSince == 0:
+			l.stoppedSince, l.stoppedPID = now, o.pid
+		case now.Sub(l.stoppedSince) >= d.cfg.OwnerStoppedLimit:
+			over = append(over, l)
+		}
+	}
+	d.mu.Unlock()
+	for _, l := range over {
+		d.ownerStopped(l)
 	}
 }
 

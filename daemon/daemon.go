@@ -31,6 +31,13 @@ type Daemon struct {
 
 	kick chan struct{} // wakes the renew loop when the table changed
 
+	// detached numbers detached acquires: each is an owner of its own.
+	detached atomic.Uint64
+	// serving ends when Run's socket server is told to stop: connections
+	// that close after that were closed by the daemon, not by their
+	// owners, and their leases are left to lapse.
+	serving context.Context
+
 	metrics counters
 
 	// life ends when Run returns; background work (releases after an
@@ -107,13 +114,12 @@ func (d *Daemon) Run(ctx context.Context, ln *net.UnixListener) error {
 		}()
 	}
 	srv := &ipc.Server{Handler: d, Logger: d.log}
+	d.serving = ctx
 	err := srv.Serve(ctx, ln)
 	cancel()
 	d.mu.Lock()
 	for _, l := range d.leases {
-		if l.stopWatch != nil {
-			l.stopWatch()
-		}
+		l.stopWatch()
 	}
 	d.mu.Unlock()
 	return err
@@ -121,7 +127,7 @@ func (d *Daemon) Run(ctx context.Context, ln *net.UnixListener) error {
 
 // Handle implements ipc.Handler.
 func (d *Daemon) Handle(ctx context.Context, c *ipc.Conn, req *ipc.Request) *ipc.Response {
-	if req.Lease != "" && req.Op != ipc.OpWatch {
+	if req.Lease != "" {
 		if err := d.cfg.ACL.allow(c.Cred, req.Lease); err != nil {
 			return &ipc.Response{Error: err}
 		}
@@ -136,12 +142,12 @@ func (d *Daemon) Handle(ctx context.Context, c *ipc.Conn, req *ipc.Request) *ipc
 	case ipc.OpAcquire:
 		return grantResponse(d.acquire(ctx, c, req))
 	case ipc.OpRelease:
-		if err := d.release(ctx, c, req.Lease); err != nil {
+		if err := d.release(ctx, c, req.Lease, req.Token); err != nil {
 			return &ipc.Response{Error: err}
 		}
 		return &ipc.Response{}
 	case ipc.OpRenew:
-		return grantResponse(d.renew(ctx, req.Lease))
+		return grantResponse(d.renew(ctx, c, req.Lease, req.Token))
 	case ipc.OpCheck:
 		return grantResponse(d.check(req.Lease, req.Token))
 	case ipc.OpWatch:
@@ -159,10 +165,16 @@ func grantResponse(g *ipc.Grant, err *ipc.Error) *ipc.Response {
 }
 
 // Closed implements ipc.Handler: leases bound to the connection are
-// released (after their lock-delay), and its watch ends.
+// released (after their lock-delay), and its watch ends. When the daemon
+// itself is stopping, nothing is released: the owners may still be
+// running, and their leases lapse at the deadlines they were told.
 func (d *Daemon) Closed(c *ipc.Conn) {
 	d.mu.Lock()
 	delete(d.watchers, c)
+	if d.serving.Err() != nil {
+		d.mu.Unlock()
+		return
+	}
 	var gone []*lease
 	for _, l := range d.leases {
 		if l.conn == c {

@@ -17,13 +17,20 @@ func (d *Daemon) watch(c *ipc.Conn, name string) {
 // emitLocked sends an event about l to its owner's connection and to every
 // watcher. The caller holds d.mu.
 func (d *Daemon) emitLocked(l *lease, ev *ipc.Event) {
-	ev.Lease = l.name
-	ev.Token = strconv.FormatUint(l.token, 10)
+	d.emitWatchersLocked(l, ev)
 	if l.conn != nil {
 		l.conn.Send(ev)
 	}
+}
+
+// emitWatchersLocked sends an event about l to the watchers that may see
+// it (their filter and the ACL allow), except l's own connection. The
+// caller holds d.mu.
+func (d *Daemon) emitWatchersLocked(l *lease, ev *ipc.Event) {
+	ev.Lease = l.name
+	ev.Token = strconv.FormatUint(l.token, 10)
 	for c, filter := range d.watchers {
-		if c != l.conn && (filter == "" || filter == l.name) {
+		if c != l.conn && (filter == "" || filter == l.name) && d.cfg.ACL.allow(c.Cred, l.name) == nil {
 			c.Send(ev)
 		}
 	}

@@ -103,7 +103,10 @@ type rig struct {
 	backlog []*ipc.Event
 }
 
-const start = clockwatch.Instant(1000 * time.Second)
+// start is where the fake clock begins: the real CLOCK_BOOTTIME, so that
+// the clients' own deadline watchdogs (which read the real clock) agree
+// with the fake one until a test moves it.
+var start = clockwatch.System.Now()
 
 func newRig(t *testing.T) *rig {
 	t.Helper()

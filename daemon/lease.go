@@ -27,7 +27,8 @@ type lease struct {
 	// conn is the connection that acquired the lease; for connection-bound
 	// leases it is also the owner. Events go to it while it is open.
 	conn *ipc.Conn
-	// stopWatch ends the pidfd watch of a pid-bound lease.
+	// stopWatch ends the pidfd watch of a pid-bound lease (a no-op for
+	// others).
 	stopWatch func()
 	// lockDelay is how long the lease stays held after its owner ends;
 	// releaseAt is when that ends (never while the owner lives).
@@ -41,13 +42,16 @@ type lease struct {
 	// t0 + d(1-rho) - eps.
 	t0       clockwatch.Instant
 	deadline clockwatch.Instant
-	// stoppedSince is when the owner process was first seen stopped.
+	// stoppedSince is when the owner process (stoppedPID) was first seen
+	// stopped.
 	stoppedSince clockwatch.Instant
+	stoppedPID   int
 	// renewAt is when the next renewal is due: t0 + d/3.
 	renewAt clockwatch.Instant
 	// renewed is closed and replaced whenever a keepalive carrying this
-	// lease completes, successfully or not.
+	// lease completes; renewOK says whether that one renewed it.
 	renewed chan struct{}
+	renewOK bool
 }
 
 func (l *lease) grant(now clockwatch.Instant) *ipc.Grant {
@@ -73,8 +77,10 @@ func (l *lease) scheduleRenewal(t0 clockwatch.Instant) {
 // renewInterval is rule 4 of the timing model.
 func renewInterval(ttl time.Duration) time.Duration { return ttl / 3 }
 
-// signalRenewed wakes whoever waits for l's next keepalive to complete.
-func (l *lease) signalRenewed() {
+// signalRenewed wakes whoever waits for l's next keepalive to complete,
+// and records whether it renewed l.
+func (l *lease) signalRenewed(ok bool) {
+	l.renewOK = ok
 	close(l.renewed)
 	l.renewed = make(chan struct{})
 }

@@ -37,14 +37,25 @@ func (d *Daemon) validLocked(name string, now clockwatch.Instant) *lease {
 	return l
 }
 
-func ownerID(c *ipc.Conn, req *ipc.Request) string {
+// ownerID names the owner of a grant to the grantor, unique within the
+// daemon's session: a connection, a process (pid and start time, so that a
+// reused pid is another owner), or, for detached leases, the acquire
+// itself: two detached acquires are two owners, and the second is refused.
+func (d *Daemon) ownerID(c *ipc.Conn, req *ipc.Request) (string, *ipc.Error) {
 	switch req.Owner {
 	case ipc.OwnerPID:
-		return "pid:" + strconv.Itoa(req.OwnerPID)
+		start, uid, err := processIdentity(req.OwnerPID)
+		if err != nil {
+			return "", ipc.Errorf(ipc.CodeBadRequest, "owner_pid: %v", err)
+		}
+		if c.Cred.UID != 0 && c.Cred.UID != uid {
+			return "", ipc.Errorf(ipc.CodePermissionDenied, "owner_pid %d belongs to uid %d, not to the caller (uid %d)", req.OwnerPID, uid, c.Cred.UID)
+		}
+		return "pid:" + strconv.Itoa(req.OwnerPID) + ":" + strconv.FormatUint(start, 10), nil
 	case ipc.OwnerDetached:
-		return "detached"
+		return "detached:" + strconv.FormatUint(d.detached.Add(1), 10), nil
 	}
-	return "conn:" + strconv.FormatUint(c.ID, 10)
+	return "conn:" + strconv.FormatUint(c.ID, 10), nil
 }
 
 func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*ipc.Grant, *ipc.Error) {
@@ -56,18 +67,24 @@ func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*i
 	if owner == "" {
 		owner = ipc.OwnerConnection
 	}
-	id := ownerID(c, req)
+	id, ierr := d.ownerID(c, req)
+	if ierr != nil {
+		return nil, ierr
+	}
 
 	now := d.checkSuspend()
 	d.mu.Lock()
-	if l := d.validLocked(req.Lease, now); l != nil && l.ownerID == id && l.releaseAt == never {
-		d.mu.Unlock()
+	if l := d.validLocked(req.Lease, now); l != nil && l.ownerID == id && l.uid == c.Cred.UID && l.releaseAt == never {
+		defer d.mu.Unlock()
+		if l.ttl != ttl || l.lockDelay != req.LockDelay() || l.noRenew != req.NoRenew {
+			return nil, ipc.Errorf(ipc.CodeBadRequest, "this owner holds %q already, with other options (ttl, lock_delay, no_renew); release it first", req.Lease)
+		}
 		return l.grant(now), nil // this owner holds it already: a no-op
 	}
 	d.mu.Unlock()
 
 	l := &lease{name: req.Lease, ttl: ttl, owner: owner, ownerID: id, ownerPID: req.OwnerPID, uid: c.Cred.UID,
-		conn: c, lockDelay: req.LockDelay(), releaseAt: never, noRenew: req.NoRenew, renewed: make(chan struct{})}
+		conn: c, lockDelay: req.LockDelay(), releaseAt: never, noRenew: req.NoRenew, renewed: make(chan struct{}), stopWatch: func() {}}
 	if owner == ipc.OwnerPID {
 		stop, err := watchPID(req.OwnerPID, func() { d.ownerEnded(l, "owner process exited") })
 		if err != nil {
@@ -76,9 +93,7 @@ func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*i
 		l.stopWatch = stop
 	}
 	fail := func(e *ipc.Error) (*ipc.Grant, *ipc.Error) {
-		if l.stopWatch != nil {
-			l.stopWatch()
-		}
+		l.stopWatch()
 		return nil, e
 	}
 
@@ -102,22 +117,30 @@ func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*i
 	l.deadline = d.timing().HolderDeadline(t0, ttl) // rule 3
 	l.scheduleRenewal(t0)
 	d.mu.Lock()
-	if old := d.leases[req.Lease]; old != nil && old.token != l.token {
-		// A new grant while the old one is still listed: the old one is over.
-		d.loseLocked(old, ipc.ReasonRevoked)
+	switch old := d.leases[req.Lease]; {
+	case old != nil && old.token == l.token:
+		// The same owner's concurrent acquire got there first: one grant.
+		d.mu.Unlock()
+		l.stopWatch()
+		l = old
+	default:
+		if old != nil {
+			// A new grant while the old one is still listed: the old one
+			// is over.
+			d.loseLocked(old, ipc.ReasonRevoked)
+		}
+		d.leases[req.Lease] = l
+		d.emitWatchersLocked(l, &ipc.Event{Event: ipc.EventAcquired})
+		d.mu.Unlock()
+		d.wake()
 	}
-	d.leases[req.Lease] = l
-	d.emitLocked(l, &ipc.Event{Event: ipc.EventAcquired})
-	d.mu.Unlock()
-	d.wake()
 
 	// A grant that came after waiting in the queue was made at an unknown
 	// point after t0: its deadline may be short or gone. Renew it once now
-	// so the owner starts with a full term.
+	// so the owner starts with a full term. If that fails, the grant is
+	// still good until its deadline and the renew loop keeps trying.
 	if req.Wait() > 0 && clockwatch.Until(d.clock, l.deadline) < 2*ttl/3 {
-		if err := d.renewNow(ctx, l); err != nil {
-			return nil, err
-		}
+		d.renewNow(ctx, l)
 	}
 	now = d.checkSuspend()
 	d.mu.Lock()
@@ -130,20 +153,37 @@ func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*i
 
 // renew renews a lease this host holds at once, and returns its new grant.
 // It is how leases acquired with no_renew are kept.
-func (d *Daemon) renew(ctx context.Context, name string) (*ipc.Grant, *ipc.Error) {
+func (d *Daemon) renew(ctx context.Context, c *ipc.Conn, name, token string) (*ipc.Grant, *ipc.Error) {
 	now := d.checkSuspend()
 	d.mu.Lock()
-	l := d.validLocked(name, now)
+	l, err := d.heldByLocked(c, name, token, now)
 	d.mu.Unlock()
-	if l == nil {
-		return nil, ipc.Errorf(ipc.CodeNotHeld, "this host does not hold %q", name)
+	if err != nil {
+		return nil, err
 	}
 	rctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
 	defer cancel()
 	if err := d.renewNow(rctx, l); err != nil {
 		return nil, err
 	}
-	return d.check(name, "")
+	return d.check(name, token)
+}
+
+// heldByLocked returns the named lease if it is valid now, has the token
+// (unless token is ""), and the caller may act on it: the uid that
+// acquired it, or root. The caller holds d.mu.
+func (d *Daemon) heldByLocked(c *ipc.Conn, name, token string, now clockwatch.Instant) (*lease, *ipc.Error) {
+	l := d.validLocked(name, now)
+	if l == nil {
+		return nil, ipc.Errorf(ipc.CodeNotHeld, "this host does not hold %q", name)
+	}
+	if token != "" && token != strconv.FormatUint(l.token, 10) {
+		return nil, ipc.Errorf(ipc.CodeTokenMismatch, "this host holds %q with token %d, not %s", name, l.token, token)
+	}
+	if c.Cred.UID != 0 && c.Cred.UID != l.uid {
+		return nil, ipc.Errorf(ipc.CodePermissionDenied, "%q was acquired by uid %d; only it or root may act on it", name, l.uid)
+	}
+	return l, nil
 }
 
 // check returns the grant of a lease this host holds and that is valid
@@ -172,22 +212,24 @@ func (d *Daemon) renewNow(ctx context.Context, l *lease) *ipc.Error {
 	d.wake()
 	select {
 	case <-done:
-		return nil
 	case <-ctx.Done():
 		return ipc.Errorf(ipc.CodeUnavailable, "renewing %q: %v", l.name, ctx.Err())
 	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !l.renewOK {
+		return ipc.Errorf(ipc.CodeUnavailable, "renewing %q failed: the grantor did not answer in time; the lease is valid until its deadline", l.name)
+	}
+	return nil
 }
 
-func (d *Daemon) release(ctx context.Context, c *ipc.Conn, name string) *ipc.Error {
+func (d *Daemon) release(ctx context.Context, c *ipc.Conn, name, token string) *ipc.Error {
+	now := d.checkSuspend()
 	d.mu.Lock()
-	l := d.leases[name]
-	if l == nil {
+	l, err := d.heldByLocked(c, name, token, now)
+	if err != nil {
 		d.mu.Unlock()
-		return ipc.Errorf(ipc.CodeNotHeld, "this host does not hold %q", name)
-	}
-	if c.Cred.UID != 0 && c.Cred.UID != l.uid {
-		d.mu.Unlock()
-		return ipc.Errorf(ipc.CodePermissionDenied, "%q was acquired by uid %d; only it or root may release it", name, l.uid)
+		return err
 	}
 	d.forgetLocked(l)
 	if l.conn != nil && l.conn != c {
@@ -206,6 +248,21 @@ func (d *Daemon) release(ctx context.Context, c *ipc.Conn, name string) *ipc.Err
 		return grantorError(err)
 	}
 	return nil
+}
+
+// ownerStopped handles an owner process found stopped too long: it cannot
+// act on the lease now, but it may be continued and still believe it
+// holds the lease until its deadline. So the lease is not released early:
+// renewals stop and it lapses at its deadline.
+func (d *Daemon) ownerStopped(l *lease) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.leases[l.name] != l || l.noRenew {
+		return
+	}
+	l.noRenew, l.renewAt = true, never
+	d.log.Warn("owner process stopped; the lease is no longer renewed and lapses at its deadline", "lease", l.name, "pid", l.stoppedPID)
+	d.emitLocked(l, &ipc.Event{Event: ipc.EventOwnerGone, Reason: "owner process stopped: the lease lapses at its deadline"})
 }
 
 // ownerEnded handles the end of l's owner: release now, or after the
@@ -246,9 +303,7 @@ func (d *Daemon) releaseLease(l *lease, why string) {
 // forgetLocked takes l out of the table. The caller holds d.mu.
 func (d *Daemon) forgetLocked(l *lease) {
 	delete(d.leases, l.name)
-	if l.stopWatch != nil {
-		l.stopWatch()
-	}
+	l.stopWatch()
 }
 
 // loseLocked ends l at once and tells its owner (rule 5). The caller
@@ -261,7 +316,7 @@ func (d *Daemon) loseLocked(l *lease, reason string) {
 	d.metrics.lostOne(reason)
 	d.log.Warn("lease lost", "lease", l.name, "token", l.token, "reason", reason)
 	d.emitLocked(l, &ipc.Event{Event: ipc.EventLost, Reason: reason})
-	l.signalRenewed()
+	l.signalRenewed(false)
 	// Best effort: the lease is over for us, so freeing it at the grantor
 	// is safe and lets the next owner in sooner.
 	d.background(func(ctx context.Context) { d.g.release(ctx, l.name, l.ownerID, l.token) })

@@ -1,9 +1,13 @@
 package daemon
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -52,4 +56,31 @@ func watchPID(pid int, onExit func()) (stop func(), err error) {
 		close(stopped)
 		f.Close()
 	}, nil
+}
+
+// processIdentity returns a process's start time (in clock ticks since
+// boot, from /proc/PID/stat: with the pid, it names the process even
+// after the pid is reused) and its owner's uid.
+func processIdentity(pid int) (start uint64, uid int, err error) {
+	dir := "/proc/" + strconv.Itoa(pid)
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return 0, 0, fmt.Errorf("process %d: %w", pid, errNoProcess)
+	}
+	b, err := os.ReadFile(dir + "/stat")
+	if err != nil {
+		return 0, 0, fmt.Errorf("process %d: %w", pid, errNoProcess)
+	}
+	// The command name (field 2) may hold spaces and parentheses: count
+	// fields from the last ')'. starttime is field 22.
+	rest := string(b[bytes.LastIndexByte(b, ')')+1:])
+	f := strings.Fields(rest)
+	if len(f) < 20 {
+		return 0, 0, fmt.Errorf("process %d: unreadable /proc stat", pid)
+	}
+	start, err = strconv.ParseUint(f[19], 10, 64)
+	if err != nil {
+		return 0, 0, fmt.Errorf("process %d: start time: %w", pid, err)
+	}
+	return start, int(fi.Sys().(*syscall.Stat_t).Uid), nil
 }

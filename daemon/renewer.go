@@ -46,16 +46,17 @@ func (d *Daemon) renewLoop(ctx context.Context) {
 	}
 	for {
 		now := d.checkSuspend()
-		// Deadlines first: after a suspend or a stall, whatever passed is
-		// lost before anything is renewed.
-		d.expire(now, failures > 0)
-		if !now.Before(ownerCheckAt) {
-			d.checkStoppedOwners(now)
-			ownerCheckAt = now.Add(ownerCheckInterval)
-		}
 		if inflight != nil && !now.Before(inflight.timeout) {
 			d.log.Warn("keepalive unanswered", "batch", inflight.id)
 			fail(now)
+		}
+		// Deadlines next: after a suspend or a stall, whatever passed is
+		// lost before anything is renewed. A keepalive still unanswered
+		// at the deadline is a failed renewal too.
+		d.expire(now, failures > 0 || inflight != nil)
+		if !now.Before(ownerCheckAt) {
+			d.checkStoppedOwners(now)
+			ownerCheckAt = now.Add(ownerCheckInterval)
 		}
 		if inflight == nil && !now.Before(retryAt) {
 			if due := d.due(now); len(due) > 0 {
@@ -144,7 +145,7 @@ func (d *Daemon) applyRenewal(b *batch, resp *grantorpb.KeepAliveResponse) {
 			}
 			l.scheduleRenewal(b.t0)
 			d.emitLocked(l, &ipc.Event{Event: ipc.EventRenewed, DeadlineBoottimeNs: l.deadline.Nanoseconds(), ValidMs: l.deadline.Sub(now).Milliseconds()})
-			l.signalRenewed()
+			l.signalRenewed(true)
 			continue
 		}
 		d.loseLocked(l, ipc.ReasonRevoked)
@@ -157,7 +158,10 @@ func (d *Daemon) finishBatch(b *batch) {
 	defer d.mu.Unlock()
 	for _, l := range b.leases {
 		if d.leases[l.name] == l {
-			l.signalRenewed()
+			if l.noRenew {
+				l.renewAt = never // a failed renew request is not retried on its own
+			}
+			l.signalRenewed(false)
 		}
 	}
 }

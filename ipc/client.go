@@ -52,18 +52,33 @@ type AcquireOptions struct {
 	NoRenew bool
 }
 
-// Lease is a lease this client acquired.
+// Lease is a lease this client acquired. Grant is the grant as first
+// made; Deadline follows the renewals.
 type Lease struct {
 	Grant
+
+	mu       sync.Mutex
+	deadline int64 // CLOCK_BOOTTIME ns; only ever moves later
+	timer    *time.Timer
 
 	once   sync.Once
 	done   chan struct{}
 	reason string
 }
 
-// Done is closed when the lease is lost or released, or when the
-// connection to the daemon ends (for connection-bound leases, that releases
-// them). Stop acting on the lease when it is closed.
+func newLease(g *Grant) *Lease {
+	l := &Lease{Grant: *g, deadline: g.DeadlineBoottimeNs, done: make(chan struct{})}
+	l.mu.Lock()
+	l.timer = time.AfterFunc(time.Duration(l.deadline-boottime()), l.watchdog)
+	l.mu.Unlock()
+	return l
+}
+
+// Done is closed when the lease is lost or released, when its deadline
+// passes without a renewal (by this process's own reading of
+// CLOCK_BOOTTIME, so even a hung daemon cannot keep it open), or when the
+// connection to the daemon ends (for connection-bound leases, that
+// releases them). Stop acting on the lease when it is closed.
 func (l *Lease) Done() <-chan struct{} { return l.done }
 
 // Reason says why Done was closed: a Reason constant, "released", or
@@ -73,10 +88,53 @@ func (l *Lease) Reason() string {
 	return l.reason
 }
 
+// Deadline returns the current deadline on CLOCK_BOOTTIME, in nanoseconds:
+// the first grant's, moved later by every renewal the daemon reported.
+func (l *Lease) Deadline() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.deadline
+}
+
+// Valid reports whether the lease is held and its deadline has not passed
+// by CLOCK_BOOTTIME now. Call it right before each externally visible
+// action, and send the token with the action anyway.
+func (l *Lease) Valid() bool {
+	select {
+	case <-l.done:
+		return false
+	default:
+	}
+	return boottime() < l.Deadline()
+}
+
+func (l *Lease) renewed(deadline int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.deadline = max(l.deadline, deadline)
+}
+
+// watchdog ends the lease when its deadline has passed, and otherwise
+// sleeps again until the (possibly renewed) deadline.
+func (l *Lease) watchdog() {
+	l.mu.Lock()
+	left := time.Duration(l.deadline - boottime())
+	if left > 0 {
+		l.timer.Reset(left)
+	}
+	l.mu.Unlock()
+	if left <= 0 {
+		l.end(ReasonDeadlinePassed)
+	}
+}
+
 func (l *Lease) end(reason string) {
 	l.once.Do(func() {
 		l.reason = reason
 		close(l.done)
+		l.mu.Lock()
+		l.timer.Stop()
+		l.mu.Unlock()
 	})
 }
 
@@ -114,8 +172,11 @@ func (c *Client) Acquire(ctx context.Context, name string, opt AcquireOptions) (
 	if resp.Grant == nil {
 		return nil, fmt.Errorf("ipc: acquire reply without a grant")
 	}
-	l := &Lease{Grant: *resp.Grant, done: make(chan struct{})}
-	if old := c.leases[name]; old != nil && old != l {
+	if old := c.leases[name]; old != nil && old.Token == resp.Grant.Token {
+		return old, nil // the same grant, acquired again
+	}
+	l := newLease(resp.Grant)
+	if old := c.leases[name]; old != nil {
 		old.end("replaced")
 	}
 	c.leases[name] = l
@@ -126,18 +187,29 @@ func (c *Client) Acquire(ctx context.Context, name string, opt AcquireOptions) (
 	return l, nil
 }
 
-// Release gives up the named lease held by this host.
+// Release gives up the named lease held by this host, whatever its token.
 func (c *Client) Release(ctx context.Context, name string) error {
-	_, err := c.call(ctx, &Request{Op: OpRelease, Lease: name})
+	return c.ReleaseToken(ctx, name, "")
+}
+
+// ReleaseToken gives up the named lease if it still has the given token
+// (a newer grant of the name is left alone; "" matches any).
+func (c *Client) ReleaseToken(ctx context.Context, name, token string) error {
+	_, err := c.call(ctx, &Request{Op: OpRelease, Lease: name, Token: token})
 	if err == nil {
-		c.endLease(name, "", EventReleased)
+		c.endLease(name, token, EventReleased)
 	}
 	return err
 }
 
 // Renew renews a lease this host holds at once and returns its new grant.
 func (c *Client) Renew(ctx context.Context, name string) (*Grant, error) {
-	return c.grantCall(ctx, &Request{Op: OpRenew, Lease: name})
+	return c.RenewToken(ctx, name, "")
+}
+
+// RenewToken is Renew for the grant with the given token only ("" for any).
+func (c *Client) RenewToken(ctx context.Context, name, token string) (*Grant, error) {
+	return c.grantCall(ctx, &Request{Op: OpRenew, Lease: name, Token: token})
 }
 
 // Check returns the grant of the named lease if this host holds it, with
@@ -299,7 +371,7 @@ func (c *Client) connect(ctx context.Context) (*net.UnixConn, error) {
 
 func (c *Client) readLoop(conn *net.UnixConn) {
 	sc := bufio.NewScanner(conn)
-	sc.Buffer(make([]byte, 4096), 1<<20)
+	sc.Buffer(make([]byte, 4096), 64<<20)
 	for sc.Scan() {
 		var raw map[string]json.RawMessage
 		if err := json.Unmarshal(sc.Bytes(), &raw); err != nil {
@@ -327,6 +399,7 @@ func (c *Client) readLoop(conn *net.UnixConn) {
 	if err == nil {
 		err = errors.New("EOF")
 	}
+	conn.Close() // a reader that gave up leaves no half-open connection
 	c.mu.Lock()
 	c.err = err
 	leases := c.leases
@@ -346,6 +419,14 @@ func (c *Client) deliver(ev *Event) {
 		select {
 		case ch <- ev:
 		default:
+		}
+	}
+	if ev.Event == EventRenewed {
+		c.mu.Lock()
+		l := c.leases[ev.Lease]
+		c.mu.Unlock()
+		if l != nil && l.Token == ev.Token {
+			l.renewed(ev.DeadlineBoottimeNs)
 		}
 	}
 	if ev.Event == EventLost || ev.Event == EventReleased {

@@ -60,7 +60,8 @@ type Request struct {
 	// NoRenew asks the daemon not to renew the lease on its own; it lapses
 	// at its deadline unless renewed with the renew op (acquire).
 	NoRenew bool `json:"no_renew,omitempty"`
-	// Token is the token to check against (check).
+	// Token, when given, must be the lease's token (check, release,
+	// renew): it keeps a caller from acting on a newer grant of the name.
 	Token string `json:"token,omitempty"`
 }
 

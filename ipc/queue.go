@@ -17,34 +17,42 @@ type queued struct {
 // encode renders q as a line. Validities (valid_ms) were computed when q
 // was queued; the time q then spent waiting, a stall of this process or a
 // host suspend included, is taken off them here, so that no line leaves
-// with more validity than is left. deadline_boottime_ns is absolute and
-// needs no change.
+// with more validity than is left: a grant whose deadline passed in the
+// queue leaves as a lost error, and status leaves such leases out.
+// deadline_boottime_ns is absolute and needs no change.
 func (q queued) encode() ([]byte, error) {
-	age := time.Duration(boottime() - q.at)
-	if age >= time.Millisecond {
-		ageValidity(q.v, age)
+	v := q.v
+	if age := time.Duration(boottime() - q.at); age >= time.Millisecond {
+		v = ageValidity(v, age)
 	}
-	b, err := json.Marshal(q.v)
+	b, err := json.Marshal(v)
 	return append(b, '\n'), err
 }
 
-func ageValidity(v any, age time.Duration) {
+func ageValidity(v any, age time.Duration) any {
 	ms := age.Milliseconds()
 	switch m := v.(type) {
 	case *Response:
 		if m.Grant != nil {
-			m.Grant.ValidMs -= ms
+			if m.Grant.ValidMs -= ms; m.Grant.ValidMs <= 0 {
+				return &Response{ID: m.ID, Error: Errorf(CodeLost, "the deadline of %q passed before the reply could be written", m.Grant.Lease)}
+			}
 		}
 		if m.Leases != nil {
-			for i := range *m.Leases {
-				(*m.Leases)[i].ValidMs -= ms
+			kept := (*m.Leases)[:0]
+			for _, g := range *m.Leases {
+				if g.ValidMs -= ms; g.ValidMs > 0 {
+					kept = append(kept, g)
+				}
 			}
+			*m.Leases = kept
 		}
 	case *Event:
 		if m.ValidMs != 0 {
 			m.ValidMs -= ms
 		}
 	}
+	return v
 }
 
 // boottime reads CLOCK_BOOTTIME in nanoseconds.

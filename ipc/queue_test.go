@@ -2,6 +2,7 @@ package ipc
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 )
@@ -42,5 +43,26 @@ func TestQueuedValidityAges(t *testing.T) {
 	}
 	if g.DeadlineBoottimeNs != 99 {
 		t.Fatal("the absolute deadline changed")
+	}
+}
+
+// A grant whose deadline passed while its reply was queued leaves as a
+// lost error, never as ok; status leaves such leases out.
+func TestQueuedPastDeadlineIsNotOK(t *testing.T) {
+	id := uint64(3)
+	q := queued{v: &Response{ID: &id, OK: true, Grant: &Grant{Lease: "a", ValidMs: 500}}, at: boottime() - int64(time.Second)}
+	line, err := q.encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	json.Unmarshal(line, &m)
+	if m["ok"] != false || m["error"].(map[string]any)["code"] != CodeLost || m["id"] != 3.0 {
+		t.Fatalf("a grant past its deadline left as %s", line)
+	}
+	leases := []Grant{{Lease: "gone", ValidMs: 100}, {Lease: "kept", ValidMs: 5000}}
+	line, _ = queued{v: &Response{OK: true, Leases: &leases}, at: boottime() - int64(time.Second)}.encode()
+	if strings.Contains(string(line), "gone") || !strings.Contains(string(line), "kept") {
+		t.Fatalf("status after a stall: %s", line)
 	}
 }

@@ -26,7 +26,7 @@ func (h *stubHandler) Handle(ctx context.Context, c *Conn, req *Request) *Respon
 		return &Response{Leases: &[]Grant{}}
 	case OpAcquire:
 		c.Send(&Event{Event: EventLost, Lease: req.Lease, Token: "7", Reason: ReasonRevoked})
-		return &Response{Grant: &Grant{Lease: req.Lease, Token: "7"}}
+		return &Response{Grant: &Grant{Lease: req.Lease, Token: "7", DeadlineBoottimeNs: boottime() + int64(time.Hour)}}
 	}
 	return &Response{Hello: &Hello{Server: "stub"}}
 }
@@ -218,4 +218,55 @@ func TestListenReplacesStaleSocketOnly(t *testing.T) {
 		t.Fatalf("stale socket not replaced: %v", err)
 	}
 	ln2.Close()
+}
+
+// deadlineHandler grants leases with a deadline d from now and pushes a
+// renewal when asked to renew.
+type deadlineHandler struct {
+	stubHandler
+	d time.Duration
+}
+
+func (h *deadlineHandler) Handle(ctx context.Context, c *Conn, req *Request) *Response {
+	switch req.Op {
+	case OpAcquire:
+		return &Response{Grant: &Grant{Lease: req.Lease, Token: "1", DeadlineBoottimeNs: boottime() + int64(h.d)}}
+	case OpRenew:
+		dl := boottime() + int64(time.Hour)
+		c.Send(&Event{Event: EventRenewed, Lease: req.Lease, Token: "1", DeadlineBoottimeNs: dl})
+		return &Response{Grant: &Grant{Lease: req.Lease, Token: "1", DeadlineBoottimeNs: dl}}
+	}
+	return h.stubHandler.Handle(ctx, c, req)
+}
+
+// The Go client ends a lease on its own when the deadline passes, even if
+// the daemon says nothing (hung, stopped), and follows renewals.
+func TestClientLeaseEndsAtDeadlineWithoutDaemon(t *testing.T) {
+	path := startServer(t, &deadlineHandler{stubHandler: stubHandler{done: make(chan struct{})}, d: 300 * time.Millisecond})
+	c := &Client{Socket: path}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	short, err := c.Acquire(ctx, "short", AcquireOptions{TTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	long, err := c.Acquire(ctx, "long", AcquireOptions{TTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Renew(ctx, "long"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-short.Done():
+		if short.Reason() != ReasonDeadlinePassed || short.Valid() {
+			t.Fatalf("reason %q valid %v", short.Reason(), short.Valid())
+		}
+	case <-ctx.Done():
+		t.Fatal("the lease outlived its deadline on the client")
+	}
+	if !long.Valid() || long.Deadline() <= long.DeadlineBoottimeNs {
+		t.Fatalf("a renewed lease: valid %v, deadline %d (first %d)", long.Valid(), long.Deadline(), long.DeadlineBoottimeNs)
+	}
 }

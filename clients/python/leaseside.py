@@ -3,9 +3,10 @@
     from leaseside import Client
     with Client() as c:                       # $LEASESIDE_SOCKET or the default path
         lease = c.acquire("jobs/render-42", ttl=15)
-        while not lease.lost.is_set():
-            if lease.valid():                 # right before each write...
-                write(data, fencing_token=lease.token)   # ...and send the token anyway
+        for item in work:
+            if not lease.valid():             # right before each write...
+                break                         # lost, or the deadline passed
+            write(item, fencing_token=lease.token)   # ...and send the token anyway
 
 Leases are bound to the client's connection by default: closing the client
 releases them. The protocol is documented in ipc/PROTOCOL.md.
@@ -60,8 +61,10 @@ class LeasesideError(Exception):
 class Lease:
     """A lease held through this client.
 
-    lost is a threading.Event set when the lease is lost or released;
-    reason then says why.
+    deadline_boottime_ns follows the renewals the daemon reports. lost is a
+    threading.Event set when the lease is lost or released, or when its
+    deadline passes by this process's own reading of CLOCK_BOOTTIME (so a
+    hung daemon cannot keep it valid); reason then says why.
     """
 
     def __init__(self, grant):
@@ -71,14 +74,42 @@ class Lease:
         self.deadline_boottime_ns = grant["deadline_boottime_ns"]
         self.lost = threading.Event()
         self.reason = None
+        self._lock = threading.Lock()
+        self._timer = None
+        self._arm()
 
     def valid(self):
         """True while CLOCK_BOOTTIME is before the deadline and the lease is not lost."""
         return not self.lost.is_set() and boottime_ns() < self.deadline_boottime_ns
 
+    def _renewed(self, deadline_ns):
+        with self._lock:
+            self.deadline_boottime_ns = max(self.deadline_boottime_ns, deadline_ns)
+
+    def _arm(self):
+        # A timer only wakes us; BOOTTIME decides (_watchdog).
+        with self._lock:
+            left = (self.deadline_boottime_ns - boottime_ns()) / 1e9
+            self._timer = threading.Timer(max(left, 0), self._watchdog)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _watchdog(self):
+        if self.lost.is_set():
+            return
+        if boottime_ns() >= self.deadline_boottime_ns:
+            self._end("deadline_passed")
+        else:
+            self._arm()
+
     def _end(self, reason):
-        self.reason = reason
-        self.lost.set()
+        with self._lock:
+            if self.lost.is_set():
+                return
+            self.reason = reason
+            self.lost.set()
+            if self._timer:
+                self._timer.cancel()
 
     def __repr__(self):
         return "Lease(%r, token=%s)" % (self.name, self.token)
@@ -100,6 +131,8 @@ class Client:
         self._lock = threading.Lock()
         self._pending = {}
         self._leases = {}
+        self._acquiring = {}   # name -> acquires in flight
+        self._orphans = {}     # name -> end event that overtook its grant
         self._on_event = on_event
         self.closed = threading.Event()
         self._reader = threading.Thread(target=self._read, name="leaseside-reader", daemon=True)
@@ -134,18 +167,38 @@ class Client:
             req["owner_pid"] = owner_pid
         if lock_delay:
             req["lock_delay_ms"] = int(lock_delay * 1000)
-        grant = self.call(req, extra_timeout=wait)
+        with self._lock:
+            self._acquiring[name] = self._acquiring.get(name, 0) + 1
+        try:
+            grant = self.call(req, extra_timeout=wait)
+        finally:
+            with self._lock:
+                orphan = self._orphans.get(name)
+                self._acquiring[name] -= 1
+                if not self._acquiring[name]:
+                    del self._acquiring[name]
+                    self._orphans.pop(name, None)
         lease = Lease(grant)
+        if orphan and orphan.get("token") == lease.token:
+            lease._end(orphan.get("reason") or orphan["event"])
+            return lease
         with self._lock:
             self._leases[name] = lease
         return lease
 
-    def release(self, name):
-        self.call({"op": "release", "lease": name})
-        self._end(name, None, "released")
+    def release(self, name, token=None):
+        """Releases a lease this host holds (only the grant with token, if given)."""
+        req = {"op": "release", "lease": name}
+        if token is not None:
+            req["token"] = str(token)
+        self.call(req)
+        self._end(name, token, "released")
 
-    def renew(self, name):
-        return self.call({"op": "renew", "lease": name})
+    def renew(self, name, token=None):
+        req = {"op": "renew", "lease": name}
+        if token is not None:
+            req["token"] = str(token)
+        return self.call(req)
 
     def check(self, name, token=None):
         req = {"op": "check", "lease": name}
@@ -210,8 +263,16 @@ class Client:
                 lease._end("connection_closed")
 
     def _event(self, msg):
+        if msg["event"] == "renewed":
+            with self._lock:
+                lease = self._leases.get(msg.get("lease"))
+            if lease is not None and lease.token == msg.get("token"):
+                lease._renewed(msg.get("deadline_boottime_ns", 0))
         if msg["event"] in ("lost", "released"):
-            self._end(msg.get("lease"), msg.get("token"), msg.get("reason") or msg["event"])
+            if not self._end(msg.get("lease"), msg.get("token"), msg.get("reason") or msg["event"]):
+                with self._lock:
+                    if self._acquiring.get(msg.get("lease")):
+                        self._orphans[msg.get("lease")] = msg
         if self._on_event:
             self._on_event(msg)
 
@@ -219,6 +280,7 @@ class Client:
         with self._lock:
             lease = self._leases.get(name)
             if lease is None or (token is not None and lease.token != token):
-                return
+                return False
             del self._leases[name]
         lease._end(reason)
+        return True

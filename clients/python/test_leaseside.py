@@ -63,6 +63,15 @@ class ClientTest(unittest.TestCase):
         self.assertTrue(lease.lost.wait(30))
         self.assertFalse(lease.valid())
 
+    def test_deadline_follows_renewals(self):
+        lease = self.c.acquire("py/renewed", ttl=3)
+        first = lease.deadline_boottime_ns
+        # Renewals come every third of the term; wait past the first term.
+        self.assertFalse(lease.lost.wait(3.5), "lease ended: %s" % lease.reason)
+        self.assertGreater(lease.deadline_boottime_ns, first)
+        self.assertTrue(lease.valid())
+        self.c.release("py/renewed", token=lease.token)
+
     def test_tokens_grow(self):
         first = self.c.acquire("py/grow", ttl=10)
         self.c.release("py/grow")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/leaseside/leaseside/clockwatch"
 	"github.com/leaseside/leaseside/ipc"
 )
 
@@ -28,20 +29,27 @@ func runCheck(ctx context.Context, e *env) int {
 	defer c.Close()
 	g, err := c.Check(ctx, pos[0], *tok)
 	if err != nil {
-		if ie, ok := err.(*ipc.Error); ok && (ie.Code == ipc.CodeNotHeld || ie.Code == ipc.CodeTokenMismatch) {
+		if ie, ok := err.(*ipc.Error); ok && (ie.Code == ipc.CodeNotHeld || ie.Code == ipc.CodeTokenMismatch || ie.Code == ipc.CodeLost) {
 			fmt.Fprintf(e.stderr, "leaseside: %s\n", ie.Message)
 			return ExitNotHeld
 		}
 		return fail(e, err)
+	}
+	// Decide on this process's own reading of BOOTTIME too: the answer may
+	// have taken its time to get here.
+	if !clockwatch.System.Now().Before(clockwatch.Instant(g.DeadlineBoottimeNs)) {
+		fmt.Fprintf(e.stderr, "leaseside: the deadline of %s has passed\n", g.Lease)
+		return ExitNotHeld
 	}
 	return printGrant(e, &cf, g)
 }
 
 // runRenew renews a lease this host holds, at once.
 func runRenew(ctx context.Context, e *env) int {
-	fs := newFlags(e, "renew", "NAME [--json]")
+	fs := newFlags(e, "renew", "NAME [--token T] [--json]")
 	var cf clientFlags
 	cf.register(fs)
+	tok := fs.String("token", "", "renew only if the lease still has this token")
 	pos, _, err := parse(fs, e.args)
 	if err != nil {
 		return parseExit(err)
@@ -54,7 +62,7 @@ func runRenew(ctx context.Context, e *env) int {
 	defer cancel()
 	c := cf.client()
 	defer c.Close()
-	g, err := c.Renew(ctx, pos[0])
+	g, err := c.RenewToken(ctx, pos[0], *tok)
 	if err != nil {
 		return fail(e, err)
 	}

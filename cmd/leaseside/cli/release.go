@@ -6,9 +6,10 @@ import (
 )
 
 func runRelease(ctx context.Context, e *env) int {
-	fs := newFlags(e, "release", "NAME")
+	fs := newFlags(e, "release", "NAME [--token T]")
 	var cf clientFlags
 	cf.register(fs)
+	tok := fs.String("token", "", "release only if the lease still has this token")
 	pos, _, err := parse(fs, e.args)
 	if err != nil {
 		return parseExit(err)
@@ -21,7 +22,7 @@ func runRelease(ctx context.Context, e *env) int {
 	defer cancel()
 	c := cf.client()
 	defer c.Close()
-	if err := c.Release(ctx, pos[0]); err != nil {
+	if err := c.ReleaseToken(ctx, pos[0], *tok); err != nil {
 		return fail(e, err)
 	}
 	if cf.json {

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/leaseside/leaseside/clockwatch"
 	"github.com/leaseside/leaseside/ipc"
 )
@@ -26,11 +28,16 @@ const (
 const runUsage = `NAME [--ttl 15s] [--wait 0s] [--margin D] [--grace D] -- CMD [ARGS...]
 
 Runs CMD, in its own process group, while holding the lease NAME. CMD gets
-LEASESIDE_LEASE, LEASESIDE_TOKEN, LEASESIDE_DEADLINE_BOOTTIME_NS and
-LEASESIDE_SOCKET. If the lease is lost, or its deadline comes within
---margin without a renewal, the group gets SIGTERM, then SIGKILL after
---grace: both before the lease could be granted elsewhere. SIGINT, SIGTERM
-and SIGHUP sent to run are forwarded to the group.
+LEASESIDE_LEASE, LEASESIDE_TOKEN, LEASESIDE_DEADLINE_BOOTTIME_NS (the first
+grant's deadline; renewals extend the lease, and 'leaseside check' tells the
+current one) and LEASESIDE_SOCKET. If the lease is lost, or its deadline
+comes within --margin without a renewal, the group gets SIGTERM, then
+SIGKILL after --grace: both before the deadline, and so before the lease
+could be granted elsewhere. SIGINT, SIGTERM and SIGHUP sent to run are
+forwarded to the group; on a terminal, the group is in the foreground.
+When CMD exits, whatever is left of its group is killed before the lease is
+released. If run itself dies, CMD is killed with it, and the lease is held
+for --lock-delay (default: the term) before it is released.
 
 Exit codes: CMD's status (128+N if a signal N ended it); 75 if the lease is
 held elsewhere and --wait ran out; 79 if the lease was lost and CMD was
@@ -44,7 +51,8 @@ func runRun(ctx context.Context, e *env) int {
 	ttl := fs.Duration("ttl", 15*time.Second, "lease term")
 	wait := fs.Duration("wait", 0, "how long to wait when the lease is held elsewhere")
 	margin := fs.Duration("margin", 0, "stop CMD this long before the deadline if no renewal came (default 10% of --ttl)")
-	grace := fs.Duration("grace", 0, "time between SIGTERM and SIGKILL (default half the margin, so both land before the deadline)")
+	grace := fs.Duration("grace", 0, "time between SIGTERM and SIGKILL (default half the margin; must be shorter than the margin)")
+	lockDelay := fs.Duration("lock-delay", -1, "if run dies without releasing, hold the lease this long first (default: the term)")
 	pos, argv, err := parse(fs, e.args)
 	if err != nil {
 		return parseExit(err)
@@ -59,9 +67,12 @@ func runRun(ctx context.Context, e *env) int {
 	if *grace <= 0 {
 		*grace = *margin / 2
 	}
-	if *margin >= *ttl {
-		fmt.Fprintln(e.stderr, "leaseside: --margin must be shorter than --ttl")
+	if *margin >= *ttl || *grace >= *margin {
+		fmt.Fprintln(e.stderr, "leaseside: need --grace < --margin < --ttl, so that SIGKILL lands before the deadline")
 		return ExitUsage
+	}
+	if *lockDelay < 0 {
+		*lockDelay = *ttl
 	}
 	name := pos[0]
 
@@ -71,14 +82,14 @@ func runRun(ctx context.Context, e *env) int {
 	c.Notify(events)
 	actx, cancel := context.WithTimeout(ctx, *wait+cf.timeout)
 	defer cancel()
-	l, err := c.Acquire(actx, name, ipc.AcquireOptions{TTL: *ttl, Wait: *wait})
+	l, err := c.Acquire(actx, name, ipc.AcquireOptions{TTL: *ttl, Wait: *wait, LockDelay: *lockDelay})
 	if err != nil {
 		return fail(e, err)
 	}
 	release := func(limit time.Duration) {
 		rctx, cancel := context.WithTimeout(context.Background(), limit)
 		defer cancel()
-		c.Release(rctx, name)
+		c.ReleaseToken(rctx, name, l.Token)
 	}
 
 	cmd := exec.Command(argv[0], argv[1:]...)
@@ -89,8 +100,13 @@ func runRun(ctx context.Context, e *env) int {
 		EnvDeadline+"="+strconv.FormatInt(l.DeadlineBoottimeNs, 10),
 		EnvSocket+"="+cf.socketPath(),
 	)
-	// Its own process group, so that stopping it stops its children too.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own process group, so that stopping it stops its children too;
+	// killed if run dies; in the terminal's foreground when there is one,
+	// so that job control (Ctrl-Z, reading the terminal) acts on it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if isTerminal(os.Stdin) {
+		cmd.SysProcAttr.Foreground, cmd.SysProcAttr.Ctty = true, 0
+	}
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
@@ -115,6 +131,7 @@ func runRun(ctx context.Context, e *env) int {
 		killer := time.AfterFunc(*grace, func() { syscall.Kill(group, syscall.SIGKILL) })
 		<-exited
 		killer.Stop()
+		syscall.Kill(group, syscall.SIGKILL) // whatever the leader left behind
 		// The lease is lost or about to be, likely because the grantor is
 		// out of reach: try to free it, but do not linger.
 		release(time.Second)
@@ -125,6 +142,7 @@ func runRun(ctx context.Context, e *env) int {
 		case s := <-sigs:
 			syscall.Kill(group, s.(syscall.Signal))
 		case err := <-exited:
+			syscall.Kill(group, syscall.SIGKILL) // nothing of CMD outlives the lease
 			release(cf.timeout)
 			return exitStatus(err)
 		case ev := <-events:
@@ -142,6 +160,12 @@ func runRun(ctx context.Context, e *env) int {
 			return stop("lost (" + l.Reason() + ")")
 		}
 	}
+}
+
+// isTerminal reports whether f is a terminal.
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }
 
 // exitStatus maps a command's end to an exit code the way shells do.
