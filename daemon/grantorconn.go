@@ -28,6 +28,7 @@ type grantorConn struct {
 	mu       sync.Mutex
 	seq      uint64
 	inflight map[uint64]struct{}
+	received []uint64 // replies in since the last request was numbered
 	addrs    []string // known grantor RPC addresses
 	leader   string   // best guess; "" means try addrs in turn
 	next     int      // next of addrs to try when the leader is unknown
@@ -112,6 +113,11 @@ func (g *grantorConn) failed(addr string, err error) {
 
 // newID numbers a mutating request. done must be called once its reply
 // (or final failure) is in, so the grantor may forget its outcome.
+//
+// Besides first_unacked, each id lists the seqs above it whose replies
+// came in since the previous request (also_received): a long waiting
+// acquire keeps first_unacked low, and without the list the grantor would
+// have to remember every outcome after it.
 func (g *grantorConn) newID() (id *grantorpb.RequestID, done func()) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -122,26 +128,43 @@ func (g *grantorConn) newID() (id *grantorpb.RequestID, done func()) {
 	for s := range g.inflight {
 		first = min(first, s)
 	}
-	return &grantorpb.RequestID{Session: g.session, Seq: seq, FirstUnacked: first}, func() {
+	var also []uint64
+	for _, s := range g.received {
+		if s > first {
+			also = append(also, s)
+		}
+	}
+	g.received = g.received[:0]
+	return &grantorpb.RequestID{Session: g.session, Seq: seq, FirstUnacked: first, AlsoReceived: also}, func() {
 		g.mu.Lock()
 		delete(g.inflight, seq)
+		g.received = append(g.received, seq)
 		g.mu.Unlock()
 	}
 }
+
+// attemptTimeout bounds one attempt of a unary call (on top of any wait
+// the call asks the grantor for).
+const attemptTimeout = 3 * time.Second
 
 // errGrantorUnavailable wraps failures to reach a serving grantor.
 var errGrantorUnavailable = errors.New("grantor unavailable")
 
 // retry calls f on the likely leader, with the same request id, until it
-// succeeds, fails for a reason a retry cannot mend, or ctx ends. Retrying
-// with the same id is safe: the grantor applies a request once.
-func retry[T any](ctx context.Context, g *grantorConn, f func(context.Context, grantorpb.GrantorClient) (T, error)) (T, error) {
+// succeeds, fails for a reason a retry cannot mend, or ctx ends. Each
+// attempt has at most attempt to answer, so that a grantor that went
+// silent (partitioned, powered off: no connection reset ever comes) is
+// given up on and another is tried. Retrying with the same id is safe: the
+// grantor applies a request once.
+func retry[T any](ctx context.Context, g *grantorConn, attempt time.Duration, f func(context.Context, grantorpb.GrantorClient) (T, error)) (T, error) {
 	backoff := 50 * time.Millisecond
 	for {
 		api, addr, err := g.client()
 		var v T
 		if err == nil {
-			v, err = f(ctx, api)
+			actx, cancel := context.WithTimeout(ctx, attempt)
+			v, err = f(actx, api)
+			cancel()
 			if err == nil || !retryable(err) {
 				return v, err
 			}
@@ -170,7 +193,7 @@ func (g *grantorConn) acquire(ctx context.Context, name, owner string, ttl, wait
 	id, done := g.newID()
 	defer done()
 	req := &grantorpb.AcquireRequest{Id: id, Lease: name, Owner: owner, TtlNs: int64(ttl), WaitNs: int64(wait)}
-	return retry(ctx, g, func(ctx context.Context, api grantorpb.GrantorClient) (*grantorpb.AcquireResponse, error) {
+	return retry(ctx, g, wait+attemptTimeout, func(ctx context.Context, api grantorpb.GrantorClient) (*grantorpb.AcquireResponse, error) {
 		attempts.Add(1)
 		return api.Acquire(ctx, req)
 	})
@@ -180,7 +203,7 @@ func (g *grantorConn) release(ctx context.Context, name, owner string, token uin
 	id, done := g.newID()
 	defer done()
 	req := &grantorpb.ReleaseRequest{Id: id, Lease: name, Owner: owner, Token: token}
-	resp, err := retry(ctx, g, func(ctx context.Context, api grantorpb.GrantorClient) (*grantorpb.ReleaseResponse, error) {
+	resp, err := retry(ctx, g, attemptTimeout, func(ctx context.Context, api grantorpb.GrantorClient) (*grantorpb.ReleaseResponse, error) {
 		return api.Release(ctx, req)
 	})
 	if err != nil {
@@ -200,7 +223,11 @@ type kaResult struct {
 // keepAliveSender owns the session's keepalive stream. The renew loop
 // hands it batches and never blocks on the network; replies and stream
 // failures come back on out.
-func (g *grantorConn) keepAliveSender(ctx context.Context, in <-chan *grantorpb.KeepAliveRequest, out chan<- kaResult) {
+//
+// A receive on reset (a batch went unanswered) drops the current stream
+// and the grantor it went to: the next batch opens a stream to another.
+// A silent grantor sends no error, so this is the only way off it.
+func (g *grantorConn) keepAliveSender(ctx context.Context, in <-chan *grantorpb.KeepAliveRequest, reset <-chan struct{}, out chan<- kaResult) {
 	report := func(r kaResult) {
 		select {
 		case out <- r:
@@ -218,6 +245,13 @@ func (g *grantorConn) keepAliveSender(ctx context.Context, in <-chan *grantorpb.
 		select {
 		case <-ctx.Done():
 			return
+		case <-reset:
+			if cur != nil {
+				cur.cancel()
+				g.failed(cur.addr, errSilent)
+				cur = nil
+			}
+			continue
 		case req = <-in:
 		}
 		if cur != nil && cur.isDead() {
@@ -243,9 +277,13 @@ func (g *grantorConn) keepAliveSender(ctx context.Context, in <-chan *grantorpb.
 // kaStream is one keepalive stream and its receiving goroutine.
 type kaStream struct {
 	stream grantorpb.Grantor_KeepAliveClient
+	addr   string
 	cancel context.CancelFunc
 	dead   chan struct{}
 }
+
+// errSilent is the failure of a grantor that stopped answering.
+var errSilent = errors.New("grantor did not answer in time")
 
 func (s *kaStream) isDead() bool {
 	select {
@@ -268,7 +306,7 @@ func (g *grantorConn) openKeepAlive(ctx context.Context, report func(kaResult)) 
 		g.failed(addr, err)
 		return nil, err
 	}
-	s := &kaStream{stream: stream, cancel: cancel, dead: make(chan struct{})}
+	s := &kaStream{stream: stream, addr: addr, cancel: cancel, dead: make(chan struct{})}
 	go func() {
 		defer close(s.dead)
 		for {

@@ -24,8 +24,9 @@ type batch struct {
 // declares a lease lost the moment its deadline passes.
 func (d *Daemon) renewLoop(ctx context.Context) {
 	out := make(chan *grantorpb.KeepAliveRequest, 1)
+	reset := make(chan struct{}, 1)
 	in := make(chan kaResult, 16)
-	go d.g.keepAliveSender(ctx, out, in)
+	go d.g.keepAliveSender(ctx, out, reset, in)
 
 	timer := d.clock.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -47,8 +48,12 @@ func (d *Daemon) renewLoop(ctx context.Context) {
 	for {
 		now := d.checkSuspend()
 		if inflight != nil && !now.Before(inflight.timeout) {
-			d.log.Warn("keepalive unanswered", "batch", inflight.id)
+			d.log.Warn("keepalive unanswered; trying another grantor", "batch", inflight.id)
 			fail(now)
+			select {
+			case reset <- struct{}{}:
+			default:
+			}
 		}
 		// Deadlines next: after a suspend or a stall, whatever passed is
 		// lost before anything is renewed. A keepalive still unanswered
