@@ -2,8 +2,6 @@ package daemon
 
 import (
 	"fmt"
-	"os"
-	"strconv"
 	"strings"
 
 	"github.com/leaseside/leaseside/ipc"
@@ -29,7 +27,7 @@ func (a ACL) allow(cred ipc.Cred, name string) *ipc.Error {
 	if len(a) == 0 || cred.UID == 0 {
 		return nil
 	}
-	var groups []int // read lazily: only rules with gids need them
+	groups := append([]int{cred.GID}, cred.Groups...)
 	for _, r := range a {
 		if !r.matchesName(name) {
 			continue
@@ -38,9 +36,6 @@ func (a ACL) allow(cred ipc.Cred, name string) *ipc.Error {
 			if u == cred.UID {
 				return nil
 			}
-		}
-		if len(r.GIDs) > 0 && groups == nil {
-			groups = append(supplementaryGroups(cred.PID), cred.GID)
 		}
 		for _, g := range r.GIDs {
 			for _, have := range groups {
@@ -71,29 +66,6 @@ func (a ACL) Validate() error {
 		if len(r.Prefixes) == 0 {
 			return fmt.Errorf("daemon: acl rule %d names no prefix (use \"\" for all names)", i)
 		}
-	}
-	return nil
-}
-
-// supplementaryGroups reads the Groups line of /proc/PID/status; SO_PEERCRED
-// carries only the primary gid.
-func supplementaryGroups(pid int) []int {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return nil
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		rest, ok := strings.CutPrefix(line, "Groups:")
-		if !ok {
-			continue
-		}
-		var gs []int
-		for _, f := range strings.Fields(rest) {
-			if g, err := strconv.Atoi(f); err == nil {
-				gs = append(gs, g)
-			}
-		}
-		return gs
 	}
 	return nil
 }

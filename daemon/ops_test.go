@@ -149,6 +149,8 @@ func TestACL(t *testing.T) {
 		{name: "uid on its prefix", cred: ipc.Cred{UID: 1000, GID: 1000}, lease: "jobs/a", ok: true},
 		{name: "uid off its prefix", cred: ipc.Cred{UID: 1000, GID: 1000}, lease: "db/a"},
 		{name: "group on its prefix", cred: ipc.Cred{UID: 2000, GID: 50}, lease: "db/a", ok: true},
+		{name: "supplementary group on its prefix", cred: ipc.Cred{UID: 2000, GID: 2000, Groups: []int{7, 50}}, lease: "db/a", ok: true},
+		{name: "group off its prefix", cred: ipc.Cred{UID: 2000, GID: 50}, lease: "jobs/a"},
 		{name: "unlisted uid", cred: ipc.Cred{UID: 3000, GID: 3000}, lease: "jobs/a"},
 		{name: "root", cred: ipc.Cred{UID: 0}, lease: "anything", ok: true},
 	}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -124,11 +125,14 @@ func Dial(ctx context.Context, path string) (*net.UnixConn, error) {
 	return c.(*net.UnixConn), nil
 }
 
-// Cred is who is at the other end of a connection, from SO_PEERCRED.
+// Cred is who is at the other end of a connection, from SO_PEERCRED and
+// SO_PEERGROUPS, read when the connection was accepted.
 type Cred struct {
 	PID int
 	UID int
 	GID int
+	// Groups are the peer's supplementary groups.
+	Groups []int
 }
 
 // PeerCred reads the peer's credentials from a Unix connection.
@@ -138,14 +142,41 @@ func PeerCred(c *net.UnixConn) (Cred, error) {
 		return Cred{}, err
 	}
 	var uc *unix.Ucred
+	var groups []int
 	var serr error
 	if err := raw.Control(func(fd uintptr) {
 		uc, serr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+		if serr == nil {
+			groups, serr = peerGroups(int(fd))
+		}
 	}); err != nil {
 		return Cred{}, err
 	}
 	if serr != nil {
-		return Cred{}, fmt.Errorf("ipc: SO_PEERCRED: %w", serr)
+		return Cred{}, fmt.Errorf("ipc: peer credentials: %w", serr)
 	}
-	return Cred{PID: int(uc.Pid), UID: int(uc.Uid), GID: int(uc.Gid)}, nil
+	return Cred{PID: int(uc.Pid), UID: int(uc.Uid), GID: int(uc.Gid), Groups: groups}, nil
+}
+
+// peerGroups reads SO_PEERGROUPS: the peer's supplementary groups as they
+// were when it connected.
+func peerGroups(fd int) ([]int, error) {
+	buf := make([]uint32, 32)
+	for {
+		size := uint32(len(buf) * 4)
+		_, _, errno := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, unix.SO_PEERGROUPS,
+			uintptr(unsafe.Pointer(&buf[0])), uintptr(unsafe.Pointer(&size)), 0)
+		if errno == unix.ERANGE {
+			buf = make([]uint32, size/4+1)
+			continue
+		}
+		if errno != 0 {
+			return nil, fmt.Errorf("SO_PEERGROUPS: %w", errno)
+		}
+		gs := make([]int, size/4)
+		for i := range gs {
+			gs[i] = int(buf[i])
+		}
+		return gs, nil
+	}
 }
