@@ -41,6 +41,12 @@ func runAcquire(ctx context.Context, e *env) int {
 		opt.Owner, opt.OwnerPID = ipc.OwnerDetached, 0
 	case *ownerPID == 0:
 		opt.OwnerPID = os.Getppid()
+		if opt.OwnerPID == 1 {
+			// Run by init (systemd's ExecStartPre, say): PID 1 never exits,
+			// so binding to it would hold the lease for good.
+			fmt.Fprintln(e.stderr, "leaseside: the calling process is PID 1 (systemd?); use --detached (and release in ExecStopPost) or --owner-pid")
+			return ExitUsage
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, *wait+cf.timeout)
 	defer cancel()
