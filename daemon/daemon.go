@@ -139,6 +139,8 @@ func (d *Daemon) Handle(ctx context.Context, c *ipc.Conn, req *ipc.Request) *ipc
 		return d.status()
 	case ipc.OpClock:
 		return &ipc.Response{Clock: d.clockStatus(true)}
+	case ipc.OpMembers:
+		return d.members(ctx)
 	case ipc.OpAcquire:
 		return grantResponse(d.acquire(ctx, c, req))
 	case ipc.OpRelease:
@@ -155,6 +157,23 @@ func (d *Daemon) Handle(ctx context.Context, c *ipc.Conn, req *ipc.Request) *ipc
 		return &ipc.Response{}
 	}
 	return &ipc.Response{Error: ipc.Errorf(ipc.CodeUnknownOp, "unknown op %q", req.Op)}
+}
+
+// members relays the members question to a grantor.
+func (d *Daemon) members(ctx context.Context) *ipc.Response {
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
+	defer cancel()
+	resp, err := d.g.members(ctx)
+	if err != nil {
+		return &ipc.Response{Error: grantorError(err)}
+	}
+	ms := make([]ipc.Member, len(resp.Members))
+	for i, m := range resp.Members {
+		ms[i] = ipc.Member{Name: m.Name, Role: m.Role, NodeID: m.NodeId, RPCAddr: m.RpcAddr, RaftAddr: m.RaftAddr,
+			GossipAddr: m.GossipAddr, GossipState: m.GossipState, Voter: m.Voter, RaftState: m.RaftState,
+			LastContactMs: m.LastContactMs, Version: m.Version}
+	}
+	return &ipc.Response{Members: &ms, LeaderID: resp.LeaderId}
 }
 
 func grantResponse(g *ipc.Grant, err *ipc.Error) *ipc.Response {

@@ -212,6 +212,13 @@ func (g *grantorConn) release(ctx context.Context, name, owner string, token uin
 	return resp.Released, nil
 }
 
+// members asks a grantor (any will do) for the cluster's members.
+func (g *grantorConn) members(ctx context.Context) (*grantorpb.MembersResponse, error) {
+	return retry(ctx, g, attemptTimeout, func(ctx context.Context, api grantorpb.GrantorClient) (*grantorpb.MembersResponse, error) {
+		return api.Members(ctx, &grantorpb.MembersRequest{})
+	})
+}
+
 // kaResult is a keepalive reply, or the failure of the stream (resp nil),
 // which fails every batch in flight.
 type kaResult struct {

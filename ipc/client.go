@@ -236,6 +236,19 @@ func (c *Client) grantCall(ctx context.Context, req *Request) (*Grant, error) {
 	return resp.Grant, nil
 }
 
+// Members lists the cluster's grantors and sidecars, as a grantor sees
+// them, and the raft leader's ID.
+func (c *Client) Members(ctx context.Context) ([]Member, string, error) {
+	resp, err := c.call(ctx, &Request{Op: OpMembers})
+	if err != nil {
+		return nil, "", err
+	}
+	if resp.Members == nil {
+		return nil, resp.LeaderID, nil
+	}
+	return *resp.Members, resp.LeaderID, nil
+}
+
 // Clock returns the daemon's view of its clock.
 func (c *Client) Clock(ctx context.Context) (*ClockStatus, error) {
 	resp, err := c.call(ctx, &Request{Op: OpClock})

@@ -22,6 +22,7 @@ var opFields = map[string]struct{ allowed, required []string }{
 	OpCheck:   {allowed: []string{"lease", "token"}, required: []string{"lease"}},
 	OpWatch:   {allowed: []string{"lease"}},
 	OpClock:   {},
+	OpMembers: {},
 }
 
 // requestFields are the keys a request object may have, spelled exactly.

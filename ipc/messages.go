@@ -23,6 +23,7 @@ const (
 	OpCheck   = "check"
 	OpWatch   = "watch"
 	OpClock   = "clock"
+	OpMembers = "members"
 )
 
 // Owner bindings an acquire may ask for.
@@ -94,6 +95,26 @@ type Response struct {
 	// Clock is the daemon's view of its clock, in the answers to status
 	// and clock.
 	Clock *ClockStatus `json:"clock,omitempty"`
+	// Members and LeaderID answer members.
+	Members  *[]Member `json:"members,omitempty"`
+	LeaderID string    `json:"leader_id,omitempty"`
+}
+
+// Member is a grantor or a sidecar of the cluster, as a grantor sees it.
+type Member struct {
+	Name        string `json:"name"`
+	Role        string `json:"role"`
+	NodeID      string `json:"node_id,omitempty"`
+	RPCAddr     string `json:"rpc_addr,omitempty"`
+	RaftAddr    string `json:"raft_addr,omitempty"`
+	GossipAddr  string `json:"gossip_addr,omitempty"`
+	GossipState string `json:"gossip_state,omitempty"`
+	Voter       bool   `json:"voter"`
+	RaftState   string `json:"raft_state,omitempty"`
+	// LastContactMs is how long ago the leader heard from this grantor;
+	// -1 when unknown.
+	LastContactMs int64  `json:"last_contact_ms"`
+	Version       string `json:"version,omitempty"`
 }
 
 // ClockStatus is what the daemon knows about its clock: the kernel's
