@@ -433,3 +433,35 @@ func TestLifecycle(t *testing.T) {
 		t.Error("Done() not closed after Shutdown")
 	}
 }
+
+// A grantor that announces it is leaving is no longer taken for a grantor,
+// and is listed as left, not dead, even when it then stops without Leave.
+func TestAnnounceLeaving(t *testing.T) {
+	c := newCluster(t, keyA)
+	if err := c.g[2].AnnounceLeaving(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.g[2].AnnounceLeaving(0); err != nil {
+		t.Errorf("second AnnounceLeaving: %v", err)
+	}
+	// It still gossips metadata changes while it leaves.
+	if err := c.g[2].SetMeta(grantorMeta(3, "")); err != nil {
+		t.Fatalf("SetMeta while leaving: %v", err)
+	}
+	want := allRPC()[:2]
+	for _, m := range []*Member{c.g[0], c.g[1], c.side} {
+		waitFor(t, m, "g3 leaving", func() bool { return stateOf(m, "g3") == StateLeaving })
+		if addrs, _ := m.Grantors(); !slices.Equal(addrs, want) {
+			t.Errorf("%s: Grantors() = %v, want %v", m.Name(), addrs, want)
+		}
+	}
+	if err := c.g[2].Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []*Member{c.g[0], c.g[1], c.side} {
+		waitFor(t, m, "g3 left", func() bool { return stateOf(m, "g3") == StateLeft })
+	}
+	if err := c.g[2].AnnounceLeaving(0); !errors.Is(err, ErrShutdown) {
+		t.Errorf("AnnounceLeaving after Shutdown = %v, want ErrShutdown", err)
+	}
+}

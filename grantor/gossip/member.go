@@ -315,14 +315,43 @@ func (m *Member) Leave(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	// First the leaving flag, so that members tell "left" from "dead":
 	// memberlist's own leave notice does not say which to its delegates.
-	m.metaMu.Lock()
-	m.leaving = true
-	m.metaMu.Unlock()
-	m.pushMeta(timeout / 2)
+	m.announceLeavingLocked(timeout / 2)
 	if err := m.ml.Leave(max(time.Until(deadline), time.Millisecond)); err != nil {
 		return fmt.Errorf("gossip: leaving: %w (some members may list this one as dead rather than left)", err)
 	}
 	return nil
+}
+
+// AnnounceLeaving gossips that this member is about to leave, without
+// leaving yet: the others list it as leaving and stop taking it for a
+// grantor at once, and list it as left rather than dead once it goes,
+// even if it is killed before Leave. It waits up to timeout (0 means
+// Config.BroadcastTimeout) for the notice to be gossiped. A grantor calls
+// it before it takes itself out of raft, so that no leader adds it back
+// meanwhile. Calling it again, or Leave after it, does not announce twice;
+// after Leave or Shutdown it returns ErrLeft or ErrShutdown.
+func (m *Member) AnnounceLeaving(timeout time.Duration) error {
+	m.opMu.Lock()
+	defer m.opMu.Unlock()
+	if err := m.usableLocked(); err != nil {
+		return err
+	}
+	if timeout <= 0 {
+		timeout = m.cfg.BroadcastTimeout
+	}
+	m.announceLeavingLocked(timeout)
+	return nil
+}
+
+// announceLeavingLocked sets the leaving flag and gossips it, once.
+func (m *Member) announceLeavingLocked(timeout time.Duration) {
+	m.metaMu.Lock()
+	was := m.leaving
+	m.leaving = true
+	m.metaMu.Unlock()
+	if !was {
+		m.pushMeta(timeout)
+	}
 }
 
 // Shutdown stops gossiping at once, without announcing it: the others see
