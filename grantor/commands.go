@@ -19,6 +19,8 @@ const (
 	cmdRevoke                      // 3: revokeCmd, proposed by the leader on expiry
 	cmdCloseSession                // 4: closeSessionCmd, proposed by the leader for idle sessions
 	cmdRegisterNode                // 5: registerNodeCmd, a node's gRPC address
+	cmdAcquire2                    // 6: acquireCmd whose ID.AlsoReceived is applied (received.go)
+	cmdRelease2                    // 7: releaseCmd whose ID.AlsoReceived is applied
 )
 
 func (t cmdType) String() string {
@@ -33,6 +35,10 @@ func (t cmdType) String() string {
 		return "close-session"
 	case cmdRegisterNode:
 		return "register-node"
+	case cmdAcquire2:
+		return "acquire2"
+	case cmdRelease2:
+		return "release2"
 	}
 	return fmt.Sprintf("cmd(%d)", uint8(t))
 }
@@ -47,6 +53,8 @@ type requestID struct {
 	Session      string `json:"session"`
 	Seq          uint64 `json:"seq"`
 	FirstUnacked uint64 `json:"first_unacked,omitempty"`
+	// AlsoReceived is only applied in cmdAcquire2 and cmdRelease2 entries.
+	AlsoReceived []uint64 `json:"also_received,omitempty"`
 }
 
 type acquireCmd struct {
@@ -87,6 +95,23 @@ func encodeCmd(t cmdType, body any) []byte {
 	return append([]byte{byte(t)}, b...)
 }
 
+// acquireEntry is the log entry of an Acquire: cmdAcquire2 when it lists
+// also_received, else cmdAcquire, which every grantor version applies.
+func acquireEntry(c acquireCmd) []byte {
+	if len(c.ID.AlsoReceived) > 0 {
+		return encodeCmd(cmdAcquire2, c)
+	}
+	return encodeCmd(cmdAcquire, c)
+}
+
+// releaseEntry is the log entry of a Release (see acquireEntry).
+func releaseEntry(c releaseCmd) []byte {
+	if len(c.ID.AlsoReceived) > 0 {
+		return encodeCmd(cmdRelease2, c)
+	}
+	return encodeCmd(cmdRelease, c)
+}
+
 // decodeCmd splits a log entry into its type and a decoded body.
 func decodeCmd(data []byte) (cmdType, any, error) {
 	if len(data) == 0 {
@@ -95,9 +120,9 @@ func decodeCmd(data []byte) (cmdType, any, error) {
 	t := cmdType(data[0])
 	var body any
 	switch t {
-	case cmdAcquire:
+	case cmdAcquire, cmdAcquire2:
 		body = &acquireCmd{}
-	case cmdRelease:
+	case cmdRelease, cmdRelease2:
 		body = &releaseCmd{}
 	case cmdRevoke:
 		body = &revokeCmd{}

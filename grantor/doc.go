@@ -27,7 +27,8 @@
 // Errors reach sidecars as gRPC status codes: FAILED_PRECONDITION with a
 // grantorpb.NotLeader detail from a node that does not lead (or is deposed
 // while a call waits), INVALID_ARGUMENT for input that fails validation or
-// a reused seq, OUT_OF_RANGE for a seq below the session's first_unacked,
+// a reused seq, OUT_OF_RANGE for a seq below the session's first_unacked
+// or one it listed in also_received (received.go),
 // RESOURCE_EXHAUSTED for a session with too many unacknowledged outcomes,
 // UNAVAILABLE when raft cannot take a proposal or the node shuts down.
 //

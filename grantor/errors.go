@@ -13,8 +13,9 @@ var (
 	// see InvalidArgumentError.
 	ErrInvalidArgument = errors.New("grantor: invalid argument")
 	// ErrStaleRequest is returned for a request whose sequence number is
-	// below its session's pruned floor: its outcome has been forgotten
-	// because the session said it had received it. See StaleRequestError.
+	// below its session's pruned floor or was listed in also_received: its
+	// outcome has been forgotten because the session said it had received
+	// it. See StaleRequestError.
 	ErrStaleRequest = errors.New("grantor: stale request")
 	// ErrSeqReused is returned when a session sends a different request
 	// under a sequence number it already used.
@@ -70,10 +71,16 @@ type StaleRequestError struct {
 	Seq     uint64
 	// Floor is the session's lowest sequence number still remembered.
 	Floor uint64
+	// Received is set when Seq is above the floor but the session listed
+	// it in also_received earlier.
+	Received bool
 }
 
-// Error says which request is below which floor.
+// Error says which request is below which floor, or was listed received.
 func (e *StaleRequestError) Error() string {
+	if e.Received {
+		return fmt.Sprintf("grantor: stale request: session %q already listed seq %d in also_received", e.Session, e.Seq)
+	}
 	return fmt.Sprintf("grantor: stale request: session %q seq %d is below first_unacked %d the session already sent",
 		e.Session, e.Seq, e.Floor)
 }

@@ -32,10 +32,13 @@ type outcome struct {
 }
 
 // sessionRecord is a session's idempotency state (Ongaro's client
-// sessions): outcomes by seq, and the floor below which it forgot them.
+// sessions): outcomes by seq, the floor below which it forgot them, and
+// the seqs above the floor it forgot because the session listed them in
+// also_received (received.go). A request with a forgotten seq is stale.
 type sessionRecord struct {
-	Floor    uint64             `json:"floor"`
-	Outcomes map[uint64]outcome `json:"outcomes"`
+	Floor     uint64             `json:"floor"`
+	Outcomes  map[uint64]outcome `json:"outcomes"`
+	Forgotten seqRanges          `json:"forgotten,omitempty"`
 }
 
 // fsmState is everything the FSM replicates and snapshots.
@@ -113,8 +116,14 @@ func (f *fsm) Apply(l *raft.Log) any {
 	var ev *fsmEvent
 	switch c := body.(type) {
 	case *acquireCmd:
+		if t == cmdAcquire {
+			c.ID.AlsoReceived = nil // only cmdAcquire2 forgets
+		}
 		res, ev = f.applyAcquire(c)
 	case *releaseCmd:
+		if t == cmdRelease {
+			c.ID.AlsoReceived = nil
+		}
 		res, ev = f.applyRelease(c)
 	case *revokeCmd:
 		res, ev = f.applyRevoke(c)
@@ -134,7 +143,8 @@ func (f *fsm) Apply(l *raft.Log) any {
 }
 
 // session returns the record of id.Session, creating it, after checking
-// that id is not stale and raising the floor to id.FirstUnacked.
+// that id is not stale, raising the floor to id.FirstUnacked and
+// forgetting the outcomes of id.AlsoReceived.
 func (f *fsm) session(id requestID) (*sessionRecord, error) {
 	if id.Session == "" || id.Seq == 0 {
 		return nil, invalid("id", "session and seq are required")
@@ -147,16 +157,13 @@ func (f *fsm) session(id requestID) (*sessionRecord, error) {
 	if id.Seq < s.Floor {
 		return nil, &StaleRequestError{Session: id.Session, Seq: id.Seq, Floor: s.Floor}
 	}
+	if s.Forgotten.contains(id.Seq) {
+		return nil, &StaleRequestError{Session: id.Session, Seq: id.Seq, Floor: s.Floor, Received: true}
+	}
 	// The session has every reply below FirstUnacked; a floor above the
 	// request's own seq would be nonsense, so it is capped there.
-	if floor := min(id.FirstUnacked, id.Seq); floor > s.Floor {
-		s.Floor = floor
-		for seq := range s.Outcomes {
-			if seq < floor {
-				delete(s.Outcomes, seq)
-			}
-		}
-	}
+	s.raiseFloor(min(id.FirstUnacked, id.Seq))
+	s.forget(id)
 	return s, nil
 }
 
@@ -292,7 +299,8 @@ func (st *fsmState) clone() fsmState {
 		c.Leases[k] = v
 	}
 	for k, v := range st.Sessions {
-		s := &sessionRecord{Floor: v.Floor, Outcomes: make(map[uint64]outcome, len(v.Outcomes))}
+		s := &sessionRecord{Floor: v.Floor, Outcomes: make(map[uint64]outcome, len(v.Outcomes)),
+			Forgotten: append(seqRanges(nil), v.Forgotten...)}
 		for seq, o := range v.Outcomes {
 			s.Outcomes[seq] = o
 		}

@@ -282,6 +282,8 @@ func TestFSMIsDeterministic(t *testing.T) {
 		{cmdRevoke, revokeCmd{Lease: "a", Token: 1}},
 		{cmdAcquire, acquireCmd{ID: requestID{Session: "s2", Seq: 3, FirstUnacked: 2}, Lease: "a", Owner: "o", TTL: time.Second}},
 		{cmdRelease, releaseCmd{ID: requestID{Session: "s2", Seq: 4}, Lease: "b", Owner: "o", Token: 2}},
+		{cmdAcquire2, acquireCmd{ID: requestID{Session: "s2", Seq: 6, FirstUnacked: 2, AlsoReceived: []uint64{4, 3}}, Lease: "c", Owner: "o", TTL: time.Second}},
+		{cmdRelease2, releaseCmd{ID: requestID{Session: "s2", Seq: 8, FirstUnacked: 2, AlsoReceived: []uint64{6}}, Lease: "c", Owner: "o", Token: 3}},
 		{cmdCloseSession, closeSessionCmd{Session: "s1"}},
 	}
 	var snaps [][]byte
@@ -311,6 +313,10 @@ func TestCommandEncodingIsStable(t *testing.T) {
 		{name: "revoke", got: encodeCmd(cmdRevoke, revokeCmd{Lease: "a", Token: 7}), want: "\x03" + `{"lease":"a","token":7}`},
 		{name: "close session", got: encodeCmd(cmdCloseSession, closeSessionCmd{Session: "s"}), want: "\x04" + `{"session":"s"}`},
 		{name: "register node", got: encodeCmd(cmdRegisterNode, registerNodeCmd{NodeID: "n", RPCAddr: "h:1"}), want: "\x05" + `{"node_id":"n","rpc_addr":"h:1"}`},
+		{name: "acquire2", got: acquireEntry(acquireCmd{ID: requestID{Session: "s", Seq: 4, FirstUnacked: 1, AlsoReceived: []uint64{3, 2}}, Lease: "a", Owner: "o", TTL: time.Second}),
+			want: "\x06" + `{"id":{"session":"s","seq":4,"first_unacked":1,"also_received":[3,2]},"lease":"a","owner":"o","ttl_ns":1000000000}`},
+		{name: "release2", got: releaseEntry(releaseCmd{ID: requestID{Session: "s", Seq: 5, AlsoReceived: []uint64{4}}, Lease: "a", Owner: "o", Token: 7}),
+			want: "\x07" + `{"id":{"session":"s","seq":5,"also_received":[4]},"lease":"a","owner":"o","token":7}`},
 	}
 	for _, tt := range tests {
 		if string(tt.got) != tt.want {

@@ -124,7 +124,7 @@ func toPB(refs []leaseRef) []*grantorpb.LeaseRef {
 //	NotLeaderError        FAILED_PRECONDITION with a grantorpb.NotLeader detail
 //	InvalidArgumentError  INVALID_ARGUMENT
 //	ErrSeqReused          INVALID_ARGUMENT
-//	StaleRequestError     OUT_OF_RANGE (seq below the session's first_unacked)
+//	StaleRequestError     OUT_OF_RANGE (seq below the session's first_unacked, or listed in also_received)
 //	ErrTooManyOutstanding RESOURCE_EXHAUSTED
 //	ErrShutdown, raft     UNAVAILABLE
 //	context errors        CANCELED / DEADLINE_EXCEEDED

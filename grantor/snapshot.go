@@ -14,7 +14,14 @@ import (
 // Version history:
 //
 //	1: JSON {"format":1,"state":fsmState}.
-const snapshotFormat = 1
+//	2: sessions may carry "forgotten" ranges (also_received). A state
+//	   without any is still written as format 1, which grantors built
+//	   before format 2 read; one with some is not, since such a grantor
+//	   would drop them and apply differently from the others.
+const (
+	snapshotFormat1 = 1
+	snapshotFormat  = 2
+)
 
 type snapshotFile struct {
 	Format int      `json:"format"`
@@ -30,7 +37,14 @@ type fsmSnapshot struct {
 // equal states give equal bytes.
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 	w := bufio.NewWriter(sink)
-	err := json.NewEncoder(w).Encode(snapshotFile{Format: snapshotFormat, State: s.st})
+	format := snapshotFormat1
+	for _, sess := range s.st.Sessions {
+		if len(sess.Forgotten) > 0 {
+			format = snapshotFormat
+			break
+		}
+	}
+	err := json.NewEncoder(w).Encode(snapshotFile{Format: format, State: s.st})
 	if err == nil {
 		err = w.Flush()
 	}
@@ -49,8 +63,8 @@ func readSnapshot(r io.Reader) (fsmState, error) {
 	if err := json.NewDecoder(bufio.NewReader(r)).Decode(&f); err != nil {
 		return fsmState{}, fmt.Errorf("grantor: reading snapshot: %w", err)
 	}
-	if f.Format != snapshotFormat {
-		return fsmState{}, fmt.Errorf("grantor: snapshot format %d is not %d (written by a newer grantor?)", f.Format, snapshotFormat)
+	if f.Format != snapshotFormat1 && f.Format != snapshotFormat {
+		return fsmState{}, fmt.Errorf("grantor: snapshot format %d is not %d or %d (written by a newer grantor?)", f.Format, snapshotFormat1, snapshotFormat)
 	}
 	st := f.State
 	if st.Leases == nil {

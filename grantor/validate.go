@@ -1,6 +1,7 @@
 package grantor
 
 import (
+	"slices"
 	"strings"
 	"time"
 
@@ -76,7 +77,23 @@ func validRequestID(id *grantorpb.RequestID) (requestID, error) {
 		return requestID{}, invalid("id.first_unacked", "first_unacked %d is above the request's own seq %d",
 			id.GetFirstUnacked(), id.GetSeq())
 	}
-	return requestID{Session: id.GetSession(), Seq: id.GetSeq(), FirstUnacked: id.GetFirstUnacked()}, nil
+	also := id.GetAlsoReceived()
+	if len(also) > maxAlsoReceived {
+		return requestID{}, invalid("id.also_received", "%d seqs, more than %d", len(also), maxAlsoReceived)
+	}
+	for _, seq := range also {
+		switch {
+		case seq < 1:
+			return requestID{}, invalid("id.also_received", "seq 0 listed")
+		case seq == id.GetSeq():
+			return requestID{}, invalid("id.also_received", "lists the request's own seq %d", seq)
+		}
+	}
+	r := requestID{Session: id.GetSession(), Seq: id.GetSeq(), FirstUnacked: id.GetFirstUnacked()}
+	if len(also) > 0 {
+		r.AlsoReceived = slices.Clone(also)
+	}
+	return r, nil
 }
 
 func (c Config) validTTL(ns int64) (time.Duration, error) {
