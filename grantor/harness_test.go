@@ -44,6 +44,19 @@ func (e *eventLog) mark() int {
 	return len(e.evs)
 }
 
+// count returns how many events named what have been recorded.
+func (e *eventLog) count(what string) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for _, ev := range e.evs {
+		if ev.what == what {
+			n++
+		}
+	}
+	return n
+}
+
 // wait blocks until an event after from satisfies match, and returns the
 // position after it.
 func (e *eventLog) wait(t *testing.T, from int, what string, match func(testEvent) bool) int {

@@ -370,3 +370,78 @@ func TestLessorForgetsIdleSessions(t *testing.T) {
 		t.Fatal("session that holds a lease was forgotten")
 	}
 }
+
+// Rule (DESIGN.md section 2, and section 4 for the grantor's own stalls):
+// a leader that stalls acknowledges nothing that queued up during the
+// stall on the strength of a round that began before it. Here the stall
+// is a VerifyLeader round that hangs (the process stopped mid-round);
+// renewals arrive meanwhile; the round then succeeds, yet only the
+// renewal that was there before it started is acknowledged. The others
+// wait for a round that starts after they arrived, and when that round
+// fails (a successor was elected during the stall) they get NotLeader.
+func TestLessorStallAcknowledgesNothingQueuedWithoutAFreshRound(t *testing.T) {
+	h := newHarness(t)
+	h.takeOffice()
+	const ttl = time.Minute
+	sessions := []string{"s1", "s2", "s3"}
+	for _, s := range sessions {
+		h.acquire(acq(s, 1, "l"+s, ttl))
+	}
+	type round struct {
+		n       int64
+		pending int // renewals queued before the round started
+	}
+	started := make(chan round)
+	gate := make(chan error)
+	h.raft.verify = func(n int64) error {
+		started <- round{n, h.events.count("pending")}
+		return <-gate
+	}
+	o, _ := h.l.await(h.ctx())
+	type out struct {
+		res renewResult
+		err error
+	}
+	renew := func(s string) <-chan out {
+		ch := make(chan out, 1)
+		go func() {
+			r, err := h.l.renew(h.ctx(), o, s, []leaseRef{{"l" + s, h.held("l" + s)}})
+			ch <- out{r, err}
+		}()
+		return ch
+	}
+	m := h.events.mark()
+	r1 := renew("s1")
+	m = h.events.wait(t, m, "s1 pending", func(e testEvent) bool { return e.what == "pending" })
+	if r := <-started; r.n != 1 {
+		t.Fatalf("round %+v, want round 1", r)
+	}
+	// The stall: round 1 hangs while the clock runs and two more batches
+	// arrive.
+	h.clock.Advance(30 * time.Second)
+	during := []<-chan out{renew("s2"), renew("s3")}
+	for range 2 {
+		m = h.events.wait(t, m, "renewal pending during the stall", func(e testEvent) bool { return e.what == "pending" })
+	}
+	gate <- nil // round 1 returns: still leader as of its start
+	if o := <-r1; o.err != nil || len(o.res.renewed) != 1 || o.res.tG != h.clock.Now() {
+		t.Fatalf("s1, queued before round 1: %+v %v, want renewed at tG after the stall", o.res, o.err)
+	}
+	for _, ch := range during {
+		select {
+		case o := <-ch:
+			t.Fatalf("a renewal queued during the stall was answered by the round that began before it: %+v %v", o.res, o.err)
+		default:
+		}
+	}
+	r := <-started
+	if r.n != 2 || r.pending != 3 {
+		t.Fatalf("round %+v, want round 2 started after all three renewals", r)
+	}
+	gate <- h.raft.notLeader() // a successor was elected during the stall
+	for i, ch := range during {
+		if o := <-ch; !isNotLeader(o.err) || len(o.res.renewed) != 0 {
+			t.Fatalf("renewal %d queued during the stall: %+v %v, want NotLeader and nothing renewed", i+2, o.res, o.err)
+		}
+	}
+}
