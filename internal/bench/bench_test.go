@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -183,7 +184,7 @@ func TestWorkloads(t *testing.T) {
 			check: func(t *testing.T, res *bench.Result) {
 				msgs, _ := res.Figure("keepalive messages/s")
 				renewals, _ := res.Figure("lease renewals/s")
-				if renewals.Value != 10*msgs.Value {
+				if math.Abs(renewals.Value-10*msgs.Value) > 1e-9*renewals.Value {
 					t.Errorf("renewals/s %v is not 10 x messages/s %v: every message renews all 10 leases", renewals.Value, msgs.Value)
 				}
 			},
