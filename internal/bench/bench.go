@@ -148,8 +148,7 @@ func (b *bencher) setup(ctx context.Context, kind string, sessions, total int, n
 		done  int
 		step  = max(1, total/10)
 		next  = step
-		since = time.Now()
-		last  int
+		start = time.Now()
 	)
 	err := forEach(ctx, sessions, b.cfg.Concurrency, func(ctx context.Context, i int) error {
 		n := total / sessions
@@ -172,9 +171,8 @@ func (b *bencher) setup(ctx context.Context, kind string, sessions, total int, n
 		mu.Lock()
 		done += n
 		if done >= next {
-			b.progress("%s: %d of %d leases acquired (%.0f/s since the last line)", kind, done, total, float64(done-last)/time.Since(since).Seconds())
+			b.progress("%s: %d of %d leases acquired after %.0fs", kind, done, total, time.Since(start).Seconds())
 			next += step
-			since, last = time.Now(), done
 		}
 		mu.Unlock()
 		return nil
