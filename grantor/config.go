@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/leaseside/leaseside/clockwatch"
+	"github.com/leaseside/leaseside/grantor/gossip"
 )
 
 // Config configures a grantor Node. Start from DefaultConfig and set NodeID
@@ -23,9 +24,34 @@ type Config struct {
 	RaftAddr string
 	// RPCAddr is the address the gRPC server binds; port 0 picks one.
 	RPCAddr string
+	// AdvertiseRPCAddr is the gRPC address this node tells others (in
+	// NotLeader hints and gossip). Empty means the bound address, with an
+	// unspecified host (0.0.0.0, ::) replaced by RaftAddr's host.
+	AdvertiseRPCAddr string
 	// Bootstrap makes a node without raft state bootstrap a cluster of one
 	// voter, itself (dev mode). It is ignored when state exists.
 	Bootstrap bool
+
+	// Gossip, when set, makes the node a member of the gossip cluster
+	// (discovery.go): it gossips its role, addresses, voter flag and the
+	// leader it knows, and while it leads it reconciles the gossip members
+	// with the raft configuration. New fills in Meta's grantor fields
+	// (keeping Meta.Version) and a Name of NodeID when empty. Gossip is
+	// for discovery only: nothing it reports shortens or ends a lease.
+	Gossip *gossip.Config
+	// BootstrapExpect, when positive, bootstraps a new cluster once that
+	// many voter grantors, none with raft state, see each other in gossip
+	// (Consul's bootstrap_expect). It needs Gossip, excludes Bootstrap and
+	// is ignored when the data dir has raft state.
+	BootstrapExpect int
+	// ReconcileInterval is how often the leader reconciles gossip with the
+	// raft configuration, besides at every gossip change (retrying what
+	// failed). Zero means DefaultReconcileInterval.
+	ReconcileInterval time.Duration
+	// Watch configures the clock watcher (pauses, suspends, the kernel's
+	// sync state) whose events the node logs and exports; its Clock and
+	// Rho come from Clock and Timing. Zero fields take their defaults.
+	Watch clockwatch.WatcherConfig
 
 	// Timing is the lease timing model (rho, eps); it must match the
 	// sidecars'. Epsilon must be positive.
@@ -69,6 +95,7 @@ const (
 	DefaultMinTTL             = time.Second
 	DefaultMaxTTL             = 24 * time.Hour
 	DefaultSessionIdleTimeout = time.Hour
+	DefaultReconcileInterval  = 10 * time.Second
 
 	// MaxWait is the longest an Acquire may ask to queue for a lease.
 	MaxWait = time.Hour
@@ -94,6 +121,8 @@ func DefaultConfig() Config {
 		MinTTL:             DefaultMinTTL,
 		MaxTTL:             DefaultMaxTTL,
 		SessionIdleTimeout: DefaultSessionIdleTimeout,
+		ReconcileInterval:  DefaultReconcileInterval,
+		Watch:              clockwatch.DefaultWatcherConfig(),
 	}
 }
 
@@ -145,6 +174,17 @@ func (c Config) Validate() error {
 		return bad("MaxTTL %v exceeds %v", c.MaxTTL, maxTTLLimit)
 	case c.SessionIdleTimeout <= 0:
 		return bad("SessionIdleTimeout is not positive")
+	case c.ReconcileInterval < 0:
+		return bad("ReconcileInterval is negative")
+	case c.BootstrapExpect < 0:
+		return bad("BootstrapExpect %d is negative", c.BootstrapExpect)
+	case c.BootstrapExpect > 0 && c.Gossip == nil:
+		return bad("BootstrapExpect needs Gossip: the grantors find each other there")
+	case c.BootstrapExpect > 0 && c.Bootstrap:
+		return bad("Bootstrap and BootstrapExpect exclude each other")
+	}
+	if err := c.Watch.Validate(); err != nil {
+		return bad("%v", err)
 	}
 	return nil
 }
@@ -155,6 +195,13 @@ func (c Config) withNilDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.ReconcileInterval == 0 {
+		c.ReconcileInterval = DefaultReconcileInterval
+	}
+	c.Watch.Clock = c.Clock
+	if c.Timing.Rho > 0 {
+		c.Watch.Rho = c.Timing.Rho
 	}
 	return c
 }

@@ -27,6 +27,11 @@ var (
 	ErrShutdown = errors.New("grantor: node is shut down")
 	// ErrInvalidConfig is returned by Config.Validate.
 	ErrInvalidConfig = errors.New("grantor: invalid config")
+	// ErrUnknownServer is returned by RemoveServer for a node ID that is
+	// not in the raft configuration.
+	ErrUnknownServer = errors.New("grantor: no such server in the raft configuration")
+	// ErrLastVoter is returned by RemoveServer for the only voter left.
+	ErrLastVoter = errors.New("grantor: cannot remove the last voter")
 )
 
 // NotLeaderError says that this node cannot answer and who can, if known.

@@ -124,6 +124,7 @@ func (l *lessor) revoke(o *office, j revokeJob) {
 		l.mu.Unlock()
 		return
 	}
+	l.metrics.revokes.Add(1)
 	l.log.Debug("grantor: revoked expired lease", "lease", j.lease, "token", j.token)
 }
 

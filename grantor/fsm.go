@@ -333,6 +333,13 @@ func (f *fsm) leases() map[string]leaseRecord {
 	return m
 }
 
+// leaseCount returns the number of held leases.
+func (f *fsm) leaseCount() int {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return len(f.st.Leases)
+}
+
 // sessions returns the names of the sessions with records.
 func (f *fsm) sessions() []string {
 	f.mu.RLock()

@@ -66,7 +66,9 @@ func (l *lessor) renew(ctx context.Context, o *office, session string, refs []le
 // after the batch arrived as long as one network round trip is shorter than
 // HeartbeatTimeout, which Config's defaults leave a wide margin for. The
 // exception is a leadership transfer, which the old leader starts itself;
-// the grantor never starts one.
+// the grantor starts one only when it leaves the cluster (Node.Leave), and
+// only after lessor.retire has made it stop acknowledging renewals: raft
+// keeps answering VerifyLeader during a transfer.
 func (l *lessor) verifyLoop(o *office) {
 	defer l.wg.Done()
 	for {
@@ -83,6 +85,7 @@ func (l *lessor) verifyLoop(o *office) {
 			continue
 		}
 		if err := l.prop.verifyLeader(); err != nil {
+			l.metrics.verifyFailed.Add(1)
 			l.log.Warn("grantor: leadership check failed; acknowledging no renewals", "batch", len(batch), "err", err)
 			nl := l.prop.notLeader()
 			for _, r := range batch {
@@ -90,6 +93,7 @@ func (l *lessor) verifyLoop(o *office) {
 			}
 			continue
 		}
+		l.metrics.verifyOK.Add(1)
 		tG := l.clock.Now() // after the quorum round returned
 		l.mu.Lock()
 		if !o.active {
@@ -101,10 +105,16 @@ func (l *lessor) verifyLoop(o *office) {
 			continue
 		}
 		results := make([]renewResult, len(batch))
+		var renewed, lost int
 		for i, r := range batch {
 			results[i] = l.renewLocked(o, r, tG)
+			renewed += len(results[i].renewed)
+			lost += len(results[i].lost)
 		}
 		l.mu.Unlock()
+		l.metrics.keepaliveBatches.Add(uint64(len(batch)))
+		l.metrics.leasesRenewed.Add(uint64(renewed))
+		l.metrics.leasesLost.Add(uint64(lost))
 		for i, r := range batch {
 			r.done <- results[i]
 		}

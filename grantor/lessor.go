@@ -39,6 +39,9 @@ type lessorConfig struct {
 	afterOffice func(ctx context.Context)
 	// hook, if set, is told of internal milestones; tests wait on it.
 	hook func(testEvent)
+	// metrics counts revokes, keepalives and verify rounds; nil makes
+	// newLessor use counters of its own.
+	metrics *counters
 }
 
 // testEvent is a milestone reported to lessorConfig.hook.
@@ -85,6 +88,9 @@ type lessor struct {
 	cur     *office       // nil when not leader
 	changed chan struct{} // closed and replaced whenever cur changes or takes office
 	closed  bool
+	// retired is set when the node leaves the cluster: it takes office no
+	// more, and answers NotLeader so that sidecars go to the next leader.
+	retired bool
 
 	wg sync.WaitGroup // office goroutines
 
@@ -132,6 +138,9 @@ type sessionActivity struct {
 }
 
 func newLessor(cfg lessorConfig, f *fsm, p proposer) *lessor {
+	if cfg.metrics == nil {
+		cfg.metrics = &counters{}
+	}
 	l := &lessor{lessorConfig: cfg, fsm: f, prop: p, changed: make(chan struct{})}
 	for i := range l.slots {
 		l.slots[i] = make(chan struct{}, 1)
@@ -256,7 +265,7 @@ func (l *lessor) startOffice() {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closed {
+	if l.closed || l.retired {
 		cancel()
 		return
 	}
@@ -345,6 +354,37 @@ func (l *lessor) stop() {
 	l.closed = true
 	l.resignLocked()
 	l.broadcastLocked()
+}
+
+// retire ends the office for good because the node leaves the cluster.
+// Unlike stop, requests then get NotLeader rather than ErrShutdown. Once
+// retire returns, no renewal is acknowledged any more: a verify round in
+// flight finds the office inactive. Leave relies on that before it hands
+// leadership over (see verifyLoop).
+func (l *lessor) retire() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.retired {
+		return
+	}
+	l.retired = true
+	l.log.Info("grantor: retiring: acknowledging nothing more")
+	l.resignLocked()
+	l.broadcastLocked()
+}
+
+// stats returns the number of queued Acquires and whether in office.
+func (l *lessor) stats() (waiters int, inOffice bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	o := l.cur
+	if o == nil {
+		return 0, false
+	}
+	for _, q := range o.queues {
+		waiters += len(q)
+	}
+	return waiters, o.active
 }
 
 // wait waits for the office goroutines after stop.

@@ -1,27 +1,69 @@
 package grantor
 
 import (
+	"cmp"
 	"context"
+	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/leaseside/leaseside/grantor/gossip"
+	"github.com/leaseside/leaseside/grantor/grantorpb"
 )
 
 // membershipTimeout bounds how long a membership change waits to enter raft.
 const membershipTimeout = 10 * time.Second
 
+// leaveRetry is the pause between the attempts of Leave to hand over
+// leadership or to have the leader remove this node, when nothing else
+// wakes it.
+const leaveRetry = 200 * time.Millisecond
+
 // AddVoter adds the node with raft server ID id, reachable at raftAddr, to
 // the cluster as a voter (or updates its address). It must be called on the
 // leader and returns when the new configuration is committed, or a
-// *NotLeaderError. The discovery layer will call this; until then tests and
-// operators do.
+// *NotLeaderError. With gossip, the leader does this by itself for every
+// alive grantor (discovery.go).
 func (n *Node) AddVoter(ctx context.Context, id, raftAddr string) error {
 	return n.await(ctx, n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, membershipTimeout))
 }
 
-// RemoveServer removes the node with raft server ID id from the cluster.
-// It must be called on the leader.
+// RemoveServer removes the node with raft server ID id from the cluster:
+// for a grantor that died and will not come back (one that stops
+// gracefully removes itself, see Leave). It must be called on the leader
+// (else a *NotLeaderError), fails with ErrUnknownServer when id is not in
+// the configuration and with ErrLastVoter for the only voter. A grantor
+// that is alive in gossip is added back by the leader's reconciliation:
+// stop it instead.
 func (n *Node) RemoveServer(ctx context.Context, id string) error {
+	if n.raft.State() != raft.Leader {
+		return raftProposer{n}.notLeader()
+	}
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return raftProposer{n}.raftErr(err)
+	}
+	var found bool
+	voters := 0
+	for _, s := range f.Configuration().Servers {
+		if s.ID == raft.ServerID(id) {
+			found = true
+		} else if s.Suffrage == raft.Voter {
+			voters++
+		}
+	}
+	switch {
+	case !found:
+		return fmt.Errorf("%w: %q", ErrUnknownServer, id)
+	case voters == 0:
+		return fmt.Errorf("%w: %q", ErrLastVoter, id)
+	}
+	n.log.Info("grantor: removing a server from the raft configuration", "node_id", id)
 	return n.await(ctx, n.raft.RemoveServer(raft.ServerID(id), 0, membershipTimeout))
 }
 
@@ -44,4 +86,252 @@ func (n *Node) await(ctx context.Context, f raft.Future) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// Leave takes this node out of the cluster gracefully, in this order:
+//
+//  1. It stops answering as leader for good (lessor.retire): no renewal
+//     is acknowledged from here on, and sidecars get NotLeader.
+//  2. It gossips that it is leaving, so that no leader adds it back while
+//     it goes and sidecars stop dialing it.
+//  3. If it leads, it hands leadership to another voter (raft leadership
+//     transfer), so that the cluster does not wait out an election
+//     timeout. Step 1 is what makes that safe: raft still answers
+//     VerifyLeader while a transfer is under way.
+//  4. It asks the leader, over gRPC, to remove it from the raft
+//     configuration (RemoveServer), until that is done or ctx ends.
+//  5. It leaves gossip, so the others list it as left.
+//
+// The last voter of a cluster does not remove itself: its raft state is
+// the cluster. Leave keeps the node running (as a follower outside the
+// configuration); call Shutdown, or end Run's ctx, afterwards. It returns
+// the error of step 4, if any: the node is then still in the
+// configuration (the leader removes it anyway once gossip lists it as
+// left), and the later steps are done regardless.
+func (n *Node) Leave(ctx context.Context) error {
+	n.log.Info("grantor: leaving the cluster", "id", n.cfg.NodeID)
+	n.lessor.retire()
+	if n.gossip != nil {
+		if err := n.gossip.AnnounceLeaving(gossipLeaveTimeout); err != nil {
+			n.log.Warn("grantor: announcing the leave in gossip", "err", err)
+		}
+	}
+	err := n.leaveRaft(ctx)
+	if err != nil {
+		n.log.Warn("grantor: not removed from the raft configuration", "err", err)
+	}
+	if n.gossip != nil {
+		timeout := gossipLeaveTimeout
+		if d, ok := ctx.Deadline(); ok {
+			timeout = max(min(timeout, time.Until(d)), 100*time.Millisecond)
+		}
+		if err := n.gossip.Leave(timeout); err != nil {
+			n.log.Warn("grantor: leaving gossip", "err", err)
+		}
+	}
+	n.log.Info("grantor: left the cluster", "id", n.cfg.NodeID, "removed", err == nil)
+	return err
+}
+
+// leaveRaft is steps 3 and 4 of Leave.
+func (n *Node) leaveRaft(ctx context.Context) error {
+	self := raft.ServerID(n.cfg.NodeID)
+	ch := make(chan raft.Observation, 16)
+	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
+		switch o.Data.(type) {
+		case raft.LeaderObservation, raft.RaftState:
+			return true
+		}
+		return false
+	})
+	n.raft.RegisterObserver(obs)
+	defer n.raft.DeregisterObserver(obs)
+	t := time.NewTimer(leaveRetry)
+	defer t.Stop()
+	wait := func() error {
+		t.Reset(leaveRetry)
+		select {
+		case <-ch:
+		case <-t.C:
+		case <-ctx.Done():
+		case <-n.done:
+			return ErrShutdown
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("grantor: leaving raft: %w", err)
+		}
+		return nil
+	}
+	said := ""
+	say := func(msg string, args ...any) {
+		if s := fmt.Sprint(msg, args); s != said {
+			said = s
+			n.log.Info(msg, args...)
+		}
+	}
+	for {
+		f := n.raft.GetConfiguration()
+		if err := f.Error(); err != nil {
+			return raftProposer{n}.raftErr(err)
+		}
+		in, others := false, 0
+		for _, s := range f.Configuration().Servers {
+			switch {
+			case s.ID == self:
+				in = true
+			case s.Suffrage == raft.Voter:
+				others++
+			}
+		}
+		switch {
+		case !in:
+			n.log.Info("grantor: not in the raft configuration (any more)")
+			return nil
+		case others == 0:
+			n.log.Info("grantor: the only voter stays in its configuration; its raft state is the cluster's")
+			return nil
+		}
+		if n.raft.State() == raft.Leader {
+			say("grantor: handing leadership over before leaving")
+			if err := n.await(ctx, n.raft.LeadershipTransfer()); err != nil {
+				say("grantor: leadership transfer failed; retrying", "err", err)
+			}
+			if err := wait(); err != nil {
+				return err
+			}
+			continue
+		}
+		leaderID, addr := n.Leader()
+		if addr == "" && leaderID != "" {
+			addr = n.rpcAddrOf(leaderID)
+		}
+		if leaderID == "" || addr == "" {
+			say("grantor: waiting for a leader to remove this node")
+			if err := wait(); err != nil {
+				return err
+			}
+			continue
+		}
+		err := n.callPeer(ctx, addr, func(ctx context.Context, c grantorpb.GrantorClient) error {
+			_, err := c.RemoveServer(ctx, &grantorpb.RemoveServerRequest{NodeId: n.cfg.NodeID})
+			return err
+		})
+		switch status.Code(err) {
+		case codes.OK:
+			n.log.Info("grantor: removed from the raft configuration", "by", leaderID)
+			return nil
+		case codes.NotFound:
+			return nil
+		}
+		say("grantor: the leader did not remove this node yet; retrying", "leader", leaderID, "err", err)
+		if err := wait(); err != nil {
+			return err
+		}
+	}
+}
+
+// members answers the Members RPC: the raft configuration as this node
+// knows it, merged with the gossip member list.
+func (n *Node) members() *grantorpb.MembersResponse {
+	_, lid := n.raft.LeaderWithID()
+	leaderID := string(lid)
+	resp := &grantorpb.MembersResponse{LeaderId: leaderID, AnsweredBy: n.cfg.NodeID}
+	isLeader := n.raft.State() == raft.Leader
+	var servers []raft.Server
+	if f := n.raft.GetConfiguration(); f.Error() == nil {
+		servers = f.Configuration().Servers
+	}
+	raftState := func(id raft.ServerID) string {
+		switch {
+		case string(id) == n.cfg.NodeID:
+			return strings.ToLower(n.raft.State().String())
+		case string(id) == leaderID:
+			return "leader"
+		case leaderID != "":
+			return "follower"
+		}
+		return ""
+	}
+	lastContact := func(id raft.ServerID) int64 {
+		if !isLeader || string(id) == n.cfg.NodeID {
+			return -1
+		}
+		d, ok := n.trans.lastContact(id)
+		if !ok {
+			return -1
+		}
+		return d.Milliseconds()
+	}
+	inRaft := map[string]raft.Server{}
+	for _, s := range servers {
+		inRaft[string(s.ID)] = s
+	}
+
+	// The gossip member that stands for each raft server: alive first.
+	ms := n.gossipMembers()
+	stand := map[string]int{}
+	for i, in := range ms {
+		if in.MetaErr != nil || in.Meta.Role != gossip.RoleGrantor {
+			continue
+		}
+		if j, ok := stand[in.Meta.NodeID]; !ok || ms[j].State != gossip.StateAlive && in.State == gossip.StateAlive {
+			stand[in.Meta.NodeID] = i
+		}
+	}
+	for i, in := range ms {
+		m := &grantorpb.Member{
+			Name:          in.Name,
+			Role:          in.Meta.Role,
+			GossipAddr:    in.Addr,
+			GossipState:   in.State,
+			Version:       in.Meta.Version,
+			LastContactMs: -1,
+		}
+		if in.MetaErr != nil {
+			m.Role = "unknown"
+		}
+		if in.MetaErr == nil && in.Meta.Role == gossip.RoleGrantor {
+			m.NodeId, m.RpcAddr, m.RaftAddr = in.Meta.NodeID, in.Meta.RPCAddr, in.Meta.RaftAddr
+			if s, ok := inRaft[in.Meta.NodeID]; ok && stand[in.Meta.NodeID] == i {
+				m.RaftAddr = string(s.Address)
+				m.Voter = s.Suffrage == raft.Voter
+				m.RaftState = raftState(s.ID)
+				m.LastContactMs = lastContact(s.ID)
+				delete(inRaft, in.Meta.NodeID)
+			}
+		}
+		resp.Members = append(resp.Members, m)
+	}
+	// Raft servers that gossip does not list (or no gossip at all).
+	for _, s := range servers {
+		if _, left := inRaft[string(s.ID)]; !left {
+			continue
+		}
+		rpc := n.fsm.nodeAddr(string(s.ID))
+		if string(s.ID) == n.cfg.NodeID {
+			rpc = n.RPCAddr()
+		}
+		resp.Members = append(resp.Members, &grantorpb.Member{
+			Role:          gossip.RoleGrantor,
+			NodeId:        string(s.ID),
+			RpcAddr:       rpc,
+			RaftAddr:      string(s.Address),
+			Voter:         s.Suffrage == raft.Voter,
+			RaftState:     raftState(s.ID),
+			LastContactMs: lastContact(s.ID),
+		})
+	}
+	rank := func(role string) int {
+		switch role {
+		case gossip.RoleGrantor:
+			return 0
+		case gossip.RoleSidecar:
+			return 1
+		}
+		return 2
+	}
+	slices.SortStableFunc(resp.Members, func(a, b *grantorpb.Member) int {
+		return cmp.Or(cmp.Compare(rank(a.Role), rank(b.Role)), cmp.Compare(a.NodeId, b.NodeId), cmp.Compare(a.Name, b.Name))
+	})
+	return resp
 }

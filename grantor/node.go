@@ -17,6 +17,8 @@ import (
 	"github.com/hashicorp/raft-wal/metadb"
 	"google.golang.org/grpc"
 
+	"github.com/leaseside/leaseside/clockwatch"
+	"github.com/leaseside/leaseside/grantor/gossip"
 	"github.com/leaseside/leaseside/grantor/grantorpb"
 )
 
@@ -40,13 +42,19 @@ type Node struct {
 	fsm    *fsm
 	lessor *lessor
 
-	meta   *metadb.BoltMetaDB
-	wal    *wal.WAL
-	snaps  *raft.FileSnapshotStore
-	trans  *raft.NetworkTransport
-	raft   *raft.Raft
-	lis    net.Listener
-	server *grpc.Server
+	meta    *metadb.BoltMetaDB
+	wal     *wal.WAL
+	snaps   *raft.FileSnapshotStore
+	trans   *contactTransport
+	raft    *raft.Raft
+	lis     net.Listener
+	rpcAddr string // advertised
+	server  *grpc.Server
+
+	gossip   *gossip.Member // nil without Config.Gossip
+	hadState bool           // raft state existed when New ran
+	watcher  *clockwatch.Watcher
+	metrics  *counters
 
 	running  atomic.Bool
 	served   chan struct{} // closed when grpc Serve has returned, if it ran
@@ -93,16 +101,21 @@ func New(cfg Config) (n *Node, err error) {
 	// its channels unbuffered), wedging replication to that follower and
 	// Raft.Shutdown; grafana/pyroscope#5518 hit the same. HashiCorp's own
 	// measurements (hashicorp/raft#541) show pipelining gains little.
-	if n.trans, err = raft.NewTCPTransportWithConfig(cfg.RaftAddr, nil, &raft.NetworkTransportConfig{
+	nt, err := raft.NewTCPTransportWithConfig(cfg.RaftAddr, nil, &raft.NetworkTransportConfig{
 		Logger:          hlog.Named("transport"),
 		MaxPool:         3,
 		MaxRPCsInFlight: 1,
 		Timeout:         transportTimeout,
-	}); err != nil {
+	})
+	if err != nil {
 		return nil, fmt.Errorf("grantor: raft transport on %s: %w", cfg.RaftAddr, err)
 	}
+	n.trans = newContactTransport(nt)
 	if n.lis, err = net.Listen("tcp", cfg.RPCAddr); err != nil {
 		return nil, fmt.Errorf("grantor: gRPC listener on %s: %w", cfg.RPCAddr, err)
+	}
+	if n.rpcAddr, err = advertiseRPC(cfg.AdvertiseRPCAddr, n.lis.Addr().String(), string(n.trans.LocalAddr())); err != nil {
+		return nil, err
 	}
 
 	rc := raft.DefaultConfig()
@@ -118,6 +131,8 @@ func New(cfg Config) (n *Node, err error) {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
 
+	n.metrics = &counters{}
+	n.watcher = clockwatch.NewWatcher(cfg.Watch)
 	n.fsm = newFSM()
 	n.lessor = newLessor(lessorConfig{
 		timing:      cfg.Timing,
@@ -125,15 +140,23 @@ func New(cfg Config) (n *Node, err error) {
 		log:         cfg.Logger,
 		sessionIdle: cfg.SessionIdleTimeout,
 		afterOffice: n.registerRPCAddr,
+		metrics:     n.metrics,
 	}, n.fsm, raftProposer{n})
 	n.fsm.observe = n.lessor.onEvent
 
-	if cfg.Bootstrap {
-		has, err := raft.HasExistingState(n.wal, n.wal, n.snaps)
-		if err != nil {
-			return nil, fmt.Errorf("grantor: reading raft state: %w", err)
+	if n.hadState, err = raft.HasExistingState(n.wal, n.wal, n.snaps); err != nil {
+		return nil, fmt.Errorf("grantor: reading raft state: %w", err)
+	}
+	if cfg.Gossip != nil {
+		// Before raft starts, so that a join that fails (a wrong gossip
+		// key) leaves nothing running. The raft transport is already
+		// bound: a leader that adds this node at once reaches it.
+		if n.gossip, err = n.startGossip(*cfg.Gossip); err != nil {
+			return nil, err
 		}
-		if !has {
+	}
+	if cfg.Bootstrap {
+		if !n.hadState {
 			conf := raft.Configuration{Servers: []raft.Server{{
 				Suffrage: raft.Voter, ID: rc.LocalID, Address: n.trans.LocalAddr(),
 			}}}
@@ -149,8 +172,33 @@ func New(cfg Config) (n *Node, err error) {
 
 	n.server = grpc.NewServer()
 	grantorpb.RegisterGrantorServer(n.server, &service{n: n})
-	n.log.Info("grantor: node started", "id", cfg.NodeID, "raft", n.RaftAddr(), "rpc", n.RPCAddr())
+	n.log.Info("grantor: node started", "id", cfg.NodeID, "raft", n.RaftAddr(), "rpc", n.RPCAddr(),
+		"gossip", n.GossipAddr(), "raft_state", n.hadState)
 	return n, nil
+}
+
+// advertiseRPC returns the gRPC address to tell others: explicit when
+// given, else the bound one with an unspecified host replaced by the raft
+// address's host.
+func advertiseRPC(explicit, bound, raftAddr string) (string, error) {
+	if explicit != "" {
+		if _, _, err := net.SplitHostPort(explicit); err != nil {
+			return "", fmt.Errorf("%w: AdvertiseRPCAddr %q: %v", ErrInvalidConfig, explicit, err)
+		}
+		return explicit, nil
+	}
+	host, port, err := net.SplitHostPort(bound)
+	if err != nil {
+		return "", fmt.Errorf("grantor: gRPC listener address %q: %w", bound, err)
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsUnspecified() {
+		return bound, nil
+	}
+	rhost, _, err := net.SplitHostPort(raftAddr)
+	if err != nil {
+		return "", fmt.Errorf("grantor: raft address %q: %w", raftAddr, err)
+	}
+	return net.JoinHostPort(rhost, port), nil
 }
 
 // Run serves gRPC and follows raft leadership, running the lessor while
@@ -174,8 +222,17 @@ func (n *Node) Run(ctx context.Context) error {
 		defer close(n.served)
 		serveErr <- n.server.Serve(n.lis)
 	}()
-	n.watchers.Add(1)
+	n.watchers.Add(2)
 	go n.watchLeadership()
+	go n.watchClock()
+	if n.gossip != nil {
+		n.watchers.Add(1)
+		go n.gossipLeader()
+		if n.cfg.BootstrapExpect > 0 && !n.hadState {
+			n.watchers.Add(1)
+			go n.bootstrapExpect()
+		}
+	}
 
 	var err error
 	select {
@@ -195,22 +252,60 @@ func (n *Node) Run(ctx context.Context) error {
 	return err
 }
 
-// watchLeadership hands raft's leadership transitions to the lessor.
+// watchLeadership hands raft's leadership transitions to the lessor, and
+// runs the gossip reconciliation while this node leads.
 func (n *Node) watchLeadership() {
 	defer n.watchers.Done()
 	ch := n.raft.LeaderCh()
+	stopReconcile := func() {}
+	defer func() { stopReconcile() }()
 	for {
 		select {
 		case isLeader := <-ch:
 			n.log.Info("grantor: leadership changed", "leader", isLeader)
 			n.lessor.leadershipChanged(isLeader)
+			stopReconcile()
+			stopReconcile = func() {}
+			if isLeader && n.gossip != nil {
+				stopReconcile = n.startReconcile()
+			}
 		case <-n.done:
 			return
 		}
 	}
 }
 
-// registerRPCAddr records this node's gRPC address in the FSM, so that
+// watchClock runs the clock watcher and logs and counts what it notices.
+// A stall of the grantor needs no action here: a renewal that queued up
+// during it is acknowledged only after a quorum round that started after
+// it arrived (keepalive.go), and expiries are read from the Clock.
+func (n *Node) watchClock() {
+	defer n.watchers.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	runDone := make(chan struct{})
+	go func() {
+		defer close(runDone)
+		if err := n.watcher.Run(ctx); err != nil {
+			n.log.Error("grantor: clock watcher stopped", "err", err)
+		}
+	}()
+	defer func() {
+		cancel()
+		<-runDone
+	}()
+	for {
+		select {
+		case ev := <-n.watcher.Events():
+			n.metrics.clockEvent(ev.Kind)
+			n.log.Warn("grantor: clock event", "kind", ev.Kind, "length", ev.Length,
+				"leader", n.raft.State() == raft.Leader)
+		case <-n.done:
+			return
+		}
+	}
+}
+
+// registerRPCAddr records this node's advertised gRPC address in the FSM, so that
 // followers can name it in NotLeader errors.
 func (n *Node) registerRPCAddr(ctx context.Context) {
 	if n.fsm.nodeAddr(n.cfg.NodeID) == n.RPCAddr() || ctx.Err() != nil {
@@ -222,8 +317,21 @@ func (n *Node) registerRPCAddr(ctx context.Context) {
 	}
 }
 
-// RPCAddr returns the address the gRPC server is bound to.
-func (n *Node) RPCAddr() string { return n.lis.Addr().String() }
+// RPCAddr returns the gRPC address this node advertises: the bound one,
+// unless Config.AdvertiseRPCAddr says otherwise or the bound host is
+// unspecified (see AdvertiseRPCAddr).
+func (n *Node) RPCAddr() string { return n.rpcAddr }
+
+// GossipAddr returns the address this node gossips on, "" without gossip.
+func (n *Node) GossipAddr() string {
+	if n.gossip == nil {
+		return ""
+	}
+	return n.gossip.Addr()
+}
+
+// NodeID returns the node's raft server ID.
+func (n *Node) NodeID() string { return n.cfg.NodeID }
 
 // RaftAddr returns the address the raft transport is bound to and
 // advertises.
@@ -249,6 +357,11 @@ func (n *Node) Shutdown() error {
 		}
 		n.stopServer()
 		n.lessor.wait()
+		if n.gossip != nil {
+			// Without Leave first, the others see this member die: as
+			// they should when the node stops without leaving.
+			errs = append(errs, n.gossip.Shutdown())
+		}
 		errs = append(errs, n.closeStores())
 		n.shutdownErr = errors.Join(errs...)
 		n.log.Info("grantor: node stopped", "id", n.cfg.NodeID)
@@ -277,9 +390,13 @@ func (n *Node) stopServer() {
 }
 
 // closeStores closes what New opened, in reverse order; nil fields are
-// skipped, so it also cleans up after a failed New.
+// skipped, so it also cleans up after a failed New (where a gossip member
+// that started is shut down here too).
 func (n *Node) closeStores() error {
 	var errs []error
+	if n.gossip != nil && n.raft == nil {
+		errs = append(errs, n.gossip.Shutdown())
+	}
 	if n.lis != nil && !n.running.Load() {
 		_ = n.lis.Close()
 	}
@@ -327,7 +444,7 @@ func (p raftProposer) notLeader() *NotLeaderError {
 	case string(id) == p.n.cfg.NodeID:
 		e.LeaderRPCAddr = p.n.RPCAddr()
 	default:
-		e.LeaderRPCAddr = p.n.fsm.nodeAddr(string(id))
+		e.LeaderRPCAddr = p.n.rpcAddrOf(string(id))
 	}
 	return e
 }

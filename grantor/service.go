@@ -26,7 +26,13 @@ func (s *service) Acquire(ctx context.Context, req *grantorpb.AcquireRequest) (*
 	}
 	res, err := s.n.lessor.acquire(ctx, c, wait)
 	if err != nil {
+		s.n.metrics.acquiresFailed.Add(1)
 		return nil, toStatus(err)
+	}
+	if res.Granted {
+		s.n.metrics.acquiresGranted.Add(1)
+	} else {
+		s.n.metrics.acquiresNotGranted.Add(1)
 	}
 	return &grantorpb.AcquireResponse{
 		Granted:       res.Granted,
@@ -45,9 +51,36 @@ func (s *service) Release(ctx context.Context, req *grantorpb.ReleaseRequest) (*
 	}
 	res, err := s.n.lessor.release(ctx, c)
 	if err != nil {
+		s.n.metrics.releasesFailed.Add(1)
 		return nil, toStatus(err)
 	}
+	if res.Released {
+		s.n.metrics.releasesReleased.Add(1)
+	} else {
+		s.n.metrics.releasesNotHeld.Add(1)
+	}
 	return &grantorpb.ReleaseResponse{Released: res.Released}, nil
+}
+
+// Members implements grantorpb.GrantorServer. Any node answers, leader or
+// not, from its own view: the raft configuration it knows, each server's
+// voter flag and raft state, and, when it leads, how long ago each
+// follower last answered it; merged with every gossip member, sidecars
+// included, and their gossip states.
+func (s *service) Members(ctx context.Context, req *grantorpb.MembersRequest) (*grantorpb.MembersResponse, error) {
+	return s.n.members(), nil
+}
+
+// RemoveServer implements grantorpb.GrantorServer. Only the leader
+// answers; see Node.RemoveServer.
+func (s *service) RemoveServer(ctx context.Context, req *grantorpb.RemoveServerRequest) (*grantorpb.RemoveServerResponse, error) {
+	if req.GetNodeId() == "" {
+		return nil, toStatus(invalid("node_id", "node_id is empty"))
+	}
+	if err := s.n.RemoveServer(ctx, req.GetNodeId()); err != nil {
+		return nil, toStatus(err)
+	}
+	return &grantorpb.RemoveServerResponse{}, nil
 }
 
 // KeepAlive implements grantorpb.GrantorServer. The stream belongs to the
@@ -126,6 +159,8 @@ func toPB(refs []leaseRef) []*grantorpb.LeaseRef {
 //	ErrSeqReused          INVALID_ARGUMENT
 //	StaleRequestError     OUT_OF_RANGE (seq below the session's first_unacked, or listed in also_received)
 //	ErrTooManyOutstanding RESOURCE_EXHAUSTED
+//	ErrUnknownServer      NOT_FOUND
+//	ErrLastVoter          FAILED_PRECONDITION, without a NotLeader detail
 //	ErrShutdown, raft     UNAVAILABLE
 //	context errors        CANCELED / DEADLINE_EXCEEDED
 func toStatus(err error) error {
@@ -144,6 +179,10 @@ func toStatus(err error) error {
 		return status.Error(codes.OutOfRange, err.Error())
 	case errors.Is(err, ErrTooManyOutstanding):
 		return status.Error(codes.ResourceExhausted, err.Error())
+	case errors.Is(err, ErrUnknownServer):
+		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, ErrLastVoter):
+		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return status.FromContextError(err).Err()
 	}

@@ -1,0 +1,393 @@
+package grantor
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/leaseside/leaseside/grantor/gossip"
+	"github.com/leaseside/leaseside/grantor/grantorpb"
+)
+
+// Discovery: how a grantor uses gossip.
+//
+//   - It gossips a grantor Meta: its raft node ID, gRPC and raft
+//     addresses, that it is a voter, and the leader it knows of
+//     (gossipLeader keeps LeaderID current on every leader change).
+//   - With BootstrapExpect N and no raft state, it bootstraps a cluster
+//     once N voter grantors see each other and none of them has raft
+//     state (bootstrapExpect).
+//   - While it leads raft, it reconciles gossip with the raft
+//     configuration (reconcile): an alive grantor that is not in it is
+//     added (a new or replaced node joins a running cluster; a changed raft
+//     address is updated); one that left gracefully is removed; one that
+//     is dead, leaving, or no longer listed stays. Removing a dead grantor
+//     is an operator's decision (RemoveServer, `leaseside members
+//     remove`), because a dead-looking grantor may only be partitioned.
+//
+// Gossip is never a safety input: it can change who is in the raft
+// configuration only through raft itself, and nothing it reports
+// shortens, ends or extends a lease.
+
+const (
+	// peerTimeout bounds one gRPC call to another grantor.
+	peerTimeout = 5 * time.Second
+	// bootstrapRetry is how often bootstrapExpect looks again without a
+	// gossip change (a peer whose gRPC server is not up yet).
+	bootstrapRetry = time.Second
+	// gossipLeaveTimeout bounds the announcements of Leave.
+	gossipLeaveTimeout = 5 * time.Second
+)
+
+// startGossip joins the gossip cluster with this node's grantor Meta.
+func (n *Node) startGossip(gc gossip.Config) (*gossip.Member, error) {
+	gc.Meta = gossip.Meta{
+		Role:     gossip.RoleGrantor,
+		NodeID:   n.cfg.NodeID,
+		RPCAddr:  n.rpcAddr,
+		RaftAddr: string(n.trans.LocalAddr()),
+		Voter:    true,
+		Version:  gc.Meta.Version,
+	}
+	if gc.Name == "" {
+		gc.Name = n.cfg.NodeID
+	}
+	if gc.Logger == nil {
+		gc.Logger = n.log.With("part", "gossip")
+	}
+	m, err := gossip.Start(context.Background(), gc)
+	if err != nil {
+		return nil, fmt.Errorf("grantor: joining the gossip cluster: %w", err)
+	}
+	return m, nil
+}
+
+// gossipLeader keeps the LeaderID this node gossips equal to the leader
+// raft knows of, re-reading it at every leader observation.
+func (n *Node) gossipLeader() {
+	defer n.watchers.Done()
+	ch := make(chan raft.Observation, 16)
+	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.LeaderObservation)
+		return ok
+	})
+	n.raft.RegisterObserver(obs)
+	defer n.raft.DeregisterObserver(obs)
+	gossiped := "\x00" // nothing yet
+	for {
+		_, id := n.raft.LeaderWithID()
+		if string(id) != gossiped {
+			if string(id) == "" {
+				n.log.Info("grantor: no leader known")
+			} else {
+				n.log.Info("grantor: leader is "+string(id), "leader_id", string(id), "self", string(id) == n.cfg.NodeID)
+			}
+			meta := n.gossip.Meta()
+			meta.LeaderID = string(id)
+			switch err := n.gossip.SetMeta(meta); {
+			case err == nil:
+				gossiped = string(id)
+			case errors.Is(err, gossip.ErrLeft), errors.Is(err, gossip.ErrShutdown):
+				return
+			default:
+				n.log.Warn("grantor: gossiping the leader failed", "err", err)
+			}
+		}
+		select {
+		case <-ch: // dropped observations are fine: each one re-reads
+		case <-n.done:
+			return
+		}
+	}
+}
+
+// rpcAddrOf returns the gRPC address of grantor id: registered in the
+// FSM, else what gossip says, else "".
+func (n *Node) rpcAddrOf(id string) string {
+	if a := n.fsm.nodeAddr(id); a != "" {
+		return a
+	}
+	for _, in := range n.gossipMembers() {
+		if in.MetaErr == nil && in.Meta.Role == gossip.RoleGrantor && in.Meta.NodeID == id && in.State == gossip.StateAlive {
+			return in.Meta.RPCAddr
+		}
+	}
+	return ""
+}
+
+// startReconcile runs the reconciliation loop until the returned func is
+// called, which waits for the loop to end.
+func (n *Node) startReconcile() (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		n.reconcileLoop(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+func (n *Node) reconcileLoop(ctx context.Context) {
+	t := time.NewTimer(n.cfg.ReconcileInterval)
+	defer t.Stop()
+	for {
+		changed := n.gossip.Changes()
+		n.reconcile(ctx)
+		t.Reset(n.cfg.ReconcileInterval)
+		select {
+		case <-changed:
+		case <-t.C:
+		case <-ctx.Done():
+			return
+		case <-n.done:
+			return
+		}
+	}
+}
+
+// gossipGrantor is what reconciliation knows of one grantor in gossip.
+type gossipGrantor struct {
+	alive *gossip.MemberInfo // an alive member with this node ID, if any
+	left  bool               // some member with this node ID left gracefully
+}
+
+// gossipGrantors groups the grantors in gossip by node ID. A node ID with
+// an alive member counts as alive whatever other members with it say.
+func gossipGrantors(ms []gossip.MemberInfo) map[string]*gossipGrantor {
+	out := map[string]*gossipGrantor{}
+	for i := range ms {
+		in := &ms[i]
+		if in.MetaErr != nil || in.Meta.Role != gossip.RoleGrantor || in.Meta.NodeID == "" {
+			continue
+		}
+		g := out[in.Meta.NodeID]
+		if g == nil {
+			g = &gossipGrantor{}
+			out[in.Meta.NodeID] = g
+		}
+		switch in.State {
+		case gossip.StateAlive:
+			g.alive = in
+		case gossip.StateLeft:
+			g.left = true
+		}
+	}
+	return out
+}
+
+// reconcile is one pass of the leader's reconciliation (see the top of
+// this file). Failures are logged; the next pass tries again.
+func (n *Node) reconcile(ctx context.Context) {
+	if n.raft.State() != raft.Leader {
+		return
+	}
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		n.log.Warn("grantor: reconcile: reading the raft configuration", "err", err)
+		return
+	}
+	servers := map[string]raft.Server{}
+	for _, s := range f.Configuration().Servers {
+		servers[string(s.ID)] = s
+	}
+	gs := gossipGrantors(n.gossip.Members())
+	ids := make([]string, 0, len(gs))
+	for id := range gs {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		if id == n.cfg.NodeID || ctx.Err() != nil {
+			continue
+		}
+		g := gs[id]
+		s, in := servers[id]
+		switch {
+		case g.alive != nil:
+			meta := g.alive.Meta
+			suffrage := raft.Nonvoter
+			if meta.Voter {
+				suffrage = raft.Voter
+			}
+			promote := suffrage == raft.Voter && s.Suffrage != raft.Voter
+			if in && string(s.Address) == meta.RaftAddr && !promote {
+				continue
+			}
+			n.log.Info("grantor: adding a grantor alive in gossip to the raft configuration",
+				"node_id", id, "raft_addr", meta.RaftAddr, "voter", meta.Voter, "was_in", in, "old_addr", string(s.Address))
+			var fut raft.IndexFuture
+			if meta.Voter {
+				fut = n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(meta.RaftAddr), 0, membershipTimeout)
+			} else {
+				fut = n.raft.AddNonvoter(raft.ServerID(id), raft.ServerAddress(meta.RaftAddr), 0, membershipTimeout)
+			}
+			if err := n.await(ctx, fut); err != nil {
+				n.log.Warn("grantor: adding a grantor failed; will retry", "node_id", id, "err", err)
+			}
+		case g.left && in:
+			n.log.Info("grantor: removing a grantor that left gracefully from the raft configuration", "node_id", id)
+			if err := n.await(ctx, n.raft.RemoveServer(raft.ServerID(id), 0, membershipTimeout)); err != nil {
+				n.log.Warn("grantor: removing a grantor that left failed; will retry", "node_id", id, "err", err)
+			}
+		}
+	}
+}
+
+// bootstrapExpect bootstraps a new cluster, Consul style: once
+// BootstrapExpect alive voter grantors see each other in gossip, and every
+// one of them answers Members with no raft configuration and no leader,
+// each bootstraps with the same configuration (all of them, as voters),
+// which raft treats as one cluster. If any has raft state, a cluster
+// exists: this node waits for its leader to add it (reconcile). If more
+// fresh grantors than expected are visible, it refuses to guess which of
+// them form the cluster. It ends once this node has raft state.
+func (n *Node) bootstrapExpect() {
+	defer n.watchers.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-n.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	t := time.NewTimer(bootstrapRetry)
+	defer t.Stop()
+	said := ""
+	say := func(msg string, args ...any) {
+		if s := fmt.Sprint(msg, args); s != said {
+			said = s
+			n.log.Info(msg, args...)
+		}
+	}
+	for {
+		changed := n.gossip.Changes()
+		if n.hasRaftState() {
+			n.log.Info("grantor: raft state present; bootstrap-expect done")
+			return
+		}
+		if n.tryBootstrap(ctx, say) {
+			return
+		}
+		t.Reset(bootstrapRetry)
+		select {
+		case <-changed:
+		case <-t.C:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// hasRaftState reports whether raft has a configuration or a log.
+func (n *Node) hasRaftState() bool {
+	if n.raft.LastIndex() > 0 {
+		return true
+	}
+	f := n.raft.GetConfiguration()
+	return f.Error() == nil && len(f.Configuration().Servers) > 0
+}
+
+// tryBootstrap is one attempt of bootstrapExpect; true means done.
+func (n *Node) tryBootstrap(ctx context.Context, say func(string, ...any)) bool {
+	want := n.cfg.BootstrapExpect
+	var voters []gossip.MemberInfo
+	for _, in := range n.gossip.Members() {
+		if in.State == gossip.StateAlive && in.MetaErr == nil && in.Meta.Role == gossip.RoleGrantor && in.Meta.Voter {
+			voters = append(voters, in)
+		}
+	}
+	if len(voters) < want {
+		say("grantor: bootstrap-expect: waiting for grantors", "expect", want, "see", len(voters))
+		return false
+	}
+	for _, v := range voters {
+		if v.Meta.NodeID == n.cfg.NodeID {
+			continue
+		}
+		resp, err := n.peerMembers(ctx, v.Meta.RPCAddr)
+		if err != nil {
+			say("grantor: bootstrap-expect: a grantor does not answer yet", "node_id", v.Meta.NodeID, "rpc", v.Meta.RPCAddr, "err", err)
+			return false
+		}
+		if clusterExists(resp) {
+			say("grantor: bootstrap-expect: a cluster exists; waiting to join it (its leader adds this node)",
+				"asked", v.Meta.NodeID, "leader_id", resp.GetLeaderId())
+			return false
+		}
+	}
+	if len(voters) > want {
+		say("grantor: bootstrap-expect: more grantors without raft state than expected; not guessing which form the cluster (check bootstrap_expect on every grantor)",
+			"expect", want, "see", len(voters))
+		return false
+	}
+	conf := raft.Configuration{}
+	var ids []string
+	for _, v := range voters {
+		conf.Servers = append(conf.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(v.Meta.NodeID), Address: raft.ServerAddress(v.Meta.RaftAddr)})
+		ids = append(ids, v.Meta.NodeID)
+	}
+	slices.SortFunc(conf.Servers, func(a, b raft.Server) int { return cmp.Compare(a.ID, b.ID) })
+	slices.Sort(ids)
+	switch err := n.raft.BootstrapCluster(conf).Error(); {
+	case err == nil:
+		n.log.Info("grantor: bootstrapped the cluster", "voters", ids)
+		return true
+	case errors.Is(err, raft.ErrCantBootstrap):
+		n.log.Info("grantor: bootstrap-expect: raft state appeared (added by a leader); not bootstrapping")
+		return true
+	default:
+		n.log.Warn("grantor: bootstrap-expect: bootstrapping failed; will retry", "err", err)
+		return false
+	}
+}
+
+// clusterExists reports whether a Members answer shows a raft cluster:
+// a leader, or any server in the configuration.
+func clusterExists(resp *grantorpb.MembersResponse) bool {
+	if resp.GetLeaderId() != "" {
+		return true
+	}
+	for _, m := range resp.GetMembers() {
+		if m.GetVoter() || m.GetRaftState() != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// peerMembers asks the grantor at rpcAddr for its Members.
+func (n *Node) peerMembers(ctx context.Context, rpcAddr string) (*grantorpb.MembersResponse, error) {
+	var resp *grantorpb.MembersResponse
+	err := n.callPeer(ctx, rpcAddr, func(ctx context.Context, c grantorpb.GrantorClient) (err error) {
+		resp, err = c.Members(ctx, &grantorpb.MembersRequest{})
+		return err
+	})
+	return resp, err
+}
+
+// callPeer calls another grantor over gRPC, within peerTimeout.
+func (n *Node) callPeer(ctx context.Context, rpcAddr string, call func(context.Context, grantorpb.GrantorClient) error) error {
+	if rpcAddr == "" {
+		return errors.New("no gRPC address known")
+	}
+	conn, err := grpc.NewClient(rpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(ctx, peerTimeout)
+	defer cancel()
+	return call(ctx, grantorpb.NewGrantorClient(conn))
+}

@@ -1,0 +1,177 @@
+package grantor
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/leaseside/leaseside/clockwatch"
+	"github.com/leaseside/leaseside/grantor/gossip"
+)
+
+// counters are the grantor's event counts, atomics on the hot paths, read
+// by the collector when scraped.
+type counters struct {
+	acquiresGranted    atomic.Uint64
+	acquiresNotGranted atomic.Uint64
+	acquiresFailed     atomic.Uint64
+	releasesReleased   atomic.Uint64
+	releasesNotHeld    atomic.Uint64
+	releasesFailed     atomic.Uint64
+	revokes            atomic.Uint64
+	keepaliveBatches   atomic.Uint64
+	leasesRenewed      atomic.Uint64
+	leasesLost         atomic.Uint64
+	verifyOK           atomic.Uint64
+	verifyFailed       atomic.Uint64
+
+	mu          sync.Mutex
+	clockEvents map[clockwatch.EventKind]uint64
+}
+
+func (c *counters) clockEvent(k clockwatch.EventKind) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.clockEvents == nil {
+		c.clockEvents = map[clockwatch.EventKind]uint64{}
+	}
+	c.clockEvents[k]++
+}
+
+var (
+	descAcquires    = prometheus.NewDesc("leaseside_grantor_acquires_total", "Acquire requests answered, by result (granted, not_granted, error).", []string{"result"}, nil)
+	descReleases    = prometheus.NewDesc("leaseside_grantor_releases_total", "Release requests answered, by result (released, not_held, error).", []string{"result"}, nil)
+	descRevokes     = prometheus.NewDesc("leaseside_grantor_revokes_total", "Leases revoked by this node as leader because they expired.", nil, nil)
+	descKABatches   = prometheus.NewDesc("leaseside_grantor_keepalive_batches_total", "Keepalive requests (one per session and batch) answered.", nil, nil)
+	descRenewed     = prometheus.NewDesc("leaseside_grantor_leases_renewed_total", "Leases renewed by keepalives.", nil, nil)
+	descRenewLost   = prometheus.NewDesc("leaseside_grantor_renewals_lost_total", "Leases in keepalives answered lost (not held with that token, or expired).", nil, nil)
+	descVerify      = prometheus.NewDesc("leaseside_grantor_verify_rounds_total", "VerifyLeader quorum rounds run for keepalive batches, by result (ok, failed).", []string{"result"}, nil)
+	descLeases      = prometheus.NewDesc("leaseside_grantor_leases", "Leases held, in this node's replica of the state.", nil, nil)
+	descWaiters     = prometheus.NewDesc("leaseside_grantor_waiters", "Acquires queued for held leases (leader only).", nil, nil)
+	descIsLeader    = prometheus.NewDesc("leaseside_grantor_is_leader", "1 when this node is the raft leader.", nil, nil)
+	descInOffice    = prometheus.NewDesc("leaseside_grantor_in_office", "1 when this node leads and has taken office (it answers sidecars).", nil, nil)
+	descLastIndex   = prometheus.NewDesc("leaseside_grantor_raft_last_index", "Index of the last raft log entry.", nil, nil)
+	descCommitIndex = prometheus.NewDesc("leaseside_grantor_raft_commit_index", "Index of the last committed raft log entry.", nil, nil)
+	descApplied     = prometheus.NewDesc("leaseside_grantor_raft_applied_index", "Index of the last raft log entry applied to the FSM.", nil, nil)
+	descTerm        = prometheus.NewDesc("leaseside_grantor_raft_term", "Current raft term.", nil, nil)
+	descServers     = prometheus.NewDesc("leaseside_grantor_raft_servers", "Servers in the raft configuration, by suffrage.", []string{"suffrage"}, nil)
+	descGossip      = prometheus.NewDesc("leaseside_grantor_gossip_members", "Gossip members this node knows, by role and state.", []string{"role", "state"}, nil)
+	descLastToken   = prometheus.NewDesc("leaseside_grantor_last_token", "Highest fencing token granted.", nil, nil)
+	descPause       = prometheus.NewDesc("leaseside_grantor_clock_wakeup_lateness_seconds", "Lateness of the clock watcher's wake-ups: stalls of the grantor.", nil, nil)
+	descPauses      = prometheus.NewDesc("leaseside_grantor_clock_pauses_total", "Stalls of the grantor past the pause threshold.", nil, nil)
+	descLongest     = prometheus.NewDesc("leaseside_grantor_clock_longest_recent_pause_seconds", "Longest stall of the grantor within the recent window.", nil, nil)
+	descSuspends    = prometheus.NewDesc("leaseside_grantor_clock_suspends_total", "Host suspends noticed.", nil, nil)
+	descSuspended   = prometheus.NewDesc("leaseside_grantor_clock_suspended_seconds_total", "Total length of the host suspends noticed.", nil, nil)
+	descSynced      = prometheus.NewDesc("leaseside_grantor_clock_kernel_synced", "1 when the kernel says its clock is synchronised.", nil, nil)
+	descClockEvents = prometheus.NewDesc("leaseside_grantor_clock_events_total", "Clock watcher events, by kind (pause, suspend, unsynced).", []string{"kind"}, nil)
+)
+
+// Collector returns a prometheus.Collector for the node's metrics. Every
+// value is read when scraped; nothing is computed for it on the request
+// paths but the counters.
+func (n *Node) Collector() prometheus.Collector { return collector{n} }
+
+type collector struct{ n *Node }
+
+func (c collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descAcquires, descReleases, descRevokes, descKABatches, descRenewed,
+		descRenewLost, descVerify, descLeases, descWaiters, descIsLeader, descInOffice, descLastIndex,
+		descCommitIndex, descApplied, descTerm, descServers, descGossip, descLastToken, descPause, descPauses,
+		descLongest, descSuspends, descSuspended, descSynced, descClockEvents} {
+		ch <- d
+	}
+}
+
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	n, m := c.n, c.n.metrics
+	gauge := func(desc *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(desc *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(v), labels...)
+	}
+	b2f := func(b bool) float64 {
+		if b {
+			return 1
+		}
+		return 0
+	}
+	counter(descAcquires, m.acquiresGranted.Load(), "granted")
+	counter(descAcquires, m.acquiresNotGranted.Load(), "not_granted")
+	counter(descAcquires, m.acquiresFailed.Load(), "error")
+	counter(descReleases, m.releasesReleased.Load(), "released")
+	counter(descReleases, m.releasesNotHeld.Load(), "not_held")
+	counter(descReleases, m.releasesFailed.Load(), "error")
+	counter(descRevokes, m.revokes.Load())
+	counter(descKABatches, m.keepaliveBatches.Load())
+	counter(descRenewed, m.leasesRenewed.Load())
+	counter(descRenewLost, m.leasesLost.Load())
+	counter(descVerify, m.verifyOK.Load(), "ok")
+	counter(descVerify, m.verifyFailed.Load(), "failed")
+
+	gauge(descLeases, float64(n.fsm.leaseCount()))
+	waiters, inOffice := n.lessor.stats()
+	gauge(descWaiters, float64(waiters))
+	gauge(descInOffice, b2f(inOffice))
+	gauge(descIsLeader, b2f(n.raft.State() == raft.Leader))
+	gauge(descLastIndex, float64(n.raft.LastIndex()))
+	gauge(descCommitIndex, float64(n.raft.CommitIndex()))
+	gauge(descApplied, float64(n.raft.AppliedIndex()))
+	gauge(descTerm, float64(n.raft.CurrentTerm()))
+	var voters, nonvoters int
+	if f := n.raft.GetConfiguration(); f.Error() == nil {
+		for _, s := range f.Configuration().Servers {
+			if s.Suffrage == raft.Voter {
+				voters++
+			} else {
+				nonvoters++
+			}
+		}
+	}
+	gauge(descServers, float64(voters), "voter")
+	gauge(descServers, float64(nonvoters), "nonvoter")
+	if n.gossip != nil {
+		type key struct{ role, state string }
+		counts := map[key]int{}
+		for _, in := range n.gossip.Members() {
+			role := in.Meta.Role
+			if in.MetaErr != nil {
+				role = "unknown"
+			}
+			counts[key{role, in.State}]++
+		}
+		for k, v := range counts {
+			gauge(descGossip, float64(v), k.role, k.state)
+		}
+	}
+	gauge(descLastToken, float64(n.fsm.lastToken()))
+
+	v := n.watcher.View()
+	buckets := map[float64]uint64{}
+	var cum uint64
+	for i, b := range v.PauseHistogram.Bounds {
+		cum += v.PauseHistogram.Counts[i]
+		buckets[b.Seconds()] = cum
+	}
+	ch <- prometheus.MustNewConstHistogram(descPause, v.PauseHistogram.Count, v.PauseHistogram.Sum.Seconds(), buckets)
+	counter(descPauses, v.Pauses)
+	gauge(descLongest, v.LongestRecentPause.Seconds())
+	counter(descSuspends, v.Suspend.Count)
+	ch <- prometheus.MustNewConstMetric(descSuspended, prometheus.CounterValue, v.Suspend.Total.Seconds())
+	gauge(descSynced, b2f(v.Kernel.Synced))
+	m.mu.Lock()
+	for _, k := range []clockwatch.EventKind{clockwatch.EventPause, clockwatch.EventSuspend, clockwatch.EventUnsynced} {
+		counter(descClockEvents, m.clockEvents[k], string(k))
+	}
+	m.mu.Unlock()
+}
+
+// gossipMembers is the member list, or nil without gossip.
+func (n *Node) gossipMembers() []gossip.MemberInfo {
+	if n.gossip == nil {
+		return nil
+	}
+	return n.gossip.Members()
+}
