@@ -166,15 +166,14 @@ func (b *bencher) setup(ctx context.Context, kind string, sessions, total int, n
 				return fmt.Errorf("%w: %s, never granted before, is held by %s/%s", ErrViolation, l, resp.HolderSession, resp.HolderOwner)
 			}
 			h.leases = append(h.leases, held{lease: l, token: resp.Token})
+			mu.Lock()
+			if done++; done >= next {
+				b.progress("%s: %d of %d leases acquired after %.0fs", kind, done, total, time.Since(start).Seconds())
+				next += step
+			}
+			mu.Unlock()
 		}
 		hs[i] = h
-		mu.Lock()
-		done += n
-		if done >= next {
-			b.progress("%s: %d of %d leases acquired after %.0fs", kind, done, total, time.Since(start).Seconds())
-			next += step
-		}
-		mu.Unlock()
 		return nil
 	})
 	if err != nil {
