@@ -116,8 +116,9 @@ func (n *Node) Leave(ctx context.Context) error {
 			n.log.Warn("grantor: announcing the leave in gossip", "err", err)
 		}
 	}
-	err := n.leaveRaft(ctx)
+	outcome, err := n.leaveRaft(ctx)
 	if err != nil {
+		outcome = "not removed"
 		n.log.Warn("grantor: not removed from the raft configuration", "err", err)
 	}
 	if n.gossip != nil {
@@ -129,12 +130,13 @@ func (n *Node) Leave(ctx context.Context) error {
 			n.log.Warn("grantor: leaving gossip", "err", err)
 		}
 	}
-	n.log.Info("grantor: left the cluster", "id", n.cfg.NodeID, "removed", err == nil)
+	n.log.Info("grantor: left the cluster", "id", n.cfg.NodeID, "raft", outcome)
 	return err
 }
 
-// leaveRaft is steps 3 and 4 of Leave.
-func (n *Node) leaveRaft(ctx context.Context) error {
+// leaveRaft is steps 3 and 4 of Leave. The outcome says, for the log,
+// what became of this node's place in the configuration.
+func (n *Node) leaveRaft(ctx context.Context) (outcome string, err error) {
 	self := raft.ServerID(n.cfg.NodeID)
 	ch := make(chan raft.Observation, 16)
 	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
@@ -172,7 +174,7 @@ func (n *Node) leaveRaft(ctx context.Context) error {
 	for {
 		f := n.raft.GetConfiguration()
 		if err := f.Error(); err != nil {
-			return raftProposer{n}.raftErr(err)
+			return "", raftProposer{n}.raftErr(err)
 		}
 		in, others := false, 0
 		for _, s := range f.Configuration().Servers {
@@ -185,11 +187,10 @@ func (n *Node) leaveRaft(ctx context.Context) error {
 		}
 		switch {
 		case !in:
-			n.log.Info("grantor: not in the raft configuration (any more)")
-			return nil
+			return "not in the configuration", nil
 		case others == 0:
 			n.log.Info("grantor: the only voter stays in its configuration; its raft state is the cluster's")
-			return nil
+			return "kept: the last voter", nil
 		}
 		if n.raft.State() == raft.Leader {
 			say("grantor: handing leadership over before leaving")
@@ -197,7 +198,7 @@ func (n *Node) leaveRaft(ctx context.Context) error {
 				say("grantor: leadership transfer failed; retrying", "err", err)
 			}
 			if err := wait(); err != nil {
-				return err
+				return "", err
 			}
 			continue
 		}
@@ -208,7 +209,7 @@ func (n *Node) leaveRaft(ctx context.Context) error {
 		if leaderID == "" || addr == "" {
 			say("grantor: waiting for a leader to remove this node")
 			if err := wait(); err != nil {
-				return err
+				return "", err
 			}
 			continue
 		}
@@ -219,13 +220,13 @@ func (n *Node) leaveRaft(ctx context.Context) error {
 		switch status.Code(err) {
 		case codes.OK:
 			n.log.Info("grantor: removed from the raft configuration", "by", leaderID)
-			return nil
+			return "removed", nil
 		case codes.NotFound:
-			return nil
+			return "not in the configuration", nil
 		}
 		say("grantor: the leader did not remove this node yet; retrying", "leader", leaderID, "err", err)
 		if err := wait(); err != nil {
-			return err
+			return "", err
 		}
 	}
 }

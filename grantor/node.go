@@ -75,9 +75,10 @@ func New(cfg Config) (n *Node, err error) {
 	}
 	cfg = cfg.withNilDefaults()
 	n = &Node{cfg: cfg, log: cfg.Logger, served: make(chan struct{}), done: make(chan struct{})}
+	node := n // the error returns below set n to nil
 	defer func() {
 		if err != nil {
-			n.closeStores()
+			node.closeStores()
 		}
 	}()
 
