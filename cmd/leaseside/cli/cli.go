@@ -65,6 +65,8 @@ func commands() []command {
 		{"watch", "print lease events as they happen", runWatch},
 		{"clock", "show what the daemon knows about its clock", runClock},
 		{"daemon", "run the sidecar against a grantor cluster", runDaemon},
+		{"grantor", "run one grantor node of the replicated cluster", runGrantor},
+		{"members", "list the cluster's grantors and sidecars; remove a dead grantor", runMembers},
 		{"bench", "measure a grantor cluster's throughput and latency", runBench},
 		{"version", "print the version", runVersion},
 	}

@@ -1,0 +1,306 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	sddaemon "github.com/coreos/go-systemd/v22/daemon"
+
+	"github.com/leaseside/leaseside/clockwatch"
+	"github.com/leaseside/leaseside/grantor"
+	"github.com/leaseside/leaseside/grantor/gossip"
+)
+
+// leaveTimeout bounds the graceful leave on SIGTERM (systemd gives the
+// grantor unit 30s to stop).
+const leaveTimeout = 20 * time.Second
+
+// grantorOptions are the settings of `leaseside grantor`, from the
+// defaults, then the config file, then the flags given on the command line.
+type grantorOptions struct {
+	NodeID          string
+	DataDir         string
+	RPCAddr         string
+	RaftAddr        string
+	GossipAddr      string
+	Join            []string
+	BootstrapExpect int
+	GossipKeyFile   string
+	MetricsAddr     string
+	Timing          clockwatch.Timing
+}
+
+func defaultGrantorOptions() grantorOptions {
+	host, _ := os.Hostname()
+	return grantorOptions{
+		NodeID:     host,
+		DataDir:    defaultGrantorDataDir(),
+		RPCAddr:    "127.0.0.1:7401",
+		RaftAddr:   "127.0.0.1:7402",
+		GossipAddr: "127.0.0.1:7403",
+		Timing:     clockwatch.DefaultTiming(),
+	}
+}
+
+// defaultGrantorDataDir is /var/lib/leaseside for root (the unit's
+// StateDirectory), else under $XDG_STATE_HOME (or ~/.local/state).
+func defaultGrantorDataDir() string {
+	if os.Geteuid() == 0 {
+		return "/var/lib/leaseside"
+	}
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "leaseside", "grantor")
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".local", "state", "leaseside", "grantor")
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("leaseside-%d", os.Geteuid()), "grantor")
+}
+
+// grantorFileConfig is the grantor's JSON config file
+// (packaging/etc/grantor.json). Unknown keys are errors; absent keys keep
+// their defaults. Durations are Go duration strings ("100ms").
+type grantorFileConfig struct {
+	NodeID          string   `json:"node_id"`
+	DataDir         string   `json:"data_dir"`
+	RPCAddr         string   `json:"rpc_addr"`
+	RaftAddr        string   `json:"raft_addr"`
+	GossipAddr      string   `json:"gossip_addr"`
+	Join            []string `json:"join"`
+	BootstrapExpect *int     `json:"bootstrap_expect"`
+	GossipKeyFile   string   `json:"gossip_key_file"`
+	MetricsAddr     string   `json:"metrics_addr"`
+	Rho             *float64 `json:"rho"`
+	Epsilon         string   `json:"epsilon"`
+}
+
+// loadGrantorConfig applies the config file at path to o.
+func loadGrantorConfig(path string, o *grantorOptions) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var fc grantorFileConfig
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&fc); err != nil {
+		return fmt.Errorf("config %s: %w", path, err)
+	}
+	for _, s := range []struct {
+		v   string
+		dst *string
+	}{{fc.NodeID, &o.NodeID}, {fc.DataDir, &o.DataDir}, {fc.RPCAddr, &o.RPCAddr}, {fc.RaftAddr, &o.RaftAddr},
+		{fc.GossipAddr, &o.GossipAddr}, {fc.GossipKeyFile, &o.GossipKeyFile}, {fc.MetricsAddr, &o.MetricsAddr}} {
+		if s.v != "" {
+			*s.dst = s.v
+		}
+	}
+	if fc.Join != nil {
+		o.Join = fc.Join
+	}
+	if fc.BootstrapExpect != nil {
+		o.BootstrapExpect = *fc.BootstrapExpect
+	}
+	if fc.Rho != nil {
+		o.Timing.Rho = *fc.Rho
+	}
+	if fc.Epsilon != "" {
+		d, err := time.ParseDuration(fc.Epsilon)
+		if err != nil {
+			return fmt.Errorf("config %s: epsilon: %w", path, err)
+		}
+		o.Timing.Epsilon = d
+	}
+	return nil
+}
+
+// grantorFlags parses the command line over the defaults and the config
+// file: a flag given on the command line wins over the file.
+func grantorFlags(e *env) (o grantorOptions, verbose bool, code int, ok bool) {
+	fs := newFlags(e, "grantor", "[--config FILE] [--node-id ID] [--data-dir DIR] [--rpc-addr ADDR] [--raft-addr ADDR]\n"+
+		"       [--gossip-addr ADDR] [--join GOSSIP-ADDR,...] [--bootstrap-expect N] [--gossip-key-file FILE] [--metrics-addr ADDR]")
+	def := defaultGrantorOptions()
+	configFile := fs.String("config", "", "JSON config file (keys as the flags, with _ for -: node_id, data_dir, rpc_addr, raft_addr, gossip_addr, join, bootstrap_expect, gossip_key_file, metrics_addr, rho, epsilon)")
+	nodeID := fs.String("node-id", def.NodeID, "raft server ID of this grantor: unique in the cluster, stable across restarts")
+	dataDir := fs.String("data-dir", def.DataDir, "where the raft log and snapshots live (never wipe it: it holds the fencing token counter)")
+	rpcAddr := fs.String("rpc-addr", def.RPCAddr, "gRPC address for sidecars; a 0.0.0.0 host is advertised with the raft address's host")
+	raftAddr := fs.String("raft-addr", def.RaftAddr, "raft transport address: a concrete IP the other grantors reach")
+	gossipAddr := fs.String("gossip-addr", def.GossipAddr, "gossip address (UDP and TCP); port 0 picks one")
+	join := fs.String("join", "", "comma-separated gossip addresses of cluster members to join (none: start a new gossip cluster)")
+	expect := fs.Int("bootstrap-expect", 0, "bootstrap a new cluster once this many grantors see each other (only without raft state)")
+	keyFile := fs.String("gossip-key-file", "", "file with the cluster's base64 gossip encryption key (head -c 32 /dev/urandom | base64)")
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (off when empty)")
+	rho := fs.Float64("rho", def.Timing.Rho, "maximum clock drift rate; must match the sidecars'")
+	eps := fs.Duration("epsilon", def.Timing.Epsilon, "safety margin of the timing model; must match the sidecars'")
+	fs.BoolVar(&verbose, "v", false, "log debug detail")
+	pos, _, err := parse(fs, e.args)
+	if err != nil {
+		return o, false, parseExit(err), false
+	}
+	if len(pos) != 0 {
+		fs.Usage()
+		return o, false, ExitUsage, false
+	}
+	o = def
+	if *configFile != "" {
+		if err := loadGrantorConfig(*configFile, &o); err != nil {
+			return o, false, fail(e, err), false
+		}
+	}
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "node-id":
+			o.NodeID = *nodeID
+		case "data-dir":
+			o.DataDir = *dataDir
+		case "rpc-addr":
+			o.RPCAddr = *rpcAddr
+		case "raft-addr":
+			o.RaftAddr = *raftAddr
+		case "gossip-addr":
+			o.GossipAddr = *gossipAddr
+		case "join":
+			o.Join = splitList(*join)
+		case "bootstrap-expect":
+			o.BootstrapExpect = *expect
+		case "gossip-key-file":
+			o.GossipKeyFile = *keyFile
+		case "metrics-addr":
+			o.MetricsAddr = *metricsAddr
+		case "rho":
+			o.Timing.Rho = *rho
+		case "epsilon":
+			o.Timing.Epsilon = *eps
+		}
+	})
+	switch {
+	case o.NodeID == "":
+		fmt.Fprintln(e.stderr, "leaseside: grantor: --node-id is empty (and the hostname unknown)")
+		return o, false, ExitUsage, false
+	case o.BootstrapExpect < 0:
+		fmt.Fprintln(e.stderr, "leaseside: grantor: --bootstrap-expect must not be negative")
+		return o, false, ExitUsage, false
+	}
+	return o, verbose, 0, true
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// runGrantor runs one grantor node until SIGTERM or SIGINT, then leaves
+// the cluster gracefully (grantor.Node.Leave) and stops. A second signal
+// during the leave cuts it short.
+func runGrantor(ctx context.Context, e *env) int {
+	o, verbose, code, ok := grantorFlags(e)
+	if !ok {
+		return code
+	}
+	log := newLogger(e, verbose)
+	if err := clockwatch.CheckHost(); err != nil {
+		log.Error("refusing to start", "err", err)
+		return ExitError
+	}
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+
+	cfg := grantor.DefaultConfig()
+	cfg.NodeID = o.NodeID
+	cfg.DataDir = o.DataDir
+	cfg.RPCAddr = o.RPCAddr
+	cfg.RaftAddr = o.RaftAddr
+	cfg.BootstrapExpect = o.BootstrapExpect
+	cfg.Timing = o.Timing
+	cfg.Logger = log
+	gc := &gossip.Config{
+		Name:     o.NodeID,
+		BindAddr: o.GossipAddr,
+		Join:     o.Join,
+		Meta:     gossip.Meta{Version: Version},
+		Logger:   log.With("part", "gossip"),
+	}
+	if o.GossipKeyFile != "" {
+		key, err := gossip.LoadKeyFile(o.GossipKeyFile)
+		if err != nil {
+			return fail(e, err)
+		}
+		gc.SecretKey = key
+	}
+	cfg.Gossip = gc
+	node, err := grantor.New(cfg)
+	if err != nil {
+		code := fail(e, err)
+		if errors.Is(err, gossip.ErrNoSeed) && !errors.Is(err, gossip.ErrGossipKey) {
+			code = ExitUnavailable
+		}
+		return code
+	}
+	runCtx, cancelRun := context.WithCancel(context.Background())
+	defer cancelRun()
+	runErr := make(chan error, 1)
+	go func() { runErr <- node.Run(runCtx) }()
+
+	metricsCtx, stopMetrics := context.WithCancel(ctx)
+	defer stopMetrics()
+	if o.MetricsAddr != "" {
+		if err := serveMetrics(metricsCtx, o.MetricsAddr, log, node.Collector()); err != nil {
+			log.Error("metrics", "err", err)
+			cancelRun()
+			<-runErr
+			return ExitError
+		}
+	}
+	if len(o.Join) == 0 && o.BootstrapExpect == 0 {
+		log.Warn("no --join and no --bootstrap-expect: this grantor starts a gossip cluster of its own and waits for a leader to add it")
+	}
+	log.Info("leaseside grantor ready", "id", o.NodeID, "rpc", node.RPCAddr(), "raft", node.RaftAddr(),
+		"gossip", node.GossipAddr(), "data_dir", o.DataDir, "bootstrap_expect", o.BootstrapExpect)
+	sddaemon.SdNotify(false, sddaemon.SdNotifyReady)
+
+	select {
+	case err := <-runErr:
+		log.Error("grantor stopped", "err", err)
+		return ExitError
+	case <-ctx.Done():
+	case sig := <-sigs:
+		log.Info("leaseside grantor leaving the cluster", "signal", sig.String())
+	}
+	sddaemon.SdNotify(false, sddaemon.SdNotifyStopping)
+	leaveCtx, cancelLeave := context.WithTimeout(context.Background(), leaveTimeout)
+	go func() {
+		select {
+		case sig := <-sigs:
+			log.Warn("second signal: stopping without finishing the leave", "signal", sig.String())
+			cancelLeave()
+		case <-leaveCtx.Done():
+		}
+	}()
+	if err := node.Leave(leaveCtx); err != nil {
+		log.Warn("graceful leave incomplete", "err", err)
+	}
+	cancelLeave()
+	cancelRun()
+	if err := <-runErr; err != nil {
+		log.Error("grantor stopped", "err", err)
+		return ExitError
+	}
+	log.Info("leaseside grantor stopped")
+	return ExitOK
+}

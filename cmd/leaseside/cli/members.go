@@ -1,0 +1,232 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/leaseside/leaseside/grantor/grantorpb"
+	"github.com/leaseside/leaseside/ipc"
+)
+
+// membersCallTimeout bounds one call to one grantor.
+const membersCallTimeout = 5 * time.Second
+
+// membersOutput is what `members --json` prints: the shape of the socket's
+// members reply (ipc/PROTOCOL.md).
+type membersOutput struct {
+	LeaderID string       `json:"leader_id"`
+	Members  []ipc.Member `json:"members"`
+}
+
+// runMembers lists the cluster's grantors and sidecars, or, as
+// `members remove NODE-ID`, removes a grantor from the raft configuration.
+func runMembers(ctx context.Context, e *env) int {
+	if len(e.args) > 0 && e.args[0] == "remove" {
+		return runMembersRemove(ctx, e)
+	}
+	fs := newFlags(e, "members", "[--grantors ADDR,...] [--json] [--socket PATH]\n"+
+		"       leaseside members remove NODE-ID --grantors ADDR,...\n\n"+
+		"Lists the grantors (raft configuration, voter flag, raft state, and the leader's last\n"+
+		"contact with each) and every gossip member, sidecars included. With --grantors it asks\n"+
+		"those grantors (any of them answers; the leader is asked for last contact); without it,\n"+
+		"the local sidecar relays the question.\n\n"+
+		"'members remove' takes a dead grantor out of the raft configuration (a grantor stopped\n"+
+		"with SIGTERM leaves by itself; one alive in gossip is added back by the leader).\n")
+	var cf clientFlags
+	cf.register(fs)
+	grantors := fs.String("grantors", "", "comma-separated gRPC addresses of grantors to ask (default: the local sidecar)")
+	pos, _, err := parse(fs, e.args)
+	if err != nil {
+		return parseExit(err)
+	}
+	if len(pos) != 0 {
+		fs.Usage()
+		return ExitUsage
+	}
+	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
+	defer cancel()
+	var out membersOutput
+	if addrs := splitList(*grantors); len(addrs) > 0 {
+		resp, err := askMembers(ctx, addrs)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "leaseside: members: %v\n", err)
+			return ExitUnavailable
+		}
+		out = membersFromPB(resp)
+	} else {
+		c := cf.client()
+		defer c.Close()
+		ms, leader, err := c.Members(ctx)
+		if err != nil {
+			return fail(e, err)
+		}
+		out = membersOutput{LeaderID: leader, Members: ms}
+	}
+	if out.Members == nil {
+		out.Members = []ipc.Member{}
+	}
+	if cf.json {
+		printJSON(e.stdout, out)
+		return ExitOK
+	}
+	printMembers(e.stdout, out)
+	return ExitOK
+}
+
+// askMembers asks the grantors in turn until one answers; if that one is
+// not the leader and the leader's address is known, it asks the leader
+// too, which alone knows its followers' last contact.
+func askMembers(ctx context.Context, addrs []string) (*grantorpb.MembersResponse, error) {
+	var resp *grantorpb.MembersResponse
+	var errs []error
+	for _, a := range addrs {
+		r, err := callMembers(ctx, a)
+		if err == nil {
+			resp = r
+			break
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", a, err))
+	}
+	if resp == nil {
+		return nil, fmt.Errorf("no grantor answered: %w", errors.Join(errs...))
+	}
+	if resp.LeaderId == "" || resp.LeaderId == resp.AnsweredBy {
+		return resp, nil
+	}
+	for _, m := range resp.Members {
+		if m.NodeId == resp.LeaderId && m.RpcAddr != "" {
+			if r, err := callMembers(ctx, m.RpcAddr); err == nil && r.AnsweredBy == resp.LeaderId {
+				return r, nil
+			}
+		}
+	}
+	return resp, nil
+}
+
+func callMembers(ctx context.Context, addr string) (*grantorpb.MembersResponse, error) {
+	var resp *grantorpb.MembersResponse
+	err := callGrantor(ctx, addr, func(ctx context.Context, c grantorpb.GrantorClient) (err error) {
+		resp, err = c.Members(ctx, &grantorpb.MembersRequest{})
+		return err
+	})
+	return resp, err
+}
+
+// callGrantor calls the grantor at addr over gRPC within membersCallTimeout.
+func callGrantor(ctx context.Context, addr string, call func(context.Context, grantorpb.GrantorClient) error) error {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(ctx, membersCallTimeout)
+	defer cancel()
+	return call(ctx, grantorpb.NewGrantorClient(conn))
+}
+
+func membersFromPB(resp *grantorpb.MembersResponse) membersOutput {
+	out := membersOutput{LeaderID: resp.LeaderId, Members: make([]ipc.Member, len(resp.Members))}
+	for i, m := range resp.Members {
+		out.Members[i] = ipc.Member{Name: m.Name, Role: m.Role, NodeID: m.NodeId, RPCAddr: m.RpcAddr, RaftAddr: m.RaftAddr,
+			GossipAddr: m.GossipAddr, GossipState: m.GossipState, Voter: m.Voter, RaftState: m.RaftState,
+			LastContactMs: m.LastContactMs, Version: m.Version}
+	}
+	return out
+}
+
+func printMembers(w io.Writer, out membersOutput) {
+	dash := func(s string) string {
+		if s == "" {
+			return "-"
+		}
+		return s
+	}
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tROLE\tNODE-ID\tRPC\tRAFT\tGOSSIP\tSTATE\tVOTER\tRAFT-STATE\tLAST-CONTACT")
+	for _, m := range out.Members {
+		voter := "-"
+		if m.Role == "grantor" {
+			voter = strconv.FormatBool(m.Voter)
+		}
+		contact := "-"
+		if m.LastContactMs >= 0 {
+			contact = (time.Duration(m.LastContactMs) * time.Millisecond).String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", dash(m.Name), dash(m.Role), dash(m.NodeID),
+			dash(m.RPCAddr), dash(m.RaftAddr), dash(m.GossipAddr), dash(m.GossipState), voter, dash(m.RaftState), contact)
+	}
+	tw.Flush()
+	if out.LeaderID == "" {
+		fmt.Fprintln(w, "\nno leader known")
+	} else {
+		fmt.Fprintf(w, "\nleader: %s\n", out.LeaderID)
+	}
+}
+
+// runMembersRemove removes a grantor from the raft configuration through
+// the leader, following NotLeader redirects.
+func runMembersRemove(ctx context.Context, e *env) int {
+	fs := newFlags(e, "members remove", "NODE-ID --grantors ADDR,...")
+	grantors := fs.String("grantors", "", "comma-separated gRPC addresses of grantors (any; the leader is found from them)")
+	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
+	pos, _, err := parse(fs, e.args[1:])
+	if err != nil {
+		return parseExit(err)
+	}
+	addrs := splitList(*grantors)
+	if len(pos) != 1 || len(addrs) == 0 {
+		if len(addrs) == 0 {
+			fmt.Fprintln(e.stderr, "leaseside: members remove needs --grantors (the local sidecar does not relay removals)")
+		}
+		fs.Usage()
+		return ExitUsage
+	}
+	id := pos[0]
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	var lastErr error
+	for attempts := 0; len(addrs) > 0 && ctx.Err() == nil && attempts < 3*len(addrs)+5; attempts++ {
+		a := addrs[0]
+		addrs = addrs[1:]
+		err := callGrantor(ctx, a, func(ctx context.Context, c grantorpb.GrantorClient) error {
+			_, err := c.RemoveServer(ctx, &grantorpb.RemoveServerRequest{NodeId: id})
+			return err
+		})
+		st := status.Convert(err)
+		switch st.Code() {
+		case codes.OK:
+			fmt.Fprintf(e.stdout, "removed %s from the raft configuration\n", id)
+			return ExitOK
+		case codes.NotFound, codes.InvalidArgument:
+			fmt.Fprintf(e.stderr, "leaseside: members remove: %s\n", st.Message())
+			return ExitError
+		case codes.FailedPrecondition:
+			hint := ""
+			for _, d := range st.Details() {
+				if nl, ok := d.(*grantorpb.NotLeader); ok {
+					hint = nl.LeaderRpcAddr
+				}
+			}
+			if hint == "" && len(st.Details()) == 0 {
+				fmt.Fprintf(e.stderr, "leaseside: members remove: %s\n", st.Message())
+				return ExitError
+			}
+			if hint != "" && hint != a {
+				addrs = append([]string{hint}, addrs...)
+			}
+		}
+		lastErr = fmt.Errorf("%s: %s", a, st.Message())
+	}
+	fmt.Fprintf(e.stderr, "leaseside: members remove: no leader answered: %v\n", lastErr)
+	return ExitUnavailable
+}
