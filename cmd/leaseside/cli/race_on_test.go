@@ -1,0 +1,6 @@
+//go:build race
+
+package cli
+
+// raceEnabled tells leasesideBin to build the binary with -race too.
+const raceEnabled = true
