@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/leaseside/leaseside/grantor/grantorpb"
 )
 
@@ -280,5 +283,34 @@ func TestAlsoReceivedValidation(t *testing.T) {
 	}
 	if e := releaseEntry(relAlso("s", 2, 1, "a", 1, 1)); e[0] != byte(cmdRelease2) {
 		t.Errorf("release with also_received is written as type %d", e[0])
+	}
+}
+
+// also_received end to end over gRPC: a retry of a seq the session listed
+// is OUT_OF_RANGE and grants nothing; listing the own seq is refused.
+func TestNodeAlsoReceivedOverGRPC(t *testing.T) {
+	n := start(t, fastConfig(t, t.TempDir()), true)
+	c := n.client
+	id := func(seq, firstUnacked uint64, also ...uint64) *grantorpb.RequestID {
+		return &grantorpb.RequestID{Session: "s", Seq: seq, FirstUnacked: firstUnacked, AlsoReceived: also}
+	}
+	a := mustAcquire(t, c, &grantorpb.AcquireRequest{Id: id(2, 1), Lease: "a", Owner: "o", TtlNs: int64(10 * time.Second)})
+	rel, err := c.Release(tctx(t), &grantorpb.ReleaseRequest{Id: id(3, 1, 2), Lease: "a", Owner: "o", Token: a.Token})
+	if err != nil || !rel.Released {
+		t.Fatalf("release listing seq 2: %v %v", rel, err)
+	}
+	if n.fsm.hasOutcome("s", 2) {
+		t.Fatal("outcome of seq 2 still remembered")
+	}
+	_, err = c.Acquire(tctx(t), &grantorpb.AcquireRequest{Id: id(2, 1), Lease: "a", Owner: "o", TtlNs: int64(10 * time.Second)})
+	if status.Code(err) != codes.OutOfRange {
+		t.Fatalf("late copy of a listed seq: %v, want OUT_OF_RANGE", err)
+	}
+	if _, held := n.fsm.lease("a"); held || n.fsm.lastToken() != a.Token {
+		t.Fatal("a late copy of a listed seq was granted")
+	}
+	_, err = c.Acquire(tctx(t), &grantorpb.AcquireRequest{Id: id(4, 1, 4), Lease: "a", Owner: "o", TtlNs: int64(10 * time.Second)})
+	if status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("listing the own seq: %v, want INVALID_ARGUMENT", err)
 	}
 }

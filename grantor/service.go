@@ -22,6 +22,7 @@ type service struct {
 func (s *service) Acquire(ctx context.Context, req *grantorpb.AcquireRequest) (*grantorpb.AcquireResponse, error) {
 	c, wait, err := s.n.cfg.validAcquire(req)
 	if err != nil {
+		s.n.metrics.acquiresFailed.Add(1)
 		return nil, toStatus(err)
 	}
 	res, err := s.n.lessor.acquire(ctx, c, wait)
@@ -47,6 +48,7 @@ func (s *service) Acquire(ctx context.Context, req *grantorpb.AcquireRequest) (*
 func (s *service) Release(ctx context.Context, req *grantorpb.ReleaseRequest) (*grantorpb.ReleaseResponse, error) {
 	c, err := validRelease(req)
 	if err != nil {
+		s.n.metrics.releasesFailed.Add(1)
 		return nil, toStatus(err)
 	}
 	res, err := s.n.lessor.release(ctx, c)
