@@ -33,5 +33,16 @@
 // UNAVAILABLE when raft cannot take a proposal or the node shuts down.
 //
 // A Node (node.go) ties raft, its raft-wal log and stable store, the file
-// snapshot store, the lessor and the gRPC server together.
+// snapshot store, the lessor and the gRPC server together. With
+// Config.Gossip it is also a member of the gossip cluster (discovery.go):
+// it gossips its addresses and the leader it knows, bootstraps a new
+// cluster Consul style (Config.BootstrapExpect), and while it leads it
+// reconciles gossip with the raft configuration: alive grantors are
+// added, ones that left gracefully removed, dead ones kept until an
+// operator removes them (RemoveServer). Gossip never shortens a lease.
+// Node.Leave takes a node out gracefully: it stops acknowledging, hands
+// leadership over if it leads, has the leader remove it, then leaves
+// gossip (membership.go). Members answers from any node; Collector
+// exports the node's metrics, its clock watcher's stalls included
+// (metrics.go).
 package grantor

@@ -19,7 +19,9 @@
 // until memberlist declares it dead. A member that leaves first gossips a
 // leaving flag in its metadata, which is how the others tell "left" from
 // "dead" (memberlist v0.7.0 does not expose that distinction to its
-// delegates); one that missed the flag lists the member as dead.
+// delegates); one that missed the flag lists the member as dead. The flag
+// can be gossiped ahead of the leave (AnnounceLeaving): a grantor does so
+// before it takes itself out of raft, so that no leader adds it back.
 //
 // # Wire
 //
