@@ -356,22 +356,11 @@ type cluster struct {
 	nodes []*grantorNode
 }
 
-// requireGrantor skips the test when the binary has no grantor
-// subcommand (the cluster tests were written before it landed).
-func requireGrantor(t *testing.T) {
-	t.Helper()
-	out, _ := exec.Command(bin, "grantor", "--help").CombinedOutput()
-	if strings.Contains(string(out), `unknown command "grantor"`) {
-		t.Skip("leaseside has no grantor subcommand yet")
-	}
-}
-
 // newLoopbackCluster lays out n grantors on 127.0.0.1, each with ports of
 // its own, all expecting n voters; node 0 starts the gossip cluster and
 // the others join it. Nothing is started.
 func newLoopbackCluster(t *testing.T, n int) *cluster {
 	t.Helper()
-	requireGrantor(t)
 	ports := freeLoopbackPorts(t, 3*n)
 	c := &cluster{t: t}
 	for i := range n {
@@ -388,7 +377,6 @@ func newLoopbackCluster(t *testing.T, n int) *cluster {
 // newLabCluster lays out one grantor on each of the given netlab hosts.
 func newLabCluster(t *testing.T, lab *netlab.Lab, hosts ...int) *cluster {
 	t.Helper()
-	requireGrantor(t)
 	c := &cluster{t: t}
 	for i, h := range hosts {
 		host := lab.Host(h)
