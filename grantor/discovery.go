@@ -26,8 +26,9 @@ import (
 //     state (bootstrapExpect).
 //   - While it leads raft, it reconciles gossip with the raft
 //     configuration (reconcile): an alive grantor that is not in it is
-//     added (a new or replaced node joins a running cluster; a changed raft
-//     address is updated); one that left gracefully is removed; one that
+//     added, as a non-voter first and promoted to voter once it answers
+//     over raft (a new or replaced node joins a running cluster; a changed
+//     raft address is updated); one that left gracefully is removed; one that
 //     is dead, leaving, or no longer listed stays. Removing a dead grantor
 //     is an operator's decision (RemoveServer, `leaseside members
 //     remove`), because a dead-looking grantor may only be partitioned.
@@ -44,6 +45,13 @@ const (
 	bootstrapRetry = time.Second
 	// gossipLeaveTimeout bounds the announcements of Leave.
 	gossipLeaveTimeout = 5 * time.Second
+	// promoteContact is how recent the leader's last answer from a staged
+	// non-voter must be to promote it; heartbeats come every tenth of
+	// HeartbeatTimeout.
+	promoteContact = 2 * time.Second
+	// promoteCheck is how often reconciliation looks again while a staged
+	// grantor waits for promotion.
+	promoteCheck = 250 * time.Millisecond
 )
 
 // startGossip joins the gossip cluster with this node's grantor Meta.
@@ -142,8 +150,11 @@ func (n *Node) reconcileLoop(ctx context.Context) {
 	defer t.Stop()
 	for {
 		changed := n.gossip.Changes()
-		n.reconcile(ctx)
-		t.Reset(n.cfg.ReconcileInterval)
+		wait := n.cfg.ReconcileInterval
+		if n.reconcile(ctx) {
+			wait = min(wait, promoteCheck)
+		}
+		t.Reset(wait)
 		select {
 		case <-changed:
 		case <-t.C:
@@ -186,15 +197,23 @@ func gossipGrantors(ms []gossip.MemberInfo) map[string]*gossipGrantor {
 }
 
 // reconcile is one pass of the leader's reconciliation (see the top of
-// this file). Failures are logged; the next pass tries again.
-func (n *Node) reconcile(ctx context.Context) {
+// this file). Failures are logged; the next pass tries again. It reports
+// whether a staged grantor waits for promotion.
+//
+// A grantor joins in two steps, like Consul's autopilot stabilisation: it
+// is added as a non-voter, and promoted to voter once this leader has had
+// an answer from it over raft (within promoteContact). A grantor that
+// gossips but whose raft address is unreachable (a firewall, a wrong
+// --raft-addr) so never becomes a voter that counts towards the quorum
+// without ever answering.
+func (n *Node) reconcile(ctx context.Context) (pending bool) {
 	if n.raft.State() != raft.Leader {
-		return
+		return false
 	}
 	f := n.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
 		n.log.Warn("grantor: reconcile: reading the raft configuration", "err", err)
-		return
+		return false
 	}
 	servers := map[string]raft.Server{}
 	for _, s := range f.Configuration().Servers {
@@ -215,24 +234,35 @@ func (n *Node) reconcile(ctx context.Context) {
 		switch {
 		case g.alive != nil:
 			meta := g.alive.Meta
-			suffrage := raft.Nonvoter
-			if meta.Voter {
-				suffrage = raft.Voter
-			}
-			promote := suffrage == raft.Voter && s.Suffrage != raft.Voter
-			if in && string(s.Address) == meta.RaftAddr && !promote {
+			sid, addr := raft.ServerID(id), raft.ServerAddress(meta.RaftAddr)
+			var fut raft.IndexFuture
+			switch {
+			case !in:
+				n.log.Info("grantor: adding a grantor alive in gossip to the raft configuration, as a non-voter until it answers",
+					"node_id", id, "raft_addr", meta.RaftAddr, "voter", meta.Voter)
+				fut = n.raft.AddNonvoter(sid, addr, 0, membershipTimeout)
+				pending = pending || meta.Voter
+			case s.Address != addr:
+				n.log.Info("grantor: updating a grantor's raft address from gossip",
+					"node_id", id, "raft_addr", meta.RaftAddr, "old_addr", string(s.Address))
+				if s.Suffrage == raft.Voter {
+					fut = n.raft.AddVoter(sid, addr, 0, membershipTimeout)
+				} else {
+					fut = n.raft.AddNonvoter(sid, addr, 0, membershipTimeout)
+					pending = pending || meta.Voter
+				}
+			case meta.Voter && s.Suffrage != raft.Voter:
+				if d, ok := n.trans.lastContact(sid); !ok || d > promoteContact {
+					pending = true
+					continue
+				}
+				n.log.Info("grantor: promoting a grantor that answers to voter", "node_id", id)
+				fut = n.raft.AddVoter(sid, addr, 0, membershipTimeout)
+			default:
 				continue
 			}
-			n.log.Info("grantor: adding a grantor alive in gossip to the raft configuration",
-				"node_id", id, "raft_addr", meta.RaftAddr, "voter", meta.Voter, "was_in", in, "old_addr", string(s.Address))
-			var fut raft.IndexFuture
-			if meta.Voter {
-				fut = n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(meta.RaftAddr), 0, membershipTimeout)
-			} else {
-				fut = n.raft.AddNonvoter(raft.ServerID(id), raft.ServerAddress(meta.RaftAddr), 0, membershipTimeout)
-			}
 			if err := n.await(ctx, fut); err != nil {
-				n.log.Warn("grantor: adding a grantor failed; will retry", "node_id", id, "err", err)
+				n.log.Warn("grantor: changing a grantor's membership failed; will retry", "node_id", id, "err", err)
 			}
 		case g.left && in:
 			n.log.Info("grantor: removing a grantor that left gracefully from the raft configuration", "node_id", id)
@@ -241,6 +271,7 @@ func (n *Node) reconcile(ctx context.Context) {
 			}
 		}
 	}
+	return pending
 }
 
 // bootstrapExpect bootstraps a new cluster, Consul style: once
