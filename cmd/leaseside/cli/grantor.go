@@ -128,7 +128,11 @@ func loadGrantorConfig(path string, o *grantorOptions) error {
 // file: a flag given on the command line wins over the file.
 func grantorFlags(e *env) (o grantorOptions, verbose bool, code int, ok bool) {
 	fs := newFlags(e, "grantor", "[--config FILE] [--node-id ID] [--data-dir DIR] [--rpc-addr ADDR] [--raft-addr ADDR]\n"+
-		"       [--gossip-addr ADDR] [--join GOSSIP-ADDR,...] [--bootstrap-expect N] [--gossip-key-file FILE] [--metrics-addr ADDR]")
+		"       [--gossip-addr ADDR] [--join GOSSIP-ADDR,...] [--bootstrap-expect N] [--gossip-key-file FILE] [--metrics-addr ADDR]\n\n"+
+		"Runs one grantor node. It logs \"leaseside grantor ready\" once it serves. On SIGTERM or SIGINT it\n"+
+		"leaves the cluster: it hands leadership over if it leads, has the leader take it out of the raft\n"+
+		"configuration (it is added back when it starts again), leaves gossip and exits 0; a second\n"+
+		"signal cuts the leave short. A wrong or missing gossip key fails the start (exit 1).\n")
 	def := defaultGrantorOptions()
 	configFile := fs.String("config", "", "JSON config file (keys as the flags, with _ for -: node_id, data_dir, rpc_addr, raft_addr, gossip_addr, join, bootstrap_expect, gossip_key_file, metrics_addr, rho, epsilon)")
 	nodeID := fs.String("node-id", def.NodeID, "raft server ID of this grantor: unique in the cluster, stable across restarts")

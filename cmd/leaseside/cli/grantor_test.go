@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -283,7 +284,11 @@ func TestGrantorCluster(t *testing.T) {
 	seed := ""
 	for i := range 3 {
 		id := fmt.Sprintf("g%d", i+1)
-		p := startProc(t, id, grantorArgs(id, seed, key)...)
+		args := grantorArgs(id, seed, key)
+		if i == 0 {
+			args = append(args, "--metrics-addr", "127.0.0.1:0")
+		}
+		p := startProc(t, id, args...)
 		ready := p.waitLine(t, "leaseside grantor ready")
 		for _, k := range []string{"rpc", "raft", "gossip"} {
 			if v := field(ready, k); !strings.HasPrefix(v, "127.0.0.1:") || strings.HasSuffix(v, ":0") {
@@ -301,6 +306,21 @@ func TestGrantorCluster(t *testing.T) {
 	leader := fmt.Sprintf("g%d", li+1)
 	for _, p := range procs {
 		p.waitLine(t, "grantor: leader is "+leader)
+	}
+
+	// g1 serves its metrics.
+	url := field(procs[0].waitLine(t, "serving metrics"), "addr")
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("metrics: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{"leaseside_grantor_is_leader ", "leaseside_grantor_raft_commit_index ", `leaseside_grantor_verify_rounds_total{result="ok"}`,
+		"leaseside_grantor_clock_wakeup_lateness_seconds_bucket", "go_goroutines "} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("metrics of g1 lack %q", want)
+		}
 	}
 
 	all := strings.Join(rpcs, ",")
