@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/leaseside/leaseside/clockwatch"
+	"github.com/leaseside/leaseside/grantor/gossip"
 	"github.com/leaseside/leaseside/grantor/grantorpb"
 )
 
@@ -353,6 +354,11 @@ func TestConfigValidate(t *testing.T) {
 		{name: "min ttl below epsilon", mod: func(c *Config) { c.MinTTL = c.Timing.Epsilon }},
 		{name: "max below min", mod: func(c *Config) { c.MaxTTL = c.MinTTL / 2 }},
 		{name: "zero snapshot threshold", mod: func(c *Config) { c.SnapshotThreshold = 0 }},
+		{name: "bootstrap-expect without gossip", mod: func(c *Config) { c.Bootstrap = false; c.BootstrapExpect = 3 }},
+		{name: "bootstrap and bootstrap-expect", mod: func(c *Config) { c.Gossip = &gossip.Config{}; c.BootstrapExpect = 3 }},
+		{name: "negative bootstrap-expect", mod: func(c *Config) { c.BootstrapExpect = -1 }},
+		{name: "negative reconcile interval", mod: func(c *Config) { c.ReconcileInterval = -time.Second }},
+		{name: "bad watcher", mod: func(c *Config) { c.Watch.PauseThreshold = -time.Second }},
 	}
 	if err := base.Validate(); err != nil {
 		t.Fatalf("base config: %v", err)
@@ -366,5 +372,26 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if _, err := New(Config{}); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("New(Config{}) = %v", err)
+	}
+}
+
+func TestAdvertiseRPC(t *testing.T) {
+	tests := []struct {
+		name, explicit, bound, raft, want string
+		wantErr                           bool
+	}{
+		{name: "bound concrete", bound: "127.0.0.1:7401", raft: "10.0.0.1:7402", want: "127.0.0.1:7401"},
+		{name: "unspecified v4", bound: "0.0.0.0:7401", raft: "10.0.0.1:7402", want: "10.0.0.1:7401"},
+		{name: "unspecified v6", bound: "[::]:7401", raft: "[fd00::1]:7402", want: "[fd00::1]:7401"},
+		{name: "explicit", explicit: "grantor1.example:7401", bound: "0.0.0.0:7401", raft: "10.0.0.1:7402", want: "grantor1.example:7401"},
+		{name: "explicit without port", explicit: "grantor1.example", bound: "0.0.0.0:7401", raft: "10.0.0.1:7402", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := advertiseRPC(tt.explicit, tt.bound, tt.raft)
+			if (err != nil) != tt.wantErr || got != tt.want {
+				t.Fatalf("advertiseRPC = %q, %v; want %q (error: %v)", got, err, tt.want, tt.wantErr)
+			}
+		})
 	}
 }
