@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/leaseside/leaseside/clockwatch"
@@ -91,6 +92,8 @@ type lessor struct {
 	// retired is set when the node leaves the cluster: it takes office no
 	// more, and answers NotLeader so that sidecars go to the next leader.
 	retired bool
+	// isRetired mirrors retired for readers that must not take mu.
+	isRetired atomic.Bool
 
 	wg sync.WaitGroup // office goroutines
 
@@ -368,6 +371,7 @@ func (l *lessor) retire() {
 		return
 	}
 	l.retired = true
+	l.isRetired.Store(true)
 	l.log.Info("grantor: retiring: acknowledging nothing more")
 	l.resignLocked()
 	l.broadcastLocked()

@@ -442,6 +442,10 @@ func (p raftProposer) notLeader() *NotLeaderError {
 	e := &NotLeaderError{LeaderID: string(id)}
 	switch {
 	case id == "":
+	case string(id) == p.n.cfg.NodeID && p.n.lessor.isRetired.Load():
+		// Still raft leader while it hands over (Leave): naming itself
+		// would send sidecars straight back.
+		e.LeaderID = ""
 	case string(id) == p.n.cfg.NodeID:
 		e.LeaderRPCAddr = p.n.RPCAddr()
 	default:
