@@ -38,6 +38,9 @@ type Config struct {
 	// with the raft configuration. New fills in Meta's grantor fields
 	// (keeping Meta.Version) and a Name of NodeID when empty. Gossip is
 	// for discovery only: nothing it reports shortens or ends a lease.
+	// When no seed in Gossip.Join answers, the node gossips alone and
+	// retries them in the background; a wrong or missing gossip key
+	// fails New.
 	Gossip *gossip.Config
 	// BootstrapExpect, when positive, bootstraps a new cluster once that
 	// many voter grantors, none with raft state, see each other in gossip

@@ -43,6 +43,9 @@ const (
 	// bootstrapRetry is how often bootstrapExpect looks again without a
 	// gossip change (a peer whose gRPC server is not up yet).
 	bootstrapRetry = time.Second
+	// joinRetry is how often a grantor whose seeds did not answer at the
+	// start tries them again.
+	joinRetry = 2 * time.Second
 	// gossipLeaveTimeout bounds the announcements of Leave.
 	gossipLeaveTimeout = 5 * time.Second
 	// promoteContact is how recent the leader's last answer from a staged
@@ -71,10 +74,62 @@ func (n *Node) startGossip(gc gossip.Config) (*gossip.Member, error) {
 		gc.Logger = n.log.With("part", "gossip")
 	}
 	m, err := gossip.Start(context.Background(), gc)
-	if err != nil {
+	if err == nil {
+		return m, nil
+	}
+	var je *gossip.JoinError
+	if !errors.As(err, &je) || errors.Is(err, gossip.ErrGossipKey) {
+		// A wrong or missing key is a configuration error: fail the start.
 		return nil, fmt.Errorf("grantor: joining the gossip cluster: %w", err)
 	}
+	// No seed answers (yet): after a full outage the grantors come back
+	// in any order, and one that gave up would wait for another that gave
+	// up too. Gossip alone and keep trying the seeds (retryJoin), as
+	// Consul's retry_join does.
+	n.log.Warn("grantor: no gossip seed answers yet; gossiping alone and retrying the join", "seeds", gc.Join, "err", err)
+	n.rejoin = gc.Join
+	gc.Join = nil
+	if m, err = gossip.Start(context.Background(), gc); err != nil {
+		return nil, fmt.Errorf("grantor: starting gossip: %w", err)
+	}
 	return m, nil
+}
+
+// retryJoin tries the seeds that did not answer at the start every
+// joinRetry until one does.
+func (n *Node) retryJoin() {
+	defer n.watchers.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-n.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	t := time.NewTimer(joinRetry)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return
+		}
+		k, err := n.gossip.Join(ctx, n.rejoin)
+		switch {
+		case err == nil:
+			n.log.Info("grantor: joined the gossip cluster", "seeds_reached", k)
+			return
+		case errors.Is(err, gossip.ErrGossipKey):
+			n.log.Error("grantor: joining the gossip cluster", "err", err)
+		case ctx.Err() != nil:
+			return
+		default:
+			n.log.Debug("grantor: no gossip seed answers yet", "err", err)
+		}
+		t.Reset(joinRetry)
+	}
 }
 
 // gossipLeader keeps the LeaderID this node gossips equal to the leader

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"slices"
 	"testing"
@@ -477,6 +478,28 @@ func TestReconcileStagesUnreachableGrantor(t *testing.T) {
 	}
 	// It still serves with the three voters.
 	if r := mustAcquire(t, l.client, acqReq("s", 1, "a")); !r.Granted {
+		t.Fatalf("acquire: %v", r)
+	}
+}
+
+// Grantors come back in any order after an outage: one whose seed is not
+// up yet gossips alone and joins once the seed is there.
+func TestJoinRetriedUntilTheSeedIsUp(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seedAddr := l.Addr().String()
+	l.Close() // a free port, for the seed that comes later
+	early := start(t, gossipConfig(t, "g1", 2, seedAddr), false)
+	seedCfg := gossipConfig(t, "g2", 2, "")
+	seedCfg.Gossip.BindAddr = seedAddr
+	seed := start(t, seedCfg, false)
+	for _, n := range []*running{early, seed} {
+		waitGossip(t, n, "both grantors", func() bool { return len(n.gossip.Members()) == 2 })
+	}
+	c := &gossipCluster{t: t, nodes: []*running{early, seed}}
+	if r := mustAcquire(t, c.leader().client, acqReq("s", 1, "a")); !r.Granted {
 		t.Fatalf("acquire: %v", r)
 	}
 }

@@ -52,6 +52,7 @@ type Node struct {
 	server  *grpc.Server
 
 	gossip   *gossip.Member // nil without Config.Gossip
+	rejoin   []string       // seeds that did not answer at the start
 	hadState bool           // raft state existed when New ran
 	watcher  *clockwatch.Watcher
 	metrics  *counters
@@ -229,6 +230,10 @@ func (n *Node) Run(ctx context.Context) error {
 	if n.gossip != nil {
 		n.watchers.Add(1)
 		go n.gossipLeader()
+		if len(n.rejoin) > 0 {
+			n.watchers.Add(1)
+			go n.retryJoin()
+		}
 		if n.cfg.BootstrapExpect > 0 && !n.hadState {
 			n.watchers.Add(1)
 			go n.bootstrapExpect()

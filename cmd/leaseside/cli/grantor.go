@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -132,7 +131,8 @@ func grantorFlags(e *env) (o grantorOptions, verbose bool, code int, ok bool) {
 		"Runs one grantor node. It logs \"leaseside grantor ready\" once it serves. On SIGTERM or SIGINT it\n"+
 		"leaves the cluster: it hands leadership over if it leads, has the leader take it out of the raft\n"+
 		"configuration (it is added back when it starts again), leaves gossip and exits 0; a second\n"+
-		"signal cuts the leave short. A wrong or missing gossip key fails the start (exit 1).\n")
+		"signal cuts the leave short. A wrong or missing gossip key fails the start (exit 1); seeds that\n"+
+		"do not answer yet are retried in the background.\n")
 	def := defaultGrantorOptions()
 	configFile := fs.String("config", "", "JSON config file (keys as the flags, with _ for -: node_id, data_dir, rpc_addr, raft_addr, gossip_addr, join, bootstrap_expect, gossip_key_file, metrics_addr, rho, epsilon)")
 	nodeID := fs.String("node-id", def.NodeID, "raft server ID of this grantor: unique in the cluster, stable across restarts")
@@ -250,11 +250,7 @@ func runGrantor(ctx context.Context, e *env) int {
 	cfg.Gossip = gc
 	node, err := grantor.New(cfg)
 	if err != nil {
-		code := fail(e, err)
-		if errors.Is(err, gossip.ErrNoSeed) && !errors.Is(err, gossip.ErrGossipKey) {
-			code = ExitUnavailable
-		}
-		return code
+		return fail(e, err)
 	}
 	runCtx, cancelRun := context.WithCancel(context.Background())
 	defer cancelRun()
