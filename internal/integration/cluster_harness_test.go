@@ -422,9 +422,9 @@ func (c *cluster) waitReady(i int) {
 }
 
 // startAll starts every node and waits until all are ready. The first
-// node is the others' gossip seed, and a grantor that cannot reach any of
-// its seeds gives up: so the others start once the first one's gossip is
-// up (it logs "node started" after that, and is ready no earlier).
+// node is the others' gossip seed; they start once its gossip is up (it
+// logs "node started" after that, and is ready no earlier), so that their
+// joins succeed at once rather than on a background retry.
 func (c *cluster) startAll() {
 	c.t.Helper()
 	c.start(0)
