@@ -44,7 +44,8 @@ import "sort"
 // maxForgottenRanges bounds a session's Forgotten ranges.
 const maxForgottenRanges = maxOutstanding
 
-// maxAlsoReceived bounds the seqs one request may list.
+// maxAlsoReceived bounds the seqs one request's entry carries; a longer
+// list is cut there (validRequestID).
 const maxAlsoReceived = maxOutstanding
 
 // seqRange is the seqs Lo..Hi, both included.

@@ -79,7 +79,9 @@ func validRequestID(id *grantorpb.RequestID) (requestID, error) {
 	}
 	also := id.GetAlsoReceived()
 	if len(also) > maxAlsoReceived {
-		return requestID{}, invalid("id.also_received", "%d seqs, more than %d", len(also), maxAlsoReceived)
+		// Forgetting is a permission: the rest stay remembered until
+		// first_unacked passes them (or a later request lists them).
+		also = also[:maxAlsoReceived]
 	}
 	for _, seq := range also {
 		switch {
