@@ -28,6 +28,9 @@ type scriptedGrantor struct {
 	// delay is how far the fake clock moves while a request is "on the
 	// wire", before the grantor answers.
 	delay time.Duration
+	// acquireDelay moves the fake clock this much more while an acquire
+	// is "on the wire" (a long wait in the queue).
+	acquireDelay time.Duration
 	// silent makes keepalives go unanswered.
 	silent bool
 	// rate skews the grantor's clock against the fake one: it reads
@@ -42,7 +45,7 @@ type scriptedGrantor struct {
 func (s *scriptedGrantor) Acquire(ctx context.Context, req *grantorpb.AcquireRequest) (*grantorpb.AcquireResponse, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.clock.Advance(s.delay)
+	s.clock.Advance(s.delay + s.acquireDelay)
 	s.token++
 	if s.silent {
 		return &grantorpb.AcquireResponse{Granted: true, Token: s.token, GrantorTimeNs: int64(s.clock.Now())}, nil

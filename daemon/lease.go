@@ -42,6 +42,9 @@ type lease struct {
 	// t0 + d(1-rho) - eps.
 	t0       clockwatch.Instant
 	deadline clockwatch.Instant
+	// pending is set while a grant whose deadline from t0 was too short
+	// waits for its first renewal: invisible to callers, never expired.
+	pending bool
 	// stoppedSince is when the owner process (stoppedPID) was first seen
 	// stopped.
 	stoppedSince clockwatch.Instant

@@ -16,6 +16,9 @@ func (d *Daemon) status() *ipc.Response {
 	d.mu.Lock()
 	grants := make([]ipc.Grant, 0, len(d.leases))
 	for _, l := range d.leases {
+		if l.pending {
+			continue
+		}
 		if !now.Before(l.deadline) {
 			d.loseLocked(l, d.lostReason(l, false))
 			continue
@@ -30,6 +33,9 @@ func (d *Daemon) status() *ipc.Response {
 // it first if its deadline has passed. The caller holds d.mu.
 func (d *Daemon) validLocked(name string, now clockwatch.Instant) *lease {
 	l := d.leases[name]
+	if l != nil && l.pending {
+		return nil // not confirmed yet; nobody holds it as far as callers know
+	}
 	if l != nil && !now.Before(l.deadline) {
 		d.loseLocked(l, d.lostReason(l, false))
 		return nil
@@ -116,6 +122,12 @@ func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*i
 	l.t0 = t0
 	l.deadline = d.timing().HolderDeadline(t0, ttl) // rule 3
 	l.scheduleRenewal(t0)
+	// A grant that came after a wait in the queue, or after slow retries,
+	// was made at an unknown point after t0: its deadline may be short or
+	// already gone. Such a grant is pending: nobody is told it is valid,
+	// and it is not expired, until a renewal sent after the grant gives it
+	// a deadline of its own (below).
+	l.pending = clockwatch.Until(d.clock, l.deadline) < 2*ttl/3
 	d.mu.Lock()
 	switch old := d.leases[req.Lease]; {
 	case old != nil && old.token == l.token:
@@ -135,12 +147,20 @@ func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*i
 		d.wake()
 	}
 
-	// A grant that came after waiting in the queue was made at an unknown
-	// point after t0: its deadline may be short or gone. Renew it once now
-	// so the owner starts with a full term. If that fails, the grant is
-	// still good until its deadline and the renew loop keeps trying.
-	if req.Wait() > 0 && clockwatch.Until(d.clock, l.deadline) < 2*ttl/3 {
-		d.renewNow(ctx, l)
+	if l.pending {
+		if err := d.renewNow(ctx, l); err != nil {
+			// Nobody was told of this grant: give it back.
+			d.mu.Lock()
+			forgot := d.leases[l.name] == l
+			if forgot {
+				d.forgetLocked(l)
+			}
+			d.mu.Unlock()
+			if forgot {
+				d.background(func(ctx context.Context) { d.g.release(ctx, l.name, l.ownerID, l.token) })
+			}
+			return nil, ipc.Errorf(ipc.CodeUnavailable, "%q was granted, but the grantor did not confirm it in time, so it was given back: %s", l.name, err.Message)
+		}
 	}
 	now = d.checkSuspend()
 	d.mu.Lock()

@@ -138,7 +138,7 @@ func (d *Daemon) applyRenewal(b *batch, resp *grantorpb.KeepAliveResponse) {
 		if d.leases[l.name] != l {
 			continue // released or lost meanwhile
 		}
-		if !now.Before(l.deadline) {
+		if !l.pending && !now.Before(l.deadline) {
 			// Its deadline passed while the reply was on its way (or the
 			// host slept): it was lost then, and stays lost.
 			d.loseLocked(l, d.lostReason(l, true))
@@ -148,6 +148,7 @@ func (d *Daemon) applyRenewal(b *batch, resp *grantorpb.KeepAliveResponse) {
 			if dl := timing.HolderDeadline(b.t0, l.ttl); dl.After(l.deadline) {
 				l.t0, l.deadline = b.t0, dl
 			}
+			l.pending = false
 			l.scheduleRenewal(b.t0)
 			d.emitLocked(l, &ipc.Event{Event: ipc.EventRenewed, DeadlineBoottimeNs: l.deadline.Nanoseconds(), ValidMs: l.deadline.Sub(now).Milliseconds()})
 			l.signalRenewed(true)
@@ -178,6 +179,8 @@ func (d *Daemon) expire(now clockwatch.Instant, failing bool) {
 	d.mu.Lock()
 	for _, l := range d.leases {
 		switch {
+		case l.pending:
+			// Settled by its first renewal (acquire waits for it).
 		case !now.Before(l.deadline):
 			d.loseLocked(l, d.lostReason(l, failing))
 		case !now.Before(l.releaseAt):
@@ -197,7 +200,9 @@ func (d *Daemon) nextWake(now clockwatch.Instant, inflight *batch, retryAt clock
 	deadline, renew := now.Add(time.Hour), now.Add(time.Hour)
 	d.mu.Lock()
 	for _, l := range d.leases {
-		deadline = min(deadline, l.deadline, l.releaseAt)
+		if !l.pending {
+			deadline = min(deadline, l.deadline, l.releaseAt)
+		}
 		if l.renewAt != never {
 			renew = min(renew, l.renewAt.Add(-renewInterval(l.ttl)/2))
 		}

@@ -107,3 +107,27 @@ func TestRenewalsShareOneKeepAlive(t *testing.T) {
 		t.Fatalf("keepalive carried %d leases, want all 3", len(ka.Leases))
 	}
 }
+
+// A grant that arrives after the deadline its t0 would give (a wait in the
+// queue longer than the term) is not reported lost: the daemon renews it
+// first and answers with the deadline of that renewal, whose t0 was read
+// after the grant; nobody hears of the grant before.
+func TestLateGrantIsRenewedBeforeTheAnswer(t *testing.T) {
+	r := newRig(t)
+	r.g.set(func() { r.g.acquireDelay = 2 * ttl })
+	t0 := r.clock.Now()
+	l, err := r.c.Acquire(ctxT(t), "jobs/late", ipc.AcquireOptions{TTL: ttl, Wait: time.Minute})
+	if err != nil {
+		t.Fatalf("a late grant: %v", err)
+	}
+	got := clockwatch.Instant(l.DeadlineBoottimeNs)
+	if !got.After(t0.Add(2 * ttl)) {
+		t.Fatalf("deadline %v is not from a renewal after the grant (t0 %v)", got, t0)
+	}
+	if want := r.timing.HolderDeadline(t0.Add(2*ttl), ttl); got != want {
+		t.Fatalf("deadline %v, want the renewal's t0 + d(1-rho) - eps = %v", got, want)
+	}
+	if l.ValidMs <= 0 {
+		t.Fatalf("valid_ms %d", l.ValidMs)
+	}
+}

@@ -14,13 +14,7 @@ import (
 // give the caller a deadline, not report the lease lost. (The cluster
 // tests ran into this: a waiter queued for a dead holder's lease waits a
 // whole term.)
-//
-// Known to fail: daemon.acquire sets the waited grant's deadline from the
-// t0 of the request and publishes the lease before renewNow runs, so the
-// renew loop reports it lost (deadline_passed) and the caller gets
-// "lost". Remove the skip with the fix.
 func TestWaiterOutlastingItsTerm(t *testing.T) {
-	t.Skip("known bug: a waited grant that arrives after t0 + d(1-rho) - eps is reported lost instead of renewed (see the comment)")
 	socket := tempSocket(t)
 	startDev(t, socket, t.TempDir())
 	const name = "jobs/long-wait"
