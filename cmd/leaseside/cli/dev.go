@@ -90,7 +90,7 @@ func runDev(ctx context.Context, e *env) int {
 	}
 	log.Info("leaseside dev ready", "socket", sf.socket, "data_dir", *dataDir, "grantor_rpc", node.RPCAddr(), "session", d.Session())
 	if sf.metricsAddr != "" {
-		if err := serveMetrics(ctx, sf.metricsAddr, log, d.Collector()); err != nil {
+		if err := serveMetrics(ctx, sf.metricsAddr, log, d.Collector(), node.Collector()); err != nil {
 			log.Error("metrics", "err", err)
 			return ExitError
 		}
