@@ -1,6 +1,7 @@
 package grantor
 
 import (
+	"container/heap"
 	"errors"
 
 	"github.com/leaseside/leaseside/clockwatch"
@@ -52,6 +53,9 @@ func (l *lessor) expiryLoop(o *office) {
 
 // scan finds the leases whose expiry has passed at now and marks them
 // revoking, finds idle sessions to forget, and returns when to look again.
+// Leases come off the due heap in order, so a scan costs what is due:
+// renewals move expiries later without touching the heap, and an entry
+// that surfaces early is put back at the lease's current due instant.
 func (l *lessor) scan(o *office, now clockwatch.Instant) (revokes []revokeJob, closes []string, next clockwatch.Instant) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -59,27 +63,44 @@ func (l *lessor) scan(o *office, now clockwatch.Instant) (revokes []revokeJob, c
 	if !o.active {
 		return nil, nil, next
 	}
-	for name, e := range o.leases {
+	var busy []dueEntry // due, but their proposal slot is taken
+	for len(o.due) > 0 && !now.Before(o.due[0].at) {
+		d := heap.Pop(&o.due).(dueEntry)
+		e := o.leases[d.name]
+		if e != d.e || e.queued != d.at {
+			continue // stale: the lease is gone, re-granted, or queued again
+		}
 		due := e.expiry
 		if e.revoking {
 			due = e.retryAt
 		}
 		if now.Before(due) {
-			next = minInstant(next, due)
+			o.queueLocked(d.name, e, due)
 			continue
 		}
-		slot := l.slot(name)
+		slot := l.slot(d.name)
 		select {
 		case slot <- struct{}{}:
 		default:
 			// A proposal for this lease (or one sharing its slot) is in
 			// flight; releasing the slot pokes this loop.
+			busy = append(busy, d)
 			continue
 		}
 		e.revoking = true
 		e.retryAt = now.Add(revokeRetry)
-		next = minInstant(next, e.retryAt)
-		revokes = append(revokes, revokeJob{lease: name, token: e.token, slot: slot})
+		o.queueLocked(d.name, e, e.retryAt)
+		revokes = append(revokes, revokeJob{lease: d.name, token: e.token, slot: slot})
+	}
+	for _, d := range busy {
+		heap.Push(&o.due, d) // still due: looked at again when the slot frees
+	}
+	switch {
+	case len(busy) > 0:
+		// The slot's release pokes the loop; this is the backstop.
+		next = minInstant(next, now.Add(revokeRetry))
+	case len(o.due) > 0:
+		next = minInstant(next, o.due[0].at)
 	}
 	for id, s := range o.sessions {
 		if s.busy > 0 {
@@ -140,4 +161,43 @@ func minInstant(a, b clockwatch.Instant) clockwatch.Instant {
 		return b
 	}
 	return a
+}
+
+// dueEntry says that lease name (state e) must be looked at again at at.
+type dueEntry struct {
+	at   clockwatch.Instant
+	name string
+	e    *leaseState
+}
+
+// dueHeap is a min-heap of dueEntry by at (container/heap).
+type dueHeap []dueEntry
+
+func (h dueHeap) Len() int           { return len(h) }
+func (h dueHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h dueHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+
+// Push is for container/heap.
+func (h *dueHeap) Push(x any) { *h = append(*h, x.(dueEntry)) }
+
+// Pop is for container/heap.
+func (h *dueHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	old[len(old)-1] = dueEntry{}
+	*h = old[:len(old)-1]
+	return x
+}
+
+// addLeaseLocked enters a new grant in the office and on the due heap.
+func (o *office) addLeaseLocked(name string, e *leaseState) {
+	o.leases[name] = e
+	o.queueLocked(name, e, e.expiry)
+}
+
+// queueLocked puts lease name on the due heap at at; earlier entries for
+// it become stale.
+func (o *office) queueLocked(name string, e *leaseState, at clockwatch.Instant) {
+	e.queued = at
+	heap.Push(&o.due, dueEntry{at: at, name: name, e: e})
 }

@@ -118,6 +118,9 @@ type office struct {
 	pending  []*renewal    // keepalives waiting for the next verify round
 	kaWake   chan struct{} // 1-buffered: pending is not empty
 	kick     chan struct{} // 1-buffered: the expiry loop should rescan
+	// due orders the leases by when the expiry loop must look at them
+	// again (expiry.go), so a scan costs what is due, not what is held.
+	due dueHeap
 }
 
 // leaseState is the leader's view of one held lease.
@@ -128,6 +131,9 @@ type leaseState struct {
 	// expiry is when this leader may revoke the lease; it only moves later
 	// while the grant (token) stays the same.
 	expiry clockwatch.Instant
+	// queued is the instant of the due-heap entry that stands for this
+	// lease; entries with another instant are stale and dropped.
+	queued clockwatch.Instant
 	// revoking is set once the expiry loop decided to revoke; renewals of
 	// this grant then answer "lost", whatever the Revoke's fate.
 	revoking bool
@@ -233,7 +239,7 @@ func (o *office) extendLocked(t clockwatch.Timing, lease string, rec leaseRecord
 	e := o.leases[lease]
 	if e == nil || e.token != rec.Token {
 		e = &leaseState{token: rec.Token, session: rec.Session, ttl: rec.TTL, expiry: exp}
-		o.leases[lease] = e
+		o.addLeaseLocked(lease, e)
 		return e
 	}
 	// The same grant again (holder re-acquired). A Revoke of it cannot be
@@ -311,8 +317,8 @@ func (l *lessor) takeOffice(o *office) {
 	o.tE = tE
 	table := l.fsm.leases()
 	for name, rec := range table {
-		o.leases[name] = &leaseState{token: rec.Token, session: rec.Session, ttl: rec.TTL,
-			expiry: l.timing.GrantorExpiry(tE, rec.TTL)}
+		o.addLeaseLocked(name, &leaseState{token: rec.Token, session: rec.Session, ttl: rec.TTL,
+			expiry: l.timing.GrantorExpiry(tE, rec.TTL)})
 	}
 	for _, s := range l.fsm.sessions() {
 		o.sessions[s] = &sessionActivity{last: tE}
