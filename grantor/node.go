@@ -389,8 +389,9 @@ func (n *Node) stopServer() {
 	select {
 	case <-stopped:
 	case <-t.C:
+		// Stop closes every connection and returns; GracefulStop may
+		// still be waiting for a handler, which is not waited for.
 		n.server.Stop()
-		<-stopped
 	}
 	<-n.served
 }
@@ -426,18 +427,39 @@ type raftProposer struct{ n *Node }
 
 func (p raftProposer) apply(cmd []byte) (any, error) {
 	f := p.n.raft.Apply(cmd, applyEnqueueTimeout)
-	if err := f.Error(); err != nil {
+	if err := p.await(f); err != nil {
 		return nil, p.raftErr(err)
 	}
 	return f.Response(), nil
 }
 
 func (p raftProposer) barrier() error {
-	return p.raftErr(p.n.raft.Barrier(0).Error())
+	return p.raftErr(p.await(p.n.raft.Barrier(0)))
 }
 
 func (p raftProposer) verifyLeader() error {
-	return p.raftErr(p.n.raft.VerifyLeader().Error())
+	return p.raftErr(p.await(p.n.raft.VerifyLeader()))
+}
+
+// await waits for a raft future, or gives up with ErrRaftShutdown when
+// the node shuts down: after raft.Shutdown, a future in flight may never
+// answer (hashicorp/raft issue 498), and a handler waiting on it would
+// hold up the node's stop for good. The goroutine left waiting on such a
+// future ends with the process.
+func (p raftProposer) await(f raft.Future) error {
+	errc := make(chan error, 1)
+	go func() { errc <- f.Error() }()
+	select {
+	case err := <-errc:
+		return err
+	case <-p.n.done:
+		select {
+		case err := <-errc: // answered after all
+			return err
+		default:
+			return raft.ErrRaftShutdown
+		}
+	}
 }
 
 func (p raftProposer) isLeader() bool { return p.n.raft.State() == raft.Leader }
