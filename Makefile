@@ -14,10 +14,12 @@ run:
 	$(GO) run ./cmd/leaseside dev
 
 # Debian packages the tests use: python3 (the Python client and protocol
-# examples) and socat (the shell example).
+# examples), socat (the shell example), iproute2 and util-linux (network
+# namespaces for the fault tests: ip, unshare, nsenter).
 deps:
-	@if ! command -v python3 >/dev/null || ! command -v socat >/dev/null; then \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 socat >/dev/null; \
+	@if ! command -v python3 >/dev/null || ! command -v socat >/dev/null || ! command -v ip >/dev/null \
+		|| ! command -v nsenter >/dev/null || ! command -v unshare >/dev/null; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 socat iproute2 util-linux >/dev/null; \
 	fi
 	$(GO) mod download
 
