@@ -96,3 +96,11 @@ func TestTimingHolderEndsBeforeGrantor(t *testing.T) {
 		t.Error("negative rho accepted")
 	}
 }
+
+func TestHistogramCumulative(t *testing.T) {
+	h := Histogram{Bounds: []time.Duration{time.Millisecond, 2 * time.Millisecond}, Counts: []uint64{3, 2, 1}, Count: 6}
+	c := h.Cumulative()
+	if c[0.001] != 3 || c[0.002] != 5 || len(c) != 2 {
+		t.Fatalf("cumulative %v, want {0.001:3 0.002:5}", c)
+	}
+}

@@ -146,6 +146,19 @@ type Histogram struct {
 	Sum   time.Duration
 }
 
+// Cumulative returns the histogram as cumulative counts by upper bound in
+// seconds (the overflow bucket is left to Count), the shape Prometheus'
+// const histograms take.
+func (h Histogram) Cumulative() map[float64]uint64 {
+	buckets := make(map[float64]uint64, len(h.Bounds))
+	var cum uint64
+	for i, b := range h.Bounds {
+		cum += h.Counts[i]
+		buckets[b.Seconds()] = cum
+	}
+	return buckets
+}
+
 // histogramBuckets is the number of bounds: 1ms << 0 .. 1ms << 16.
 const histogramBuckets = 17
 

@@ -149,13 +149,8 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descLastToken, float64(n.fsm.lastToken()))
 
 	v := n.watcher.View()
-	buckets := map[float64]uint64{}
-	var cum uint64
-	for i, b := range v.PauseHistogram.Bounds {
-		cum += v.PauseHistogram.Counts[i]
-		buckets[b.Seconds()] = cum
-	}
-	ch <- prometheus.MustNewConstHistogram(descPause, v.PauseHistogram.Count, v.PauseHistogram.Sum.Seconds(), buckets)
+	h := v.PauseHistogram
+	ch <- prometheus.MustNewConstHistogram(descPause, h.Count, h.Sum.Seconds(), h.Cumulative())
 	counter(descPauses, v.Pauses)
 	gauge(descLongest, v.LongestRecentPause.Seconds())
 	counter(descSuspends, v.Suspend.Count)

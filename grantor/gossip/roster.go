@@ -46,6 +46,9 @@ type entry struct {
 }
 
 // roster is this member's table of the cluster, fed by memberlist's events.
+// The time.Time instants it is given (time.Now) decide only how long a
+// member that left or died stays listed (Config.ForgetAfter): display,
+// never a lease decision, which is why they need no clockwatch.Clock.
 // memberlist calls the event methods with its node lock held, so the node
 // is read (and its metadata decoded) here and never kept; roster never
 // calls into memberlist, so the two locks cannot deadlock.
