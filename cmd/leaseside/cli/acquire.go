@@ -19,13 +19,9 @@ func runAcquire(ctx context.Context, e *env) int {
 	detached := fs.Bool("detached", false, "bind the lease to nothing: held until 'leaseside release'")
 	noRenew := fs.Bool("no-renew", false, "with --detached: the daemon does not renew the lease; it lapses unless 'leaseside renew' is run")
 	lockDelay := fs.Duration("lock-delay", 0, "when the owner ends without releasing, keep the lease this long before releasing it")
-	pos, _, err := parse(fs, e.args)
-	if err != nil {
-		return parseExit(err)
-	}
-	if len(pos) != 1 {
-		fs.Usage()
-		return ExitUsage
+	pos, code := parseArgs(fs, e.args, 1)
+	if code >= 0 {
+		return code
 	}
 	if *detached && *ownerPID != 0 {
 		fmt.Fprintln(e.stderr, "leaseside: --detached and --owner-pid exclude each other")

@@ -15,18 +15,12 @@ func runCheck(ctx context.Context, e *env) int {
 	var cf clientFlags
 	cf.register(fs)
 	tok := fs.String("token", "", "require this token")
-	pos, _, err := parse(fs, e.args)
-	if err != nil {
-		return parseExit(err)
+	pos, code := parseArgs(fs, e.args, 1)
+	if code >= 0 {
+		return code
 	}
-	if len(pos) != 1 {
-		fs.Usage()
-		return ExitUsage
-	}
-	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
-	defer cancel()
-	c := cf.client()
-	defer c.Close()
+	ctx, c, done := cf.connect(ctx)
+	defer done()
 	g, err := c.Check(ctx, pos[0], *tok)
 	if err != nil {
 		if ie, ok := err.(*ipc.Error); ok && (ie.Code == ipc.CodeNotHeld || ie.Code == ipc.CodeTokenMismatch || ie.Code == ipc.CodeLost) {
@@ -50,18 +44,12 @@ func runRenew(ctx context.Context, e *env) int {
 	var cf clientFlags
 	cf.register(fs)
 	tok := fs.String("token", "", "renew only if the lease still has this token")
-	pos, _, err := parse(fs, e.args)
-	if err != nil {
-		return parseExit(err)
+	pos, code := parseArgs(fs, e.args, 1)
+	if code >= 0 {
+		return code
 	}
-	if len(pos) != 1 {
-		fs.Usage()
-		return ExitUsage
-	}
-	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
-	defer cancel()
-	c := cf.client()
-	defer c.Close()
+	ctx, c, done := cf.connect(ctx)
+	defer done()
 	g, err := c.RenewToken(ctx, pos[0], *tok)
 	if err != nil {
 		return fail(e, err)

@@ -126,6 +126,20 @@ func parse(fs *flag.FlagSet, args []string) (pos, rest []string, err error) {
 	}
 }
 
+// parseArgs parses args into fs and wants exactly n positional arguments.
+// code is -1 when the caller may go on, else the exit code to return.
+func parseArgs(fs *flag.FlagSet, args []string, n int) (pos []string, code int) {
+	pos, _, err := parse(fs, args)
+	if err != nil {
+		return nil, parseExit(err)
+	}
+	if len(pos) != n {
+		fs.Usage()
+		return nil, ExitUsage
+	}
+	return pos, -1
+}
+
 // parseExit is the exit code for a failed parse: 0 for -h, else usage.
 func parseExit(err error) int {
 	if errors.Is(err, flag.ErrHelp) {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"flag"
 	"time"
 
@@ -21,6 +22,17 @@ func (c *clientFlags) register(fs *flag.FlagSet) {
 }
 
 func (c *clientFlags) client() *ipc.Client { return &ipc.Client{Socket: c.socket} }
+
+// connect returns a client of the daemon and ctx bounded by --timeout;
+// done closes both.
+func (c *clientFlags) connect(ctx context.Context) (context.Context, *ipc.Client, func()) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	cl := c.client()
+	return ctx, cl, func() {
+		cl.Close()
+		cancel()
+	}
+}
 
 // socketPath is the socket the client dials, for children's environment.
 func (c *clientFlags) socketPath() string {

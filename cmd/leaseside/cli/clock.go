@@ -14,18 +14,12 @@ func runClock(ctx context.Context, e *env) int {
 	fs := newFlags(e, "clock", "[--json]")
 	var cf clientFlags
 	cf.register(fs)
-	pos, _, err := parse(fs, e.args)
-	if err != nil {
-		return parseExit(err)
+	_, code := parseArgs(fs, e.args, 0)
+	if code >= 0 {
+		return code
 	}
-	if len(pos) != 0 {
-		fs.Usage()
-		return ExitUsage
-	}
-	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
-	defer cancel()
-	c := cf.client()
-	defer c.Close()
+	ctx, c, done := cf.connect(ctx)
+	defer done()
 	cs, err := c.Clock(ctx)
 	if err != nil {
 		return fail(e, err)

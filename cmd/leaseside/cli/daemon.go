@@ -28,13 +28,9 @@ func runDaemon(ctx context.Context, e *env) int {
 	join := fs.String("join", "", "comma-separated gossip addresses of cluster members: learn the grantors and their leader from gossip")
 	gossipAddr := fs.String("gossip-addr", "0.0.0.0:0", "address to gossip on when --join is given (port 0: any free port)")
 	gossipKey := fs.String("gossip-key-file", "", "file with the cluster's base64 gossip encryption key")
-	pos, _, err := parse(fs, e.args)
-	if err != nil {
-		return parseExit(err)
-	}
-	if len(pos) != 0 {
-		fs.Usage()
-		return ExitUsage
+	_, code := parseArgs(fs, e.args, 0)
+	if code >= 0 {
+		return code
 	}
 	cfg, err := sf.config()
 	if err != nil {

@@ -27,13 +27,9 @@ func runDev(ctx context.Context, e *env) int {
 	sf.register(fs)
 	dataDir := fs.String("data-dir", defaultDataDir(), "where the grantor keeps its raft log and snapshots")
 	rpcAddr := fs.String("rpc-addr", "127.0.0.1:0", "the embedded grantor's gRPC address")
-	pos, _, err := parse(fs, e.args)
-	if err != nil {
-		return parseExit(err)
-	}
-	if len(pos) != 0 {
-		fs.Usage()
-		return ExitUsage
+	_, code := parseArgs(fs, e.args, 0)
+	if code >= 0 {
+		return code
 	}
 	dcfg, err := sf.config()
 	if err != nil {

@@ -45,13 +45,9 @@ func runMembers(ctx context.Context, e *env) int {
 	var cf clientFlags
 	cf.register(fs)
 	grantors := fs.String("grantors", "", "comma-separated gRPC addresses of grantors to ask (default: the local sidecar)")
-	pos, _, err := parse(fs, e.args)
-	if err != nil {
-		return parseExit(err)
-	}
-	if len(pos) != 0 {
-		fs.Usage()
-		return ExitUsage
+	_, code := parseArgs(fs, e.args, 0)
+	if code >= 0 {
+		return code
 	}
 	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
 	defer cancel()

@@ -10,18 +10,12 @@ func runRelease(ctx context.Context, e *env) int {
 	var cf clientFlags
 	cf.register(fs)
 	tok := fs.String("token", "", "release only if the lease still has this token")
-	pos, _, err := parse(fs, e.args)
-	if err != nil {
-		return parseExit(err)
+	pos, code := parseArgs(fs, e.args, 1)
+	if code >= 0 {
+		return code
 	}
-	if len(pos) != 1 {
-		fs.Usage()
-		return ExitUsage
-	}
-	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
-	defer cancel()
-	c := cf.client()
-	defer c.Close()
+	ctx, c, done := cf.connect(ctx)
+	defer done()
 	if err := c.ReleaseToken(ctx, pos[0], *tok); err != nil {
 		return fail(e, err)
 	}

@@ -13,18 +13,12 @@ func runStatus(ctx context.Context, e *env) int {
 	fs := newFlags(e, "status", "[--json]")
 	var cf clientFlags
 	cf.register(fs)
-	pos, _, err := parse(fs, e.args)
-	if err != nil {
-		return parseExit(err)
+	_, code := parseArgs(fs, e.args, 0)
+	if code >= 0 {
+		return code
 	}
-	if len(pos) != 0 {
-		fs.Usage()
-		return ExitUsage
-	}
-	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
-	defer cancel()
-	c := cf.client()
-	defer c.Close()
+	ctx, c, done := cf.connect(ctx)
+	defer done()
 	leases, clock, err := c.StatusClock(ctx)
 	if err != nil {
 		return fail(e, err)
