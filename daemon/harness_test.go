@@ -33,6 +33,10 @@ type scriptedGrantor struct {
 	acquireDelay time.Duration
 	// silent makes keepalives go unanswered.
 	silent bool
+	// stall, when set, holds acquires of that lease name until it is
+	// closed: a slow request path.
+	stallName string
+	stall     chan struct{}
 	// rate skews the grantor's clock against the fake one: it reads
 	// start + (now-start)*(1+rate).
 	rate float64
@@ -43,6 +47,16 @@ type scriptedGrantor struct {
 }
 
 func (s *scriptedGrantor) Acquire(ctx context.Context, req *grantorpb.AcquireRequest) (*grantorpb.AcquireResponse, error) {
+	s.mu.Lock()
+	stallName, stall := s.stallName, s.stall
+	s.mu.Unlock()
+	if stall != nil && req.Lease == stallName {
+		select {
+		case <-stall:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.clock.Advance(s.delay + s.acquireDelay)

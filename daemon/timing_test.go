@@ -131,3 +131,34 @@ func TestLateGrantIsRenewedBeforeTheAnswer(t *testing.T) {
 		t.Fatalf("valid_ms %d", l.ValidMs)
 	}
 }
+
+// Rule 4: renewal runs on its own goroutine: a request stuck on the way
+// to the grantor (here an acquire the grantor holds) does not keep other
+// leases from being renewed on time.
+func TestStuckRequestDoesNotStarveRenewal(t *testing.T) {
+	r := newRig(t)
+	l, err := r.c.Acquire(ctxT(t), "jobs/kept", ipc.AcquireOptions{TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stall := make(chan struct{})
+	defer close(stall)
+	r.g.set(func() { r.g.stallName, r.g.stall = "jobs/stuck", stall })
+	stuck := make(chan error, 1)
+	go func() {
+		_, err := r.c.Acquire(ctxT(t), "jobs/stuck", ipc.AcquireOptions{TTL: ttl, Wait: time.Minute})
+		stuck <- err
+	}()
+	for i := 0; i < 3; i++ { // three renewal rounds while the acquire hangs
+		r.clock.Advance(ttl / 3)
+		r.waitKeepAlive(t)
+		if ev := r.waitEvent(t, ipc.EventRenewed); ev.Lease != "jobs/kept" || ev.Token != l.Token {
+			t.Fatalf("renewed %+v", ev)
+		}
+	}
+	select {
+	case err := <-stuck:
+		t.Fatalf("the stalled acquire returned early: %v", err)
+	default:
+	}
+}
