@@ -147,9 +147,13 @@ func TestDeb(t *testing.T) {
 			"usr/lib/tmpfiles.d/leaseside.conf":            "../systemd/leaseside.tmpfiles",
 			"etc/leaseside/leaseside.json":                 "etc/leaseside.json",
 			"etc/leaseside/grantor.json":                   "etc/grantor.json",
+			"usr/share/doc/leaseside/copyright":            "copyright",
 		} {
 			sameFile(t, filepath.Join(root, dst), src)
 		}
+	})
+	t.Run("changelog", func(t *testing.T) {
+		checkDebChangelog(t, filepath.Join(root, "usr/share/doc/leaseside/changelog.Debian.gz"))
 	})
 	bin := filepath.Join(root, "usr/bin/leaseside")
 	t.Run("version stamped", func(t *testing.T) {
@@ -217,6 +221,8 @@ func checkDebContents(t *testing.T, deb string) {
 		"/usr/share/doc/leaseside/systemd.md":               "-rw-r--r--",
 		"/usr/share/doc/leaseside/packaging.md":             "-rw-r--r--",
 		"/usr/share/doc/leaseside/examples/lease-gate.conf": "-rw-r--r--",
+		"/usr/share/doc/leaseside/copyright":                "-rw-r--r--",
+		"/usr/share/doc/leaseside/changelog.Debian.gz":      "-rw-r--r--",
 	}
 	for path, perm := range want {
 		e, ok := entries[path]
@@ -228,7 +234,8 @@ func checkDebContents(t *testing.T, deb string) {
 		}
 	}
 	for path, e := range entries {
-		if e.owner != "root/root" {
+		// nfpm writes the changelog it generates with numeric ids only.
+		if e.owner != "root/root" && e.owner != "0/0" {
 			t.Errorf("%s owned by %s, want root/root", path, e.owner)
 		}
 		if strings.HasPrefix(path, "/usr/lib/systemd") {
@@ -344,12 +351,17 @@ func checkRPM(t *testing.T, rpm string) {
 		"/usr/lib/tmpfiles.d/leaseside.conf":                "-rw-r--r--",
 		"/etc/leaseside/leaseside.json":                     "-rw-r--r-- cn",
 		"/etc/leaseside/grantor.json":                       "-rw-r--r-- cn",
+		"/usr/share/doc/leaseside/copyright":                "-rw-r--r--",
+		"/usr/share/licenses/leaseside/LICENSE":             "-rw-r--r-- l",
 	} {
 		if got, ok := files[path]; !ok {
 			t.Errorf("%s missing from the rpm", path)
 		} else if got != want {
 			t.Errorf("%s: %q, want %q (mode, config flags)", path, got, want)
 		}
+	}
+	if cl, want := run(t, "rpm", "-qp", "--changelog", rpm), "- "+newestChangelogVersion(t); !strings.Contains(cl, want) {
+		t.Errorf("rpm --changelog lacks %q:\n%s", want, cl)
 	}
 	scripts := run(t, "rpm", "-qp", "--scripts", rpm)
 	for _, s := range []string{"postinstall scriptlet", "preuninstall scriptlet", "postuninstall scriptlet", "groupadd --system leaseside"} {
