@@ -53,10 +53,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		res.Workload = w
 		res.Elapsed = time.Since(t0)
 		if n := c.redirects.Swap(0); n > 0 {
-			res.note(fmt.Sprintf("followed %d NotLeader redirects", n))
+			res.Note(fmt.Sprintf("followed %d NotLeader redirects", n))
 		}
 		if n := c.retries.Swap(0); n > 0 {
-			res.note(fmt.Sprintf("retried %d calls after UNAVAILABLE", n))
+			res.Note(fmt.Sprintf("retried %d calls after UNAVAILABLE", n))
 		}
 		rep.Results = append(rep.Results, res)
 	}
@@ -76,9 +76,9 @@ func (b *bencher) progress(format string, args ...any) {
 	}
 }
 
-// parallel runs f(ctx, i) for i in [0, n) on n goroutines and returns the
+// Parallel runs f(ctx, i) for i in [0, n) on n goroutines and returns the
 // first error; the first error cancels the ctx the others see.
-func parallel(ctx context.Context, n int, f func(ctx context.Context, i int) error) error {
+func Parallel(ctx context.Context, n int, f func(ctx context.Context, i int) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -100,12 +100,12 @@ func parallel(ctx context.Context, n int, f func(ctx context.Context, i int) err
 	return first
 }
 
-// forEach runs f(ctx, i) for every i in [0, n) on at most workers
+// ForEach runs f(ctx, i) for every i in [0, n) on at most workers
 // goroutines, and returns the first error.
-func forEach(ctx context.Context, n, workers int, f func(ctx context.Context, i int) error) error {
+func ForEach(ctx context.Context, n, workers int, f func(ctx context.Context, i int) error) error {
 	var mu sync.Mutex
 	next := 0
-	return parallel(ctx, min(n, workers), func(ctx context.Context, _ int) error {
+	return Parallel(ctx, min(n, workers), func(ctx context.Context, _ int) error {
 		for {
 			mu.Lock()
 			i := next
@@ -150,7 +150,7 @@ func (b *bencher) setup(ctx context.Context, kind string, sessions, total int, n
 		next  = step
 		start = time.Now()
 	)
-	err := forEach(ctx, sessions, b.cfg.Concurrency, func(ctx context.Context, i int) error {
+	err := ForEach(ctx, sessions, b.cfg.Concurrency, func(ctx context.Context, i int) error {
 		n := total / sessions
 		if i < total%sessions {
 			n++
@@ -194,7 +194,7 @@ func (b *bencher) setup(ctx context.Context, kind string, sessions, total int, n
 // cleanup releases every lease of hs, Concurrency sessions at a time.
 func (b *bencher) cleanup(ctx context.Context, kind string, hs []holding) error {
 	b.progress("%s: releasing the leases", kind)
-	return forEach(ctx, len(hs), b.cfg.Concurrency, func(ctx context.Context, i int) error {
+	return ForEach(ctx, len(hs), b.cfg.Concurrency, func(ctx context.Context, i int) error {
 		for _, l := range hs[i].leases {
 			if err := b.c.release(ctx, i, hs[i].s, l.lease, hs[i].owner, l.token); err != nil {
 				return err

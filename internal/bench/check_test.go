@@ -40,7 +40,7 @@ func TestRenewedAll(t *testing.T) {
 }
 
 func TestPercentiles(t *testing.T) {
-	var l latencies
+	var l Latencies
 	for i := 1; i <= 100; i++ {
 		l = append(l, time.Duration(i)*time.Millisecond)
 	}
@@ -54,12 +54,12 @@ func TestPercentiles(t *testing.T) {
 		{name: "max", q: 1, want: 100},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := l.ms(tc.q); got != tc.want {
+			if got := l.MS(tc.q); got != tc.want {
 				t.Errorf("ms(%v) = %v, want %v", tc.q, got, tc.want)
 			}
 		})
 	}
-	if got := (latencies{}).ms(0.5); got != 0 {
+	if got := (Latencies{}).MS(0.5); got != 0 {
 		t.Errorf("empty ms = %v, want 0", got)
 	}
 }
@@ -97,6 +97,50 @@ func TestValidate(t *testing.T) {
 			tc.edit(&c)
 			if err := c.Validate(); tc.wantErr != (err != nil) {
 				t.Errorf("Validate = %v, want error %v", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestBaton(t *testing.T) {
+	var b baton
+	if _, err := b.take(0, 5); err != nil {
+		t.Fatalf("first grant: %v", err)
+	}
+	if _, err := b.take(1, 6); !errors.Is(err, ErrViolation) {
+		t.Errorf("a grant while held: %v, want ErrViolation", err)
+	}
+	b.give()
+	prev, err := b.take(1, 6)
+	if err != nil || prev.IsZero() {
+		t.Errorf("grant after release: prev %v, %v; want the release's time, nil", prev, err)
+	}
+	b.give()
+	if _, err := b.take(2, 6); !errors.Is(err, ErrViolation) {
+		t.Errorf("a token that did not grow: %v, want ErrViolation", err)
+	}
+}
+
+func TestSetTarget(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		value  float64
+		op     string
+		target float64
+		met    bool
+	}{
+		{name: "at least, met", value: 10, op: ">=", target: 10, met: true},
+		{name: "at least, missed", value: 9, op: ">=", target: 10},
+		{name: "at most, met", value: 10, op: "<=", target: 10, met: true},
+		{name: "below, missed", value: 10, op: "<", target: 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var r Result
+			r.Add("f", tc.value, "/s")
+			r.SetTarget("f", tc.op, tc.target)
+			f, _ := r.Figure("f")
+			if f.Target == nil || f.Met == nil || *f.Met != tc.met || f.Target.Op != tc.op || f.Target.Value != tc.target {
+				t.Errorf("figure %+v, want target %s %v met %v", f, tc.op, tc.target, tc.met)
 			}
 		})
 	}

@@ -42,12 +42,12 @@ func cpuSeconds(pid int) (float64, error) {
 	return float64(utime+stime) / userHZ, nil
 }
 
-// cpuMeter measures the CPU used during a window by this process (the
+// CPUMeter measures the CPU used during a window by this process (the
 // bench) and by the leader, when its pid is known. On a machine the bench
 // shares with the cluster, the two compete for the same cores.
-type cpuMeter struct {
+type CPUMeter struct {
 	pid    int
-	w      window
+	w      Window
 	cancel context.CancelFunc
 	done   chan struct{}
 	// Set before done is closed: CPU seconds used in the window, -1 when
@@ -55,19 +55,20 @@ type cpuMeter struct {
 	self, leader float64
 }
 
-// meterCPU starts measuring the CPU used during w. The caller must call
-// stop (after report, if it reports).
-func (b *bencher) meterCPU(ctx context.Context, w window) *cpuMeter {
+// MeterCPU starts measuring the CPU used during w by this process and, if
+// leaderPID is not 0, by the leader. The caller must call Stop (after
+// Report, if it reports).
+func MeterCPU(ctx context.Context, leaderPID int, w Window) *CPUMeter {
 	ctx, cancel := context.WithCancel(ctx)
-	m := &cpuMeter{pid: b.cfg.LeaderPID, w: w, cancel: cancel, done: make(chan struct{}), self: -1, leader: -1}
+	m := &CPUMeter{pid: leaderPID, w: w, cancel: cancel, done: make(chan struct{}), self: -1, leader: -1}
 	go func() {
 		defer close(m.done)
-		if !sleepUntil(ctx, w.start) {
+		if !sleepUntil(ctx, w.Start) {
 			return
 		}
 		s0, errS := cpuSeconds(0)
 		l0, errL := cpuSeconds(m.pid)
-		if !sleepUntil(ctx, w.end) {
+		if !sleepUntil(ctx, w.End) {
 			return
 		}
 		if s1, err := cpuSeconds(0); err == nil && errS == nil {
@@ -80,20 +81,21 @@ func (b *bencher) meterCPU(ctx context.Context, w window) *cpuMeter {
 	return m
 }
 
-// report waits for the window's end and adds the figures to res.
-func (m *cpuMeter) report(res *Result) {
+// Report waits for the window's end and adds the figures to res: "bench
+// client CPU" and "leader CPU", in cores.
+func (m *CPUMeter) Report(res *Result) {
 	<-m.done
-	secs := m.w.end.Sub(m.w.start).Seconds()
+	secs := m.w.End.Sub(m.w.Start).Seconds()
 	if m.self >= 0 {
-		res.add("bench client CPU", m.self/secs, "cores")
+		res.Add("bench client CPU", m.self/secs, "cores")
 	}
 	if m.leader >= 0 {
-		res.add("leader CPU", m.leader/secs, "cores")
+		res.Add("leader CPU", m.leader/secs, "cores")
 	}
 }
 
-// stop ends the measurement, if it is still going, and waits for it.
-func (m *cpuMeter) stop() {
+// Stop ends the measurement, if it is still going, and waits for it.
+func (m *CPUMeter) Stop() {
 	m.cancel()
 	<-m.done
 }

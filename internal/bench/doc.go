@@ -10,5 +10,12 @@
 // reported as a miss.
 //
 // The bench only ever acts as a client. Starting the cluster it measures is
-// the caller's business (`leaseside dev` for a single node).
+// the caller's business (`leaseside dev` for a single node, the scripts in
+// this directory for a cluster).
+//
+// The lock workloads (LockCycles, LockHandoffs) run against any service
+// behind the Lock interface, and the measuring parts (Window, Latencies,
+// CPUMeter, LeaderMemory, Result) are exported, so that the side-by-side
+// bench against etcd (vs-etcd.sh and its Go module in vsetcd/) measures
+// both systems with the same loops and checks.
 package bench

@@ -28,11 +28,11 @@ func (b *bencher) keepAlives(ctx context.Context) (*Result, error) {
 	setupRate := float64(n*per) / time.Since(t0).Seconds()
 	b.progress("ka: %d sessions renewing for %v after %v warmup", n, b.cfg.Duration, b.cfg.Warmup)
 
-	lat := make([]latencies, n)
-	w := newWindow(b.cfg.Warmup, b.cfg.Duration)
-	cpu := b.meterCPU(ctx, w)
-	defer cpu.stop()
-	err = parallel(ctx, n, func(ctx context.Context, i int) error {
+	lat := make([]Latencies, n)
+	w := NewWindow(b.cfg.Warmup, b.cfg.Duration)
+	cpu := MeterCPU(ctx, b.cfg.LeaderPID, w)
+	defer cpu.Stop()
+	err = Parallel(ctx, n, func(ctx context.Context, i int) error {
 		var err error
 		lat[i], err = b.renewLoop(ctx, i, hs[i], w)
 		return err
@@ -43,24 +43,24 @@ func (b *bencher) keepAlives(ctx context.Context) (*Result, error) {
 	if err := b.cleanup(ctx, "ka", hs); err != nil {
 		return nil, err
 	}
-	l := merge(lat)
+	l := Merge(lat)
 	res := &Result{Setup: fmt.Sprintf("%d sessions holding %d leases each (%d leases), one KeepAlive stream per session over %d connections, %d batch(es) in flight per stream, every batch listing all the session's leases; %v measured after %v warmup",
 		n, per, n*per, b.cfg.Conns, b.cfg.KeepAliveInFlight, b.cfg.Duration, b.cfg.Warmup)}
-	res.addTarget("keepalive messages/s", w.rate(len(l)), "/s", ">=", 50000)
-	res.add("lease renewals/s", w.rate(len(l)*per), "/s")
-	res.add("keepalive round trip p50", l.ms(0.50), "ms")
-	res.add("keepalive round trip p99", l.ms(0.99), "ms")
-	res.add("keepalive replies measured", float64(len(l)), "")
-	res.add("setup grants/s", setupRate, "/s")
-	cpu.report(res)
-	res.note(fmt.Sprintf("every reply echoed its batch in order and renewed all %d leases it listed, none lost; all leases released afterwards", per))
+	res.addTarget("keepalive messages/s", w.Rate(len(l)), "/s", ">=", 50000)
+	res.Add("lease renewals/s", w.Rate(len(l)*per), "/s")
+	res.Add("keepalive round trip p50", l.MS(0.50), "ms")
+	res.Add("keepalive round trip p99", l.MS(0.99), "ms")
+	res.Add("keepalive replies measured", float64(len(l)), "")
+	res.Add("setup grants/s", setupRate, "/s")
+	cpu.Report(res)
+	res.Note(fmt.Sprintf("every reply echoed its batch in order and renewed all %d leases it listed, none lost; all leases released afterwards", per))
 	return res, nil
 }
 
 // renewLoop is one session's stream: it keeps KeepAliveInFlight batches in
 // flight until the window ends, checks every reply, and returns the round
 // trips of the batches sent and answered in the window.
-func (b *bencher) renewLoop(ctx context.Context, i int, h holding, w window) (latencies, error) {
+func (b *bencher) renewLoop(ctx context.Context, i int, h holding, w Window) (Latencies, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	api, _, err := b.c.client(i)
@@ -76,7 +76,7 @@ func (b *bencher) renewLoop(ctx context.Context, i int, h holding, w window) (la
 		refs[j] = &grantorpb.LeaseRef{Lease: l.lease, Token: l.token}
 	}
 	var (
-		lat      latencies
+		lat      Latencies
 		batch    uint64
 		sentAt   []time.Time // of the batches in flight, oldest first
 		answered uint64
@@ -104,11 +104,11 @@ func (b *bencher) renewLoop(ctx context.Context, i int, h holding, w window) (la
 		if err := renewedAll(refs, resp); err != nil {
 			return nil, fmt.Errorf("session %s batch %d: %w", h.s.id, resp.Batch, err)
 		}
-		if w.holds(sentAt[0], now) {
+		if w.Holds(sentAt[0], now) {
 			lat = append(lat, now.Sub(sentAt[0]))
 		}
 		sentAt = sentAt[1:]
-		if now.Before(w.end) {
+		if now.Before(w.End) {
 			if err := send(); err != nil {
 				return nil, b.streamErr(h, stream, err)
 			}

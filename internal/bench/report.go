@@ -69,33 +69,49 @@ func (r *Report) Misses() []string {
 	return out
 }
 
-func (r *Result) add(name string, value float64, unit string) {
+// Add appends a figure without a target.
+func (r *Result) Add(name string, value float64, unit string) {
 	r.Figures = append(r.Figures, Figure{Name: name, Value: value, Unit: unit})
 }
 
 // addTarget adds a figure with a target and whether it is met.
 func (r *Result) addTarget(name string, value float64, unit, op string, target float64) {
+	r.Add(name, value, unit)
+	r.SetTarget(name, op, target)
+}
+
+// SetTarget gives the figure named name a target, Value compared with op
+// (">=", "<=" or "<"), and records whether it is met. It panics if there
+// is no such figure or op is unknown: both are the caller's bug.
+func (r *Result) SetTarget(name, op string, target float64) {
+	i := slices.IndexFunc(r.Figures, func(f Figure) bool { return f.Name == name })
+	if i < 0 {
+		panic("bench: no figure " + name)
+	}
+	f := &r.Figures[i]
 	var met bool
 	switch op {
 	case ">=":
-		met = value >= target
+		met = f.Value >= target
 	case "<=":
-		met = value <= target
+		met = f.Value <= target
 	case "<":
-		met = value < target
+		met = f.Value < target
 	default:
 		panic("bench: unknown target op " + op)
 	}
-	r.Figures = append(r.Figures, Figure{Name: name, Value: value, Unit: unit, Target: &Target{Op: op, Value: target}, Met: &met})
+	f.Target, f.Met = &Target{Op: op, Value: target}, &met
 }
 
-func (r *Result) note(s string) { r.Notes = append(r.Notes, s) }
+// Note adds a line of words: a check that passed, or a caveat.
+func (r *Result) Note(s string) { r.Notes = append(r.Notes, s) }
 
-// latencies collects durations and reports percentiles in milliseconds.
-type latencies []time.Duration
+// Latencies collects durations and reports percentiles in milliseconds.
+type Latencies []time.Duration
 
-func merge(parts []latencies) latencies {
-	var all latencies
+// Merge returns all of parts in one sorted Latencies.
+func Merge(parts []Latencies) Latencies {
+	var all Latencies
 	for _, p := range parts {
 		all = append(all, p...)
 	}
@@ -103,9 +119,9 @@ func merge(parts []latencies) latencies {
 	return all
 }
 
-// ms returns the q-quantile (0 < q <= 1) of sorted l, nearest rank, in
+// MS returns the q-quantile (0 < q <= 1) of sorted l, nearest rank, in
 // milliseconds; 0 for an empty l.
-func (l latencies) ms(q float64) float64 {
+func (l Latencies) MS(q float64) float64 {
 	if len(l) == 0 {
 		return 0
 	}
@@ -114,23 +130,24 @@ func (l latencies) ms(q float64) float64 {
 	return float64(l[i]) / float64(time.Millisecond)
 }
 
-// window is the measured part of a timed workload: from the end of the
+// Window is the measured part of a timed workload: from the end of the
 // warmup to the end.
-type window struct {
-	start, end time.Time
+type Window struct {
+	Start, End time.Time
 }
 
-func newWindow(warmup, d time.Duration) window {
+// NewWindow returns the window that starts warmup from now and lasts d.
+func NewWindow(warmup, d time.Duration) Window {
 	start := time.Now().Add(warmup)
-	return window{start: start, end: start.Add(d)}
+	return Window{Start: start, End: start.Add(d)}
 }
 
-// holds reports whether an operation from t0 to t1 lies in w.
-func (w window) holds(t0, t1 time.Time) bool {
-	return !t0.Before(w.start) && !t1.After(w.end)
+// Holds reports whether an operation from t0 to t1 lies in w.
+func (w Window) Holds(t0, t1 time.Time) bool {
+	return !t0.Before(w.Start) && !t1.After(w.End)
 }
 
-// rate is n per second of w.
-func (w window) rate(n int) float64 {
-	return float64(n) / w.end.Sub(w.start).Seconds()
+// Rate is n per second of w.
+func (w Window) Rate(n int) float64 {
+	return float64(n) / w.End.Sub(w.Start).Seconds()
 }
