@@ -6,56 +6,84 @@ import (
 	"os"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/leaseside/leaseside/ipc"
 )
 
-func runAcquire(ctx context.Context, e *env) int {
-	fs := newFlags(e, "acquire", "NAME [--ttl 15s] [--wait 0s] [--owner-pid PID | --detached [--no-renew]] [--lock-delay D] [--json]")
-	var cf clientFlags
-	cf.register(fs)
-	ttl := fs.Duration("ttl", 15*time.Second, "lease term")
-	wait := fs.Duration("wait", 0, "how long to wait when the lease is held elsewhere")
-	ownerPID := fs.Int("owner-pid", 0, "bind the lease to this process (default: the calling shell, the parent of this command)")
-	detached := fs.Bool("detached", false, "bind the lease to nothing: held until 'leaseside release'")
-	noRenew := fs.Bool("no-renew", false, "with --detached: the daemon does not renew the lease; it lapses unless 'leaseside renew' is run")
-	lockDelay := fs.Duration("lock-delay", 0, "when the owner ends without releasing, keep the lease this long before releasing it")
-	pos, code := parseArgs(fs, e.args, 1)
-	if code >= 0 {
-		return code
+// acquireOptions are the flags of `leaseside acquire`.
+type acquireOptions struct {
+	client    clientFlags
+	ttl       time.Duration
+	wait      time.Duration
+	ownerPID  int
+	detached  bool
+	noRenew   bool
+	lockDelay time.Duration
+}
+
+func newAcquireCmd(e *env) *cobra.Command {
+	var o acquireOptions
+	cmd := &cobra.Command{
+		Use:   "acquire NAME",
+		Short: "acquire a lease and print its token",
+		Long: `Acquires the lease NAME through the local sidecar and prints its fencing
+token. The daemon renews it while its owner lives: by default the calling
+shell (the parent of this command); --owner-pid names another process;
+--detached binds it to nothing, and it is held until 'leaseside release'.
+
+When the lease is held elsewhere, acquire waits up to --wait for it, then
+exits 75.`,
+		Example: `  tok=$(leaseside acquire leader/billing --ttl 15s) || exit
+  leaseside acquire leader/billing --wait 5m --detached   # systemd ExecStartPre
+  leaseside acquire job/nightly --owner-pid $$ --json`,
+		Args: exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runAcquire(cmd.Context(), e, &o, args[0])
+		},
 	}
-	if *detached && *ownerPID != 0 {
-		fmt.Fprintln(e.stderr, "leaseside: --detached and --owner-pid exclude each other")
-		return ExitUsage
+	fs := cmd.Flags()
+	o.client.register(fs, true)
+	fs.DurationVar(&o.ttl, "ttl", 15*time.Second, "lease term")
+	fs.DurationVar(&o.wait, "wait", 0, "how long to wait when the lease is held elsewhere")
+	fs.IntVar(&o.ownerPID, "owner-pid", 0, "bind the lease to this process (default: the calling shell, the parent of this command)")
+	fs.BoolVar(&o.detached, "detached", false, "bind the lease to nothing: held until 'leaseside release'")
+	fs.BoolVar(&o.noRenew, "no-renew", false, "with --detached: the daemon does not renew the lease; it lapses unless 'leaseside renew' is run")
+	fs.DurationVar(&o.lockDelay, "lock-delay", 0, "when the owner ends without releasing, keep the lease this long before releasing it")
+	return cmd
+}
+
+func runAcquire(ctx context.Context, e *env, o *acquireOptions, name string) error {
+	if o.detached && o.ownerPID != 0 {
+		return usagef("--detached and --owner-pid exclude each other")
 	}
-	if *noRenew && !*detached {
-		fmt.Fprintln(e.stderr, "leaseside: --no-renew needs --detached")
-		return ExitUsage
+	if o.noRenew && !o.detached {
+		return usagef("--no-renew needs --detached")
 	}
-	opt := ipc.AcquireOptions{TTL: *ttl, Wait: *wait, Owner: ipc.OwnerPID, OwnerPID: *ownerPID, LockDelay: *lockDelay, NoRenew: *noRenew}
+	opt := ipc.AcquireOptions{TTL: o.ttl, Wait: o.wait, Owner: ipc.OwnerPID, OwnerPID: o.ownerPID, LockDelay: o.lockDelay, NoRenew: o.noRenew}
 	switch {
-	case *detached:
+	case o.detached:
 		opt.Owner, opt.OwnerPID = ipc.OwnerDetached, 0
-	case *ownerPID == 0:
+	case o.ownerPID == 0:
 		opt.OwnerPID = os.Getppid()
 		if opt.OwnerPID == 1 {
 			// Run by init (systemd's ExecStartPre, say): PID 1 never exits,
 			// so binding to it would hold the lease for good.
-			fmt.Fprintln(e.stderr, "leaseside: the calling process is PID 1 (systemd?); use --detached (and release in ExecStopPost) or --owner-pid")
-			return ExitUsage
+			return usagef("the calling process is PID 1 (systemd?); use --detached (and release in ExecStopPost) or --owner-pid")
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, *wait+cf.timeout)
+	ctx, cancel := context.WithTimeout(ctx, o.wait+o.client.timeout)
 	defer cancel()
-	c := cf.client()
+	c := o.client.client()
 	defer c.Close()
-	l, err := c.Acquire(ctx, pos[0], opt)
+	l, err := c.Acquire(ctx, name, opt)
 	if err != nil {
 		return fail(e, err)
 	}
-	if cf.json {
+	if o.client.json {
 		printJSON(e.stdout, l.Grant)
 	} else {
 		fmt.Fprintln(e.stdout, l.Token)
 	}
-	return ExitOK
+	return nil
 }

@@ -10,17 +10,45 @@ import (
 	"syscall"
 	"text/tabwriter"
 
+	"github.com/spf13/cobra"
+
 	"github.com/leaseside/leaseside/internal/bench"
 )
 
-// runBench measures a grantor cluster as a client of its gRPC contract.
-// It starts nothing: the cluster is the caller's (see README, Performance).
-func runBench(ctx context.Context, e *env) int {
-	fs := newFlags(e, "bench", "--grantors ADDR[,ADDR...] [--workload grants|handoffs|keepalives|memory|all] [--duration 10s] [--json] [--leader-pid PID] [--leader-metrics URL] [--leases 1000000]")
+func newBenchCmd(e *env) *cobra.Command {
 	cfg := bench.DefaultConfig()
-	grantors := fs.String("grantors", "", "the grantors' gRPC addresses, comma-separated (required)")
-	workload := fs.String("workload", "all", "what to measure: grants, handoffs, keepalives, memory, a comma-separated list, or all")
-	jsonOut := fs.Bool("json", false, "print the report as JSON")
+	var grantors, workload string
+	var jsonOut bool
+	cmd := &cobra.Command{
+		Use:   "bench --grantors ADDR[,ADDR...]",
+		Short: "measure a grantor cluster's throughput and latency",
+		Long: `Measures a grantor cluster as a client of its gRPC contract: grants per
+second, handoffs of one contended name, keepalives, and the leader's memory
+per live lease, each against its target. It starts nothing: the cluster is
+the caller's (README, "Performance"). Exit 1 when a check of the grantors'
+answers finds a violation.`,
+		Example: `  leaseside bench --grantors 127.0.0.1:7401,127.0.0.1:7411,127.0.0.1:7421
+  leaseside bench --grantors 127.0.0.1:7401 --workload memory --leases 1000000 \
+      --leader-pid 1234 --leader-metrics http://127.0.0.1:9464/metrics --json`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if grantors == "" {
+				return usagef("bench needs --grantors")
+			}
+			cfg.Grantors = strings.Split(grantors, ",")
+			if workload != "all" {
+				cfg.Workloads = strings.Split(workload, ",")
+			}
+			if err := cfg.Validate(); err != nil {
+				return usageError{err}
+			}
+			return runBench(cmd.Context(), e, cfg, jsonOut)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&grantors, "grantors", "", "the grantors' gRPC addresses, comma-separated (required)")
+	fs.StringVar(&workload, "workload", "all", "what to measure: grants, handoffs, keepalives, memory, a comma-separated list, or all")
+	fs.BoolVar(&jsonOut, "json", false, "print the report as JSON")
 	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long each timed workload is measured")
 	fs.DurationVar(&cfg.Warmup, "warmup", cfg.Warmup, "how long each timed workload runs before it is measured")
 	fs.IntVar(&cfg.Conns, "conns", cfg.Conns, "gRPC connections per grantor")
@@ -36,29 +64,18 @@ func runBench(ctx context.Context, e *env) int {
 	fs.StringVar(&cfg.LeaderMetrics, "leader-metrics", "", "memory: the leader's Prometheus URL, e.g. http://127.0.0.1:9464/metrics (Go heap in use)")
 	fs.DurationVar(&cfg.Settle, "settle", cfg.Settle, "memory: longest wait for a leader GC before each reading (needs --leader-metrics)")
 	fs.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "keepalives, memory: sessions acquiring or releasing at once")
-	pos, _, err := parse(fs, e.args)
-	if err != nil {
-		return parseExit(err)
-	}
-	if len(pos) != 0 || *grantors == "" {
-		fs.Usage()
-		return ExitUsage
-	}
-	cfg.Grantors = strings.Split(*grantors, ",")
-	if *workload != "all" {
-		cfg.Workloads = strings.Split(*workload, ",")
-	}
-	if err := cfg.Validate(); err != nil {
-		fmt.Fprintf(e.stderr, "leaseside: %v\n", err)
-		return ExitUsage
-	}
+	return cmd
+}
+
+// runBench measures a grantor cluster as a client of its gRPC contract.
+func runBench(ctx context.Context, e *env, cfg bench.Config, jsonOut bool) error {
 	cfg.Progress = e.stderr
 
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	rep, err := bench.Run(ctx, cfg)
 	if rep != nil {
-		if *jsonOut {
+		if jsonOut {
 			printJSON(e.stdout, rep)
 		} else {
 			printBench(e.stdout, rep)
@@ -67,14 +84,14 @@ func runBench(ctx context.Context, e *env) int {
 	if err != nil {
 		fmt.Fprintf(e.stderr, "leaseside: bench: %v\n", err)
 		if errors.Is(err, bench.ErrViolation) {
-			return ExitError
+			return exitCode(ExitError)
 		}
 		if rep == nil || rep.Leader == "" {
-			return ExitUnavailable
+			return exitCode(ExitUnavailable)
 		}
-		return ExitError
+		return exitCode(ExitError)
 	}
-	return ExitOK
+	return nil
 }
 
 func printBench(w io.Writer, rep *bench.Report) {

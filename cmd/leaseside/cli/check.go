@@ -4,28 +4,44 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/spf13/cobra"
+
 	"github.com/leaseside/leaseside/clockwatch"
 	"github.com/leaseside/leaseside/ipc"
 )
 
+func newCheckCmd(e *env) *cobra.Command {
+	var cf clientFlags
+	var token string
+	cmd := &cobra.Command{
+		Use:   "check NAME",
+		Short: "exit 0 if this host holds a lease, valid now",
+		Long: `Exits 0 when this host holds the lease NAME (with --token, under that token)
+and its deadline has not passed, by this process's own reading of
+CLOCK_BOOTTIME; exits 3 otherwise. A script checks before each step that
+must happen under the lease.`,
+		Example: `  leaseside check leader/billing --token "$LEASESIDE_TOKEN" && do-step
+  leaseside check leader/billing --json`,
+		Args: exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runCheck(cmd.Context(), e, &cf, args[0], token)
+		},
+	}
+	cf.register(cmd.Flags(), false)
+	cmd.Flags().StringVar(&token, "token", "", "require this token")
+	return cmd
+}
+
 // runCheck exits 0 when this host holds the lease (with the token, if
 // given) and it is valid now; ExitNotHeld otherwise.
-func runCheck(ctx context.Context, e *env) int {
-	fs := newFlags(e, "check", "NAME [--token T] [--json]")
-	var cf clientFlags
-	cf.register(fs)
-	tok := fs.String("token", "", "require this token")
-	pos, code := parseArgs(fs, e.args, 1)
-	if code >= 0 {
-		return code
-	}
+func runCheck(ctx context.Context, e *env, cf *clientFlags, name, token string) error {
 	ctx, c, done := cf.connect(ctx)
 	defer done()
-	g, err := c.Check(ctx, pos[0], *tok)
+	g, err := c.Check(ctx, name, token)
 	if err != nil {
 		if ie, ok := err.(*ipc.Error); ok && (ie.Code == ipc.CodeNotHeld || ie.Code == ipc.CodeTokenMismatch || ie.Code == ipc.CodeLost) {
 			fmt.Fprintf(e.stderr, "leaseside: %s\n", ie.Message)
-			return ExitNotHeld
+			return exitCode(ExitNotHeld)
 		}
 		return fail(e, err)
 	}
@@ -33,35 +49,16 @@ func runCheck(ctx context.Context, e *env) int {
 	// have taken its time to get here.
 	if !clockwatch.System.Now().Before(clockwatch.Instant(g.DeadlineBoottimeNs)) {
 		fmt.Fprintf(e.stderr, "leaseside: the deadline of %s has passed\n", g.Lease)
-		return ExitNotHeld
+		return exitCode(ExitNotHeld)
 	}
-	return printGrant(e, &cf, g)
+	printGrant(e, cf, g)
+	return nil
 }
 
-// runRenew renews a lease this host holds, at once.
-func runRenew(ctx context.Context, e *env) int {
-	fs := newFlags(e, "renew", "NAME [--token T] [--json]")
-	var cf clientFlags
-	cf.register(fs)
-	tok := fs.String("token", "", "renew only if the lease still has this token")
-	pos, code := parseArgs(fs, e.args, 1)
-	if code >= 0 {
-		return code
-	}
-	ctx, c, done := cf.connect(ctx)
-	defer done()
-	g, err := c.RenewToken(ctx, pos[0], *tok)
-	if err != nil {
-		return fail(e, err)
-	}
-	return printGrant(e, &cf, g)
-}
-
-func printGrant(e *env, cf *clientFlags, g *ipc.Grant) int {
+func printGrant(e *env, cf *clientFlags, g *ipc.Grant) {
 	if cf.json {
 		printJSON(e.stdout, g)
 	} else {
 		fmt.Fprintf(e.stdout, "%s token %s valid %.1fs\n", g.Lease, g.Token, float64(g.ValidMs)/1000)
 	}
-	return ExitOK
 }

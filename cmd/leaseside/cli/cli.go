@@ -1,14 +1,17 @@
-// Package cli implements the leaseside command line: one file per
-// subcommand, output to injectable writers, no flag values in globals.
+// Package cli implements the leaseside command line on cobra: one file per
+// subcommand (each a constructor returning its *cobra.Command, listed once
+// in subcommands), output to injectable writers, no flag values in globals.
 package cli
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"runtime"
+
+	"github.com/spf13/cobra"
 
 	"github.com/leaseside/leaseside/ipc"
 )
@@ -40,143 +43,151 @@ const (
 // -ldflags "-X github.com/leaseside/leaseside/cmd/leaseside/cli.Version=...".
 var Version = "dev"
 
-// env is what a subcommand gets: its arguments and where to write.
+// env is where a subcommand writes.
 type env struct {
-	args   []string
 	stdout io.Writer
 	stderr io.Writer
 }
 
-type command struct {
-	name    string
-	summary string
-	run     func(ctx context.Context, e *env) int
+// subcommands lists the constructors of the top-level subcommands, in the
+// order `leaseside help` shows them. A new subcommand is a file with a
+// constructor and one line here.
+var subcommands = []func(*env) *cobra.Command{
+	newDevCmd,
+	newAcquireCmd,
+	newReleaseCmd,
+	newStatusCmd,
+	newRunCmd,
+	newCheckCmd,
+	newRenewCmd,
+	newWatchCmd,
+	newClockCmd,
+	newDaemonCmd,
+	newGrantorCmd,
+	newMembersCmd,
+	newBenchCmd,
+	newVersionCmd,
+	newCompletionCmd,
 }
 
-func commands() []command {
-	return []command{
-		{"dev", "run a sidecar and a single-node grantor in one process", runDev},
-		{"acquire", "acquire a lease and print its token", runAcquire},
-		{"release", "release a lease this host holds", runRelease},
-		{"status", "list the leases this host holds", runStatus},
-		{"run", "run a command while holding a lease", runRun},
-		{"check", "exit 0 if this host holds a lease, valid now", runCheck},
-		{"renew", "renew a lease this host holds, now", runRenew},
-		{"watch", "print lease events as they happen", runWatch},
-		{"clock", "show what the daemon knows about its clock", runClock},
-		{"daemon", "run the sidecar against a grantor cluster", runDaemon},
-		{"grantor", "run one grantor node of the replicated cluster", runGrantor},
-		{"members", "list the cluster's grantors and sidecars; remove a dead grantor", runMembers},
-		{"bench", "measure a grantor cluster's throughput and latency", runBench},
-		{"version", "print the version", runVersion},
+const exitCodesHelp = `Exit codes:
+  0   ok
+  1   error
+  2   usage: the command line is wrong
+  3   'check': not held here, not valid, or held under another token
+  69  unavailable: the daemon or the grantor cluster cannot be reached
+      (also when no leader answers in time)
+  75  held elsewhere and the wait ran out
+  79  'run' lost the lease and stopped its command
+'run' otherwise exits with its command's status.`
+
+// NewRootCommand returns the leaseside command tree writing to stdout and
+// stderr. Man pages and shell completions are generated from it.
+func NewRootCommand(stdout, stderr io.Writer) *cobra.Command {
+	e := &env{stdout: stdout, stderr: stderr}
+	root := &cobra.Command{
+		Use:   "leaseside",
+		Short: "distributed leases with fencing tokens, from a per-host sidecar",
+		Long: `leaseside hands local programs distributed leases: a fencing token and a
+CLOCK_BOOTTIME deadline, granted by a replicated grantor cluster through a
+sidecar daemon on each host (a Unix socket).
+
+` + exitCodesHelp,
+		Example: `  leaseside dev                                  # a sidecar and a grantor in one process
+  leaseside acquire leader/billing --ttl 15s     # print the token
+  leaseside run leader/billing --wait 5m -- ./billing
+  leaseside help run`,
+		Version:           Version,
+		SilenceErrors:     true,
+		SilenceUsage:      true,
+		Args:              noArgs,
+		DisableAutoGenTag: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cmd.Help()
+			return exitCode(ExitUsage)
+		},
 	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.Flags().Bool("version", false, "print the version and exit")
+	root.SetVersionTemplate(versionLine() + "\n")
+	root.SetFlagErrorFunc(flagError)
+	for _, sub := range subcommands {
+		root.AddCommand(sub(e))
+	}
+	return root
 }
 
 // Main runs the leaseside command line and returns the exit code.
 func Main(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		usage(stdout)
-		if len(args) == 0 {
-			return ExitUsage
-		}
+	root := NewRootCommand(stdout, stderr)
+	root.SetArgs(args)
+	cmd, err := root.ExecuteContextC(context.Background())
+	var code exitCode
+	switch {
+	case err == nil:
 		return ExitOK
+	case errors.As(err, &code):
+		return int(code)
 	}
-	for _, c := range commands() {
-		if c.name == args[0] {
-			return c.run(context.Background(), &env{args: args[1:], stdout: stdout, stderr: stderr})
-		}
-	}
-	fmt.Fprintf(stderr, "leaseside: unknown command %q (see leaseside help)\n", args[0])
-	return ExitUsage
-}
-
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "leaseside: distributed leases with fencing tokens, from a per-host sidecar")
-	fmt.Fprintln(w, "\nUsage: leaseside COMMAND [flags] [args]\n\nCommands:")
-	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
-	}
-	fmt.Fprintf(w, `
-Exit codes: %d ok, %d error, %d usage, %d 'check': not held or not valid,
-%d daemon or grantor unavailable, %d lease held elsewhere (wait ran out),
-%d lease lost while 'run' ran its command (which was stopped); 'run'
-otherwise exits with its command's status.
-`, ExitOK, ExitError, ExitUsage, ExitNotHeld, ExitUnavailable, ExitHeld, ExitLost)
-}
-
-// parse parses flags that may come before, between or after positional
-// arguments. Arguments after "--" are returned in rest untouched.
-func parse(fs *flag.FlagSet, args []string) (pos, rest []string, err error) {
-	for i, a := range args {
-		if a == "--" {
-			args, rest = args[:i], args[i+1:]
-			break
-		}
-	}
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, nil, err
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, rest, nil
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
-	}
-}
-
-// parseArgs parses args into fs and wants exactly n positional arguments.
-// code is -1 when the caller may go on, else the exit code to return.
-func parseArgs(fs *flag.FlagSet, args []string, n int) (pos []string, code int) {
-	pos, _, err := parse(fs, args)
-	if err != nil {
-		return nil, parseExit(err)
-	}
-	if len(pos) != n {
-		fs.Usage()
-		return nil, ExitUsage
-	}
-	return pos, -1
-}
-
-// parseExit is the exit code for a failed parse: 0 for -h, else usage.
-func parseExit(err error) int {
-	if errors.Is(err, flag.ErrHelp) {
-		return ExitOK
+	// Anything else is cobra's or ours about the command line: an unknown
+	// command or flag, a bad flag value, missing or extra arguments.
+	fmt.Fprintf(stderr, "leaseside: %v\n", err)
+	if cmd != nil {
+		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
 	}
 	return ExitUsage
 }
 
-func newFlags(e *env, name, argsUsage string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(e.stderr, "Usage: leaseside %s %s\n", name, argsUsage)
-		fs.PrintDefaults()
+// exitCode ends a command with that exit code, its message (if any)
+// already printed.
+type exitCode int
+
+func (c exitCode) Error() string { return fmt.Sprintf("exit status %d", int(c)) }
+
+// usageError is a command-line mistake: Main prints it with a pointer to
+// the help, and exits ExitUsage.
+type usageError struct{ err error }
+
+func (u usageError) Error() string { return u.err.Error() }
+func (u usageError) Unwrap() error { return u.err }
+
+// usagef returns a usage error.
+func usagef(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
+}
+
+// code turns an exit code into what RunE returns.
+func code(c int) error {
+	if c == ExitOK {
+		return nil
 	}
-	return fs
+	return exitCode(c)
 }
 
 // fail prints err and returns the exit code that fits it.
-func fail(e *env, err error) int {
+func fail(e *env, err error) error {
 	fmt.Fprintf(e.stderr, "leaseside: %v\n", err)
 	var ie *ipc.Error
 	switch {
 	case errors.As(err, &ie) && ie.Code == ipc.CodeLeaseHeld:
-		return ExitHeld
+		return exitCode(ExitHeld)
 	case errors.As(err, &ie) && ie.Code == ipc.CodeUnavailable:
-		return ExitUnavailable
+		return exitCode(ExitUnavailable)
 	case errors.As(err, &ie):
-		return ExitError
+		return exitCode(ExitError)
 	case errors.Is(err, ipc.ErrNoDaemon):
-		return ExitUnavailable
+		return exitCode(ExitUnavailable)
 	}
-	return ExitError
+	return exitCode(ExitError)
 }
 
 func printJSON(w io.Writer, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	enc.Encode(v)
+}
+
+func versionLine() string {
+	return fmt.Sprintf("leaseside %s (protocol %d, %s)", Version, ipc.ProtocolVersion, runtime.Version())
 }

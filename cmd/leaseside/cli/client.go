@@ -2,8 +2,9 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/leaseside/leaseside/ipc"
 )
@@ -15,10 +16,17 @@ type clientFlags struct {
 	timeout time.Duration
 }
 
-func (c *clientFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.socket, "socket", "", "daemon socket (default $"+ipc.SocketEnv+", else "+ipc.ClientSocketPath()+")")
+// register adds --socket, --json and --timeout to fs; withWait says the
+// command also has --wait, which --timeout comes on top of.
+func (c *clientFlags) register(fs *pflag.FlagSet, withWait bool) {
+	fs.StringVar(&c.socket, "socket", "", "daemon socket (default $"+ipc.SocketEnv+", else "+ipc.SystemSocketPath+
+		" as root; for other users their own daemon's, else "+ipc.SystemSocketPath+"; see 'leaseside help dev')")
 	fs.BoolVar(&c.json, "json", false, "print JSON")
-	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "give up on the daemon after this long (on top of --wait)")
+	help := "give up on the daemon after this long"
+	if withWait {
+		help += " (on top of --wait)"
+	}
+	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, help)
 }
 
 func (c *clientFlags) client() *ipc.Client { return &ipc.Client{Socket: c.socket} }

@@ -5,19 +5,33 @@ import (
 	"fmt"
 	"text/tabwriter"
 
+	"github.com/spf13/cobra"
+
 	"github.com/leaseside/leaseside/ipc"
 )
 
+func newClockCmd(e *env) *cobra.Command {
+	var cf clientFlags
+	cmd := &cobra.Command{
+		Use:   "clock",
+		Short: "show what the daemon knows about its clock",
+		Long: `Shows what the sidecar's suspend, pause and drift detectors see: whether the
+kernel clock is disciplined, the drift measured against the grantor, the rho
+in use, pauses and suspends, and a histogram of how late its ticks woke.`,
+		Example: `  leaseside clock
+  leaseside clock --json`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runClock(cmd.Context(), e, &cf)
+		},
+	}
+	cf.register(cmd.Flags(), false)
+	return cmd
+}
+
 // runClock prints the daemon's view of its clock: what the suspend, pause
 // and drift detectors see, for an operator.
-func runClock(ctx context.Context, e *env) int {
-	fs := newFlags(e, "clock", "[--json]")
-	var cf clientFlags
-	cf.register(fs)
-	_, code := parseArgs(fs, e.args, 0)
-	if code >= 0 {
-		return code
-	}
+func runClock(ctx context.Context, e *env, cf *clientFlags) error {
 	ctx, c, done := cf.connect(ctx)
 	defer done()
 	cs, err := c.Clock(ctx)
@@ -26,7 +40,7 @@ func runClock(ctx context.Context, e *env) int {
 	}
 	if cf.json {
 		printJSON(e.stdout, cs)
-		return ExitOK
+		return nil
 	}
 	printClock(e, cs)
 	if len(cs.PauseHistogram) > 0 {
@@ -44,7 +58,7 @@ func runClock(ctx context.Context, e *env) int {
 		}
 		tw.Flush()
 	}
-	return ExitOK
+	return nil
 }
 
 // printClock prints the clock summary that status and clock share.

@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	sddaemon "github.com/coreos/go-systemd/v22/daemon"
+	"github.com/spf13/cobra"
 
 	"github.com/leaseside/leaseside/clockwatch"
 	"github.com/leaseside/leaseside/daemon"
@@ -18,18 +19,50 @@ import (
 	"github.com/leaseside/leaseside/ipc"
 )
 
+// devOptions are the flags of `leaseside dev`.
+type devOptions struct {
+	sidecar sidecarFlags
+	dataDir string
+	rpcAddr string
+}
+
+func newDevCmd(e *env) *cobra.Command {
+	var o devOptions
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "run a sidecar and a single-node grantor in one process",
+		Long: `Runs a sidecar and a single-node grantor in one process, talking over real
+gRPC on loopback as they would across hosts: leases on one machine, with
+nothing else to set up. It logs "leaseside dev ready" once the socket
+serves. The grantor's raft log lives in --data-dir and keeps the fencing
+token counter across restarts.
+
+As root the socket is /run/leaseside/leaseside.sock; for other users it is
+$XDG_RUNTIME_DIR/leaseside/leaseside.sock, or /tmp/leaseside-UID/leaseside.sock
+without XDG_RUNTIME_DIR. Clients find it there too (or set $LEASESIDE_SOCKET).`,
+		Example: `  leaseside dev
+  sudo leaseside dev --socket-group leaseside
+  leaseside dev --socket /tmp/demo.sock --data-dir /tmp/demo --config dev.json`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runDev(cmd.Context(), e, &o)
+		},
+	}
+	fs := cmd.Flags()
+	o.sidecar.register(fs)
+	fs.StringVar(&o.dataDir, "data-dir", "", "where the grantor keeps its raft log and snapshots "+
+		"(default /var/lib/leaseside/dev as root, else $XDG_STATE_HOME/leaseside/dev or ~/.local/state/leaseside/dev)")
+	fs.StringVar(&o.rpcAddr, "rpc-addr", "127.0.0.1:0", "the embedded grantor's gRPC address")
+	return cmd
+}
+
 // runDev runs the embedded default: a sidecar and a single-node grantor in
 // one process, talking over real gRPC on loopback as they would across
 // hosts.
-func runDev(ctx context.Context, e *env) int {
-	fs := newFlags(e, "dev", "[--socket PATH] [--data-dir DIR] [--config FILE]")
-	var sf sidecarFlags
-	sf.register(fs)
-	dataDir := fs.String("data-dir", defaultDataDir(), "where the grantor keeps its raft log and snapshots")
-	rpcAddr := fs.String("rpc-addr", "127.0.0.1:0", "the embedded grantor's gRPC address")
-	_, code := parseArgs(fs, e.args, 0)
-	if code >= 0 {
-		return code
+func runDev(ctx context.Context, e *env, o *devOptions) error {
+	sf := &o.sidecar
+	if o.dataDir == "" {
+		o.dataDir = defaultDataDir()
 	}
 	dcfg, err := sf.config()
 	if err != nil {
@@ -38,7 +71,7 @@ func runDev(ctx context.Context, e *env) int {
 	log := newLogger(e, sf.verbose)
 	if err := clockwatch.CheckHost(); err != nil {
 		log.Error("refusing to start", "err", err)
-		return ExitError
+		return exitCode(ExitError)
 	}
 
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
@@ -46,16 +79,16 @@ func runDev(ctx context.Context, e *env) int {
 
 	gcfg := grantor.DefaultConfig()
 	gcfg.NodeID = "dev"
-	gcfg.DataDir = filepath.Join(*dataDir, "grantor")
+	gcfg.DataDir = filepath.Join(o.dataDir, "grantor")
 	gcfg.RaftAddr = "127.0.0.1:0"
-	gcfg.RPCAddr = *rpcAddr
+	gcfg.RPCAddr = o.rpcAddr
 	gcfg.Bootstrap = true
 	gcfg.Timing = dcfg.Timing
 	gcfg.Logger = log.With("part", "grantor")
 	node, err := grantor.New(gcfg)
 	if err != nil {
 		log.Error("starting grantor", "err", err)
-		return ExitError
+		return exitCode(ExitError)
 	}
 	gctx, gcancel := context.WithCancel(context.Background())
 	gdone := make(chan error, 1)
@@ -66,7 +99,7 @@ func runDev(ctx context.Context, e *env) int {
 	}()
 	if err := node.WaitReady(ctx); err != nil {
 		log.Error("grantor did not become ready", "err", err)
-		return ExitError
+		return exitCode(ExitError)
 	}
 
 	dcfg.Grantors = []string{node.RPCAddr()}
@@ -74,30 +107,30 @@ func runDev(ctx context.Context, e *env) int {
 	d, err := daemon.New(dcfg)
 	if err != nil {
 		log.Error("starting sidecar", "err", err)
-		return ExitError
+		return exitCode(ExitError)
 	}
 	ln, err := sf.listen()
 	if err != nil {
 		log.Error("listening", "err", err)
 		if errors.Is(err, ipc.ErrDaemonRunning) {
-			return ExitUnavailable
+			return exitCode(ExitUnavailable)
 		}
-		return ExitError
+		return exitCode(ExitError)
 	}
-	log.Info("leaseside dev ready", "socket", sf.socket, "data_dir", *dataDir, "grantor_rpc", node.RPCAddr(), "session", d.Session())
+	log.Info("leaseside dev ready", "socket", sf.socket, "data_dir", o.dataDir, "grantor_rpc", node.RPCAddr(), "session", d.Session())
 	if sf.metricsAddr != "" {
 		if err := serveMetrics(ctx, sf.metricsAddr, log, d.Collector(), node.Collector()); err != nil {
 			log.Error("metrics", "err", err)
-			return ExitError
+			return exitCode(ExitError)
 		}
 	}
 	sddaemon.SdNotify(false, sddaemon.SdNotifyReady)
 	if err := d.Run(ctx, ln); err != nil {
 		log.Error("sidecar stopped", "err", err)
-		return ExitError
+		return exitCode(ExitError)
 	}
 	log.Info("leaseside dev stopped")
-	return ExitOK
+	return nil
 }
 
 // defaultDataDir is /var/lib/leaseside/dev for root, else under

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -14,6 +14,8 @@ import (
 	"time"
 
 	sddaemon "github.com/coreos/go-systemd/v22/daemon"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/leaseside/leaseside/clockwatch"
 	"github.com/leaseside/leaseside/grantor"
@@ -123,79 +125,118 @@ func loadGrantorConfig(path string, o *grantorOptions) error {
 	return nil
 }
 
-// grantorFlags parses the command line over the defaults and the config
-// file: a flag given on the command line wins over the file.
-func grantorFlags(e *env) (o grantorOptions, verbose bool, code int, ok bool) {
-	fs := newFlags(e, "grantor", "[--config FILE] [--node-id ID] [--data-dir DIR] [--rpc-addr ADDR] [--raft-addr ADDR]\n"+
-		"       [--gossip-addr ADDR] [--join GOSSIP-ADDR,...] [--bootstrap-expect N] [--gossip-key-file FILE] [--metrics-addr ADDR]\n\n"+
-		"Runs one grantor node. It logs \"leaseside grantor ready\" once it serves. On SIGTERM or SIGINT it\n"+
-		"leaves the cluster: it hands leadership over if it leads, has the leader take it out of the raft\n"+
-		"configuration (it is added back when it starts again), leaves gossip and exits 0; a second\n"+
-		"signal cuts the leave short. A wrong or missing gossip key fails the start (exit 1); seeds that\n"+
-		"do not answer yet are retried in the background.\n")
+// grantorFlagValues are the flags of `leaseside grantor` as given; options
+// lays those given on the command line over the defaults and the file.
+type grantorFlagValues struct {
+	configFile  string
+	nodeID      string
+	dataDir     string
+	rpcAddr     string
+	raftAddr    string
+	gossipAddr  string
+	join        string
+	expect      int
+	keyFile     string
+	metricsAddr string
+	rho         float64
+	eps         time.Duration
+	verbose     bool
+}
+
+func (g *grantorFlagValues) register(fs *pflag.FlagSet) {
 	def := defaultGrantorOptions()
-	configFile := fs.String("config", "", "JSON config file (keys as the flags, with _ for -: node_id, data_dir, rpc_addr, raft_addr, gossip_addr, join, bootstrap_expect, gossip_key_file, metrics_addr, rho, epsilon)")
-	nodeID := fs.String("node-id", def.NodeID, "raft server ID of this grantor: unique in the cluster, stable across restarts")
-	dataDir := fs.String("data-dir", def.DataDir, "where the raft log and snapshots live (never wipe it: it holds the fencing token counter)")
-	rpcAddr := fs.String("rpc-addr", def.RPCAddr, "gRPC address for sidecars; a 0.0.0.0 host is advertised with the raft address's host")
-	raftAddr := fs.String("raft-addr", def.RaftAddr, "raft transport address: a concrete IP the other grantors reach")
-	gossipAddr := fs.String("gossip-addr", def.GossipAddr, "gossip address (UDP and TCP); port 0 picks one")
-	join := fs.String("join", "", "comma-separated gossip addresses of cluster members to join (none: start a new gossip cluster)")
-	expect := fs.Int("bootstrap-expect", 0, "bootstrap a new cluster once this many grantors see each other (only without raft state)")
-	keyFile := fs.String("gossip-key-file", "", "file with the cluster's base64 gossip encryption key (head -c 32 /dev/urandom | base64)")
-	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (off when empty)")
-	rho := fs.Float64("rho", def.Timing.Rho, "maximum clock drift rate; must match the sidecars'")
-	eps := fs.Duration("epsilon", def.Timing.Epsilon, "safety margin of the timing model; must match the sidecars'")
-	fs.BoolVar(&verbose, "v", false, "log debug detail")
-	pos, _, err := parse(fs, e.args)
-	if err != nil {
-		return o, false, parseExit(err), false
-	}
-	if len(pos) != 0 {
-		fs.Usage()
-		return o, false, ExitUsage, false
-	}
-	o = def
-	if *configFile != "" {
-		if err := loadGrantorConfig(*configFile, &o); err != nil {
-			return o, false, fail(e, err), false
+	fs.StringVar(&g.configFile, "config", "", "JSON config file with the keys "+jsonKeys(grantorFileConfig{})+
+		" (as the flags, with _ for -; documented in packaging/README.md, installed as "+configDocPath+"); flags win over it")
+	fs.StringVar(&g.nodeID, "node-id", "", "raft server ID of this grantor: unique in the cluster, stable across restarts (default: the hostname)")
+	fs.StringVar(&g.dataDir, "data-dir", "", "where the raft log and snapshots live; never wipe it: it holds the fencing token counter "+
+		"(default /var/lib/leaseside as root, else $XDG_STATE_HOME/leaseside/grantor or ~/.local/state/leaseside/grantor)")
+	fs.StringVar(&g.rpcAddr, "rpc-addr", def.RPCAddr, "gRPC address for sidecars; a 0.0.0.0 host is advertised with the raft address's host")
+	fs.StringVar(&g.raftAddr, "raft-addr", def.RaftAddr, "raft transport address: a concrete IP the other grantors reach")
+	fs.StringVar(&g.gossipAddr, "gossip-addr", def.GossipAddr, "gossip address (UDP and TCP); port 0 picks one")
+	fs.StringVar(&g.join, "join", "", "comma-separated gossip addresses of cluster members to join (none: start a new gossip cluster)")
+	fs.IntVar(&g.expect, "bootstrap-expect", 0, "bootstrap a new cluster once this many grantors see each other (only without raft state)")
+	fs.StringVar(&g.keyFile, "gossip-key-file", "", "file with the cluster's base64 gossip encryption key (head -c 32 /dev/urandom | base64)")
+	fs.StringVar(&g.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (off when empty)")
+	fs.Float64Var(&g.rho, "rho", def.Timing.Rho, "maximum clock drift rate; must match the sidecars'")
+	fs.DurationVar(&g.eps, "epsilon", def.Timing.Epsilon, "safety margin of the timing model; must match the sidecars'")
+	fs.BoolVarP(&g.verbose, "verbose", "v", false, "log debug detail")
+}
+
+// options returns the settings: the defaults, then the config file, then
+// the flags given on the command line (fs tells which were).
+func (g *grantorFlagValues) options(fs *pflag.FlagSet) (grantorOptions, error) {
+	o := defaultGrantorOptions()
+	if g.configFile != "" {
+		if err := loadGrantorConfig(g.configFile, &o); err != nil {
+			return o, err
 		}
 	}
-	fs.Visit(func(f *flag.Flag) {
+	fs.Visit(func(f *pflag.Flag) {
 		switch f.Name {
 		case "node-id":
-			o.NodeID = *nodeID
+			o.NodeID = g.nodeID
 		case "data-dir":
-			o.DataDir = *dataDir
+			o.DataDir = g.dataDir
 		case "rpc-addr":
-			o.RPCAddr = *rpcAddr
+			o.RPCAddr = g.rpcAddr
 		case "raft-addr":
-			o.RaftAddr = *raftAddr
+			o.RaftAddr = g.raftAddr
 		case "gossip-addr":
-			o.GossipAddr = *gossipAddr
+			o.GossipAddr = g.gossipAddr
 		case "join":
-			o.Join = splitList(*join)
+			o.Join = splitList(g.join)
 		case "bootstrap-expect":
-			o.BootstrapExpect = *expect
+			o.BootstrapExpect = g.expect
 		case "gossip-key-file":
-			o.GossipKeyFile = *keyFile
+			o.GossipKeyFile = g.keyFile
 		case "metrics-addr":
-			o.MetricsAddr = *metricsAddr
+			o.MetricsAddr = g.metricsAddr
 		case "rho":
-			o.Timing.Rho = *rho
+			o.Timing.Rho = g.rho
 		case "epsilon":
-			o.Timing.Epsilon = *eps
+			o.Timing.Epsilon = g.eps
 		}
 	})
 	switch {
 	case o.NodeID == "":
-		fmt.Fprintln(e.stderr, "leaseside: grantor: --node-id is empty (and the hostname unknown)")
-		return o, false, ExitUsage, false
+		return o, usagef("grantor: --node-id is empty (and the hostname unknown)")
+	case o.DataDir == "":
+		return o, usagef("grantor: --data-dir is empty")
 	case o.BootstrapExpect < 0:
-		fmt.Fprintln(e.stderr, "leaseside: grantor: --bootstrap-expect must not be negative")
-		return o, false, ExitUsage, false
+		return o, usagef("grantor: --bootstrap-expect must not be negative")
 	}
-	return o, verbose, 0, true
+	return o, nil
+}
+
+func newGrantorCmd(e *env) *cobra.Command {
+	var g grantorFlagValues
+	cmd := &cobra.Command{
+		Use:   "grantor",
+		Short: "run one grantor node of the replicated cluster",
+		Long: `Runs one grantor node. It logs "leaseside grantor ready" once it serves. On
+SIGTERM or SIGINT it leaves the cluster: it hands leadership over if it
+leads, has the leader take it out of the raft configuration (it is added
+back when it starts again), leaves gossip and exits 0; a second signal cuts
+the leave short. A wrong or missing gossip key fails the start (exit 1);
+seeds that do not answer yet are retried in the background.`,
+		Example: `  leaseside grantor --config /etc/leaseside/grantor.json
+  leaseside grantor --node-id g1 --raft-addr 192.0.2.10:7402 --rpc-addr 0.0.0.0:7401 \
+      --gossip-addr 192.0.2.10:7403 --bootstrap-expect 3 --join 192.0.2.11:7403,192.0.2.12:7403`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o, err := g.options(cmd.Flags())
+			var u usageError
+			if errors.As(err, &u) {
+				return err
+			}
+			if err != nil {
+				return fail(e, err)
+			}
+			return runGrantor(cmd.Context(), e, o, g.verbose)
+		},
+	}
+	g.register(cmd.Flags())
+	return cmd
 }
 
 func splitList(s string) []string {
@@ -211,15 +252,11 @@ func splitList(s string) []string {
 // runGrantor runs one grantor node until SIGTERM or SIGINT, then leaves
 // the cluster gracefully (grantor.Node.Leave) and stops. A second signal
 // during the leave cuts it short.
-func runGrantor(ctx context.Context, e *env) int {
-	o, verbose, code, ok := grantorFlags(e)
-	if !ok {
-		return code
-	}
+func runGrantor(ctx context.Context, e *env, o grantorOptions, verbose bool) error {
 	log := newLogger(e, verbose)
 	if err := clockwatch.CheckHost(); err != nil {
 		log.Error("refusing to start", "err", err)
-		return ExitError
+		return exitCode(ExitError)
 	}
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
@@ -264,7 +301,7 @@ func runGrantor(ctx context.Context, e *env) int {
 			log.Error("metrics", "err", err)
 			cancelRun()
 			<-runErr
-			return ExitError
+			return exitCode(ExitError)
 		}
 	}
 	if len(o.Join) == 0 && o.BootstrapExpect == 0 {
@@ -277,7 +314,7 @@ func runGrantor(ctx context.Context, e *env) int {
 	select {
 	case err := <-runErr:
 		log.Error("grantor stopped", "err", err)
-		return ExitError
+		return exitCode(ExitError)
 	case <-ctx.Done():
 	case sig := <-sigs:
 		log.Info("leaseside grantor leaving the cluster", "signal", sig.String())
@@ -299,8 +336,8 @@ func runGrantor(ctx context.Context, e *env) int {
 	cancelRun()
 	if err := <-runErr; err != nil {
 		log.Error("grantor stopped", "err", err)
-		return ExitError
+		return exitCode(ExitError)
 	}
 	log.Info("leaseside grantor stopped")
-	return ExitOK
+	return nil
 }

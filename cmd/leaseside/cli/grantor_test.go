@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/leaseside/leaseside/clockwatch"
 )
 
@@ -449,18 +451,28 @@ func TestGrantorConfigFile(t *testing.T) {
 
 	// Flags win over the file; the file over the defaults.
 	path := write("g.json", `{"node_id": "from-file", "rpc_addr": "127.0.0.1:9", "bootstrap_expect": 5, "join": ["a:1"]}`)
-	var stderr bytes.Buffer
-	o, _, code, ok := grantorFlags(&env{args: []string{"--config", path, "--rpc-addr", "127.0.0.1:10", "--join", "b:2, c:3"},
-		stdout: io.Discard, stderr: &stderr})
-	if !ok {
-		t.Fatalf("flags: exit %d: %s", code, stderr.String())
+	o, err := parseGrantorFlags("--config", path, "--rpc-addr", "127.0.0.1:10", "--join", "b:2, c:3")
+	if err != nil {
+		t.Fatalf("flags: %v", err)
 	}
 	if o.NodeID != "from-file" || o.RPCAddr != "127.0.0.1:10" || o.BootstrapExpect != 5 || !slices.Equal(o.Join, []string{"b:2", "c:3"}) {
 		t.Errorf("options %+v", o)
 	}
-	for _, args := range [][]string{{"--bootstrap-expect", "-1"}, {"extra"}, {"--node-id", ""}} {
-		if _, _, code, ok := grantorFlags(&env{args: args, stdout: io.Discard, stderr: io.Discard}); ok || code != ExitUsage {
-			t.Errorf("grantor %v: ok=%v exit %d, want a usage error", args, ok, code)
+	for _, args := range [][]string{{"--bootstrap-expect", "-1"}, {"extra"}, {"--node-id", ""}, {"--bootstrap-expect", "x"}} {
+		var stderr bytes.Buffer
+		if code := Main(append([]string{"grantor"}, args...), io.Discard, &stderr); code != ExitUsage {
+			t.Errorf("grantor %v: exit %d, want a usage error (%d)\n%s", args, code, ExitUsage, stderr.String())
 		}
 	}
+}
+
+// parseGrantorFlags returns the grantor's options for a command line.
+func parseGrantorFlags(args ...string) (grantorOptions, error) {
+	var g grantorFlagValues
+	fs := pflag.NewFlagSet("grantor", pflag.ContinueOnError)
+	g.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return grantorOptions{}, err
+	}
+	return g.options(fs)
 }

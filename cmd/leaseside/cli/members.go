@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -28,35 +29,42 @@ type membersOutput struct {
 	Members  []ipc.Member `json:"members"`
 }
 
-// runMembers lists the cluster's grantors and sidecars, or, as
-// `members remove NODE-ID`, removes a grantor from the raft configuration.
-func runMembers(ctx context.Context, e *env) int {
-	if len(e.args) > 0 && e.args[0] == "remove" {
-		return runMembersRemove(ctx, e)
-	}
-	fs := newFlags(e, "members", "[--grantors ADDR,...] [--json] [--socket PATH]\n"+
-		"       leaseside members remove NODE-ID --grantors ADDR,...\n\n"+
-		"Lists the grantors (raft configuration, voter flag, raft state, and the leader's last\n"+
-		"contact with each) and every gossip member, sidecars included. With --grantors it asks\n"+
-		"those grantors (any of them answers; the leader is asked for last contact); without it,\n"+
-		"the local sidecar relays the question.\n\n"+
-		"'members remove' takes a dead grantor out of the raft configuration (a grantor stopped\n"+
-		"with SIGTERM leaves by itself; one alive in gossip is added back by the leader).\n")
+func newMembersCmd(e *env) *cobra.Command {
 	var cf clientFlags
-	cf.register(fs)
-	grantors := fs.String("grantors", "", "comma-separated gRPC addresses of grantors to ask (default: the local sidecar)")
-	_, code := parseArgs(fs, e.args, 0)
-	if code >= 0 {
-		return code
+	var grantors string
+	cmd := &cobra.Command{
+		Use:   "members",
+		Short: "list the cluster's grantors and sidecars; remove a dead grantor",
+		Long: `Lists the grantors (raft configuration, voter flag, raft state, and the
+leader's last contact with each) and every gossip member, sidecars included.
+With --grantors it asks those grantors (any of them answers; the leader is
+asked for last contact); without it, the local sidecar relays the question.
+
+'members remove' takes a dead grantor out of the raft configuration.`,
+		Example: `  leaseside members
+  leaseside members --grantors 192.0.2.10:7401 --json
+  leaseside members remove g3 --grantors 192.0.2.10:7401`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runMembers(cmd.Context(), e, &cf, grantors)
+		},
 	}
+	cf.register(cmd.Flags(), false)
+	cmd.Flags().StringVar(&grantors, "grantors", "", "comma-separated gRPC addresses of grantors to ask (default: the local sidecar)")
+	cmd.AddCommand(newMembersRemoveCmd(e))
+	return cmd
+}
+
+// runMembers lists the cluster's grantors and sidecars.
+func runMembers(ctx context.Context, e *env, cf *clientFlags, grantors string) error {
 	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
 	defer cancel()
 	var out membersOutput
-	if addrs := splitList(*grantors); len(addrs) > 0 {
+	if addrs := splitList(grantors); len(addrs) > 0 {
 		resp, err := askMembers(ctx, addrs)
 		if err != nil {
 			fmt.Fprintf(e.stderr, "leaseside: members: %v\n", err)
-			return ExitUnavailable
+			return exitCode(ExitUnavailable)
 		}
 		out = membersFromPB(resp)
 	} else {
@@ -73,10 +81,10 @@ func runMembers(ctx context.Context, e *env) int {
 	}
 	if cf.json {
 		printJSON(e.stdout, out)
-		return ExitOK
+		return nil
 	}
 	printMembers(e.stdout, out)
-	return ExitOK
+	return nil
 }
 
 // askMembers asks the grantors in turn until one answers; if that one is
@@ -169,26 +177,35 @@ func printMembers(w io.Writer, out membersOutput) {
 	}
 }
 
+func newMembersRemoveCmd(e *env) *cobra.Command {
+	var grantors string
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "remove NODE-ID --grantors ADDR,...",
+		Short: "take a dead grantor out of the raft configuration",
+		Long: `Takes the grantor NODE-ID out of the raft configuration, through the leader
+(found from --grantors; NotLeader redirects are followed). A grantor
+stopped with SIGTERM leaves by itself; one alive in gossip is added back by
+the leader.`,
+		Example: `  leaseside members remove g3 --grantors 192.0.2.10:7401,192.0.2.11:7401`,
+		Args:    exactArgs("NODE-ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			addrs := splitList(grantors)
+			if len(addrs) == 0 {
+				return usagef("members remove needs --grantors (the local sidecar does not relay removals)")
+			}
+			return runMembersRemove(cmd.Context(), e, args[0], addrs, timeout)
+		},
+	}
+	cmd.Flags().StringVar(&grantors, "grantors", "", "comma-separated gRPC addresses of grantors (any; the leader is found from them)")
+	cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Second, "give up after this long")
+	return cmd
+}
+
 // runMembersRemove removes a grantor from the raft configuration through
 // the leader, following NotLeader redirects.
-func runMembersRemove(ctx context.Context, e *env) int {
-	fs := newFlags(e, "members remove", "NODE-ID --grantors ADDR,...")
-	grantors := fs.String("grantors", "", "comma-separated gRPC addresses of grantors (any; the leader is found from them)")
-	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
-	pos, _, err := parse(fs, e.args[1:])
-	if err != nil {
-		return parseExit(err)
-	}
-	addrs := splitList(*grantors)
-	if len(pos) != 1 || len(addrs) == 0 {
-		if len(addrs) == 0 {
-			fmt.Fprintln(e.stderr, "leaseside: members remove needs --grantors (the local sidecar does not relay removals)")
-		}
-		fs.Usage()
-		return ExitUsage
-	}
-	id := pos[0]
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
+func runMembersRemove(ctx context.Context, e *env, id string, addrs []string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var lastErr error
 	for attempts := 0; len(addrs) > 0 && ctx.Err() == nil && attempts < 3*len(addrs)+5; attempts++ {
@@ -202,10 +219,10 @@ func runMembersRemove(ctx context.Context, e *env) int {
 		switch st.Code() {
 		case codes.OK:
 			fmt.Fprintf(e.stdout, "removed %s from the raft configuration\n", id)
-			return ExitOK
+			return nil
 		case codes.NotFound, codes.InvalidArgument:
 			fmt.Fprintf(e.stderr, "leaseside: members remove: %s\n", st.Message())
-			return ExitError
+			return exitCode(ExitError)
 		case codes.FailedPrecondition:
 			hint := ""
 			for _, d := range st.Details() {
@@ -215,7 +232,7 @@ func runMembersRemove(ctx context.Context, e *env) int {
 			}
 			if hint == "" && len(st.Details()) == 0 {
 				fmt.Fprintf(e.stderr, "leaseside: members remove: %s\n", st.Message())
-				return ExitError
+				return exitCode(ExitError)
 			}
 			if hint != "" && hint != a {
 				addrs = append([]string{hint}, addrs...)
@@ -224,5 +241,5 @@ func runMembersRemove(ctx context.Context, e *env) int {
 		lastErr = fmt.Errorf("%s: %s", a, st.Message())
 	}
 	fmt.Fprintf(e.stderr, "leaseside: members remove: no leader answered: %v\n", lastErr)
-	return ExitUnavailable
+	return exitCode(ExitUnavailable)
 }

@@ -3,26 +3,41 @@ package cli
 import (
 	"context"
 	"fmt"
+
+	"github.com/spf13/cobra"
 )
 
-func runRelease(ctx context.Context, e *env) int {
-	fs := newFlags(e, "release", "NAME [--token T]")
+func newReleaseCmd(e *env) *cobra.Command {
 	var cf clientFlags
-	cf.register(fs)
-	tok := fs.String("token", "", "release only if the lease still has this token")
-	pos, code := parseArgs(fs, e.args, 1)
-	if code >= 0 {
-		return code
+	var token string
+	cmd := &cobra.Command{
+		Use:   "release NAME",
+		Short: "release a lease this host holds",
+		Long: `Releases the lease NAME, which this host holds, at the grantors: it can be
+granted elsewhere at once. With --token, only if the lease still has that
+token (a later grant of the same name is left alone).`,
+		Example: `  leaseside release leader/billing
+  leaseside release leader/billing --token "$LEASESIDE_TOKEN"   # systemd ExecStopPost`,
+		Args: exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runRelease(cmd.Context(), e, &cf, args[0], token)
+		},
 	}
+	cf.register(cmd.Flags(), false)
+	cmd.Flags().StringVar(&token, "token", "", "release only if the lease still has this token")
+	return cmd
+}
+
+func runRelease(ctx context.Context, e *env, cf *clientFlags, name, token string) error {
 	ctx, c, done := cf.connect(ctx)
 	defer done()
-	if err := c.ReleaseToken(ctx, pos[0], *tok); err != nil {
+	if err := c.ReleaseToken(ctx, name, token); err != nil {
 		return fail(e, err)
 	}
 	if cf.json {
-		printJSON(e.stdout, map[string]any{"lease": pos[0], "released": true})
+		printJSON(e.stdout, map[string]any{"lease": name, "released": true})
 	} else {
-		fmt.Fprintf(e.stdout, "released %s\n", pos[0])
+		fmt.Fprintf(e.stdout, "released %s\n", name)
 	}
-	return ExitOK
+	return nil
 }

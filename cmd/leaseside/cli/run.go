@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
 	"github.com/leaseside/leaseside/clockwatch"
@@ -25,9 +26,22 @@ const (
 	EnvSocket   = "LEASESIDE_SOCKET"
 )
 
-const runUsage = `NAME [--ttl 15s] [--wait 0s] [--margin D] [--grace D] -- CMD [ARGS...]
+// runOptions are the flags of `leaseside run`.
+type runOptions struct {
+	client    clientFlags
+	ttl       time.Duration
+	wait      time.Duration
+	margin    time.Duration
+	grace     time.Duration
+	lockDelay time.Duration
+}
 
-Runs CMD, in its own process group, while holding the lease NAME. CMD gets
+func newRunCmd(e *env) *cobra.Command {
+	var o runOptions
+	cmd := &cobra.Command{
+		Use:   "run NAME -- CMD [ARGS...]",
+		Short: "run a command while holding a lease",
+		Long: `Runs CMD, in its own process group, while holding the lease NAME. CMD gets
 LEASESIDE_LEASE, LEASESIDE_TOKEN, LEASESIDE_DEADLINE_BOOTTIME_NS (the first
 grant's deadline; renewals extend the lease, and 'leaseside check' tells the
 current one) and LEASESIDE_SOCKET. If the lease is lost, or its deadline
@@ -42,47 +56,48 @@ for --lock-delay (default: the term) before it is released.
 Exit codes: CMD's status (128+N if a signal N ended it); 75 if the lease is
 held elsewhere and --wait ran out; 79 if the lease was lost and CMD was
 stopped; 69 if the daemon or grantors are unreachable; 127 if CMD could not
-be started; 2 for usage errors.`
+be started; 2 for usage errors.`,
+		Example: `  leaseside run leader/billing --wait 5m -- /usr/bin/billing --serve
+  leaseside run job/nightly --ttl 1m -- sh -c 'backup --fence "$LEASESIDE_TOKEN"'`,
+		Args: commandArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dash := cmd.ArgsLenAtDash()
+			if !cmd.Flags().Changed("lock-delay") {
+				o.lockDelay = o.ttl
+			}
+			return runRun(cmd.Context(), e, &o, args[0], args[dash:])
+		},
+	}
+	fs := cmd.Flags()
+	o.client.register(fs, true)
+	fs.DurationVar(&o.ttl, "ttl", 15*time.Second, "lease term")
+	fs.DurationVar(&o.wait, "wait", 0, "how long to wait when the lease is held elsewhere")
+	fs.DurationVar(&o.margin, "margin", 0, "stop CMD this long before the deadline if no renewal came (default 10% of --ttl)")
+	fs.DurationVar(&o.grace, "grace", 0, "time between SIGTERM and SIGKILL (default half the margin; must be shorter than the margin)")
+	fs.DurationVar(&o.lockDelay, "lock-delay", 0, "if run dies without releasing, hold the lease this long first (default: the term, --ttl)")
+	return cmd
+}
 
-func runRun(ctx context.Context, e *env) int {
-	fs := newFlags(e, "run", runUsage)
-	var cf clientFlags
-	cf.register(fs)
-	ttl := fs.Duration("ttl", 15*time.Second, "lease term")
-	wait := fs.Duration("wait", 0, "how long to wait when the lease is held elsewhere")
-	margin := fs.Duration("margin", 0, "stop CMD this long before the deadline if no renewal came (default 10% of --ttl)")
-	grace := fs.Duration("grace", 0, "time between SIGTERM and SIGKILL (default half the margin; must be shorter than the margin)")
-	lockDelay := fs.Duration("lock-delay", -1, "if run dies without releasing, hold the lease this long first (default: the term)")
-	pos, argv, err := parse(fs, e.args)
-	if err != nil {
-		return parseExit(err)
+func runRun(ctx context.Context, e *env, o *runOptions, name string, argv []string) error {
+	cf := &o.client
+	margin, grace := o.margin, o.grace
+	if margin <= 0 {
+		margin = o.ttl / 10
 	}
-	if len(pos) != 1 || len(argv) == 0 {
-		fs.Usage()
-		return ExitUsage
+	if grace <= 0 {
+		grace = margin / 2
 	}
-	if *margin <= 0 {
-		*margin = *ttl / 10
+	if margin >= o.ttl || grace >= margin {
+		return usagef("need --grace < --margin < --ttl, so that SIGKILL lands before the deadline")
 	}
-	if *grace <= 0 {
-		*grace = *margin / 2
-	}
-	if *margin >= *ttl || *grace >= *margin {
-		fmt.Fprintln(e.stderr, "leaseside: need --grace < --margin < --ttl, so that SIGKILL lands before the deadline")
-		return ExitUsage
-	}
-	if *lockDelay < 0 {
-		*lockDelay = *ttl
-	}
-	name := pos[0]
 
 	c := cf.client()
 	defer c.Close()
 	events := make(chan *ipc.Event, 64)
 	c.Notify(events)
-	actx, cancel := context.WithTimeout(ctx, *wait+cf.timeout)
+	actx, cancel := context.WithTimeout(ctx, o.wait+cf.timeout)
 	defer cancel()
-	l, err := c.Acquire(actx, name, ipc.AcquireOptions{TTL: *ttl, Wait: *wait, LockDelay: *lockDelay})
+	l, err := c.Acquire(actx, name, ipc.AcquireOptions{TTL: o.ttl, Wait: o.wait, LockDelay: o.lockDelay})
 	if err != nil {
 		return fail(e, err)
 	}
@@ -113,7 +128,7 @@ func runRun(ctx context.Context, e *env) int {
 	if err := cmd.Start(); err != nil {
 		release(cf.timeout)
 		fmt.Fprintf(e.stderr, "leaseside: %v\n", err)
-		return 127
+		return exitCode(127)
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
@@ -123,19 +138,19 @@ func runRun(ctx context.Context, e *env) int {
 	// BOOTTIME decides, the timer only wakes us.
 	clock := clockwatch.System
 	deadline := clockwatch.Instant(l.DeadlineBoottimeNs)
-	timer := time.NewTimer(clockwatch.Until(clock, deadline.Add(-*margin)))
+	timer := time.NewTimer(clockwatch.Until(clock, deadline.Add(-margin)))
 	defer timer.Stop()
-	stop := func(why string) int {
+	stop := func(why string) error {
 		fmt.Fprintf(e.stderr, "leaseside: lease %s (token %s): %s; stopping the command\n", name, l.Token, why)
 		syscall.Kill(group, syscall.SIGTERM)
-		killer := time.AfterFunc(*grace, func() { syscall.Kill(group, syscall.SIGKILL) })
+		killer := time.AfterFunc(grace, func() { syscall.Kill(group, syscall.SIGKILL) })
 		<-exited
 		killer.Stop()
 		syscall.Kill(group, syscall.SIGKILL) // whatever the leader left behind
 		// The lease is lost or about to be, likely because the grantor is
 		// out of reach: try to free it, but do not linger.
 		release(time.Second)
-		return ExitLost
+		return exitCode(ExitLost)
 	}
 	for {
 		select {
@@ -144,15 +159,15 @@ func runRun(ctx context.Context, e *env) int {
 		case err := <-exited:
 			syscall.Kill(group, syscall.SIGKILL) // nothing of CMD outlives the lease
 			release(cf.timeout)
-			return exitStatus(err)
+			return code(exitStatus(err))
 		case ev := <-events:
 			if ev.Event == ipc.EventRenewed && ev.Lease == name && ev.Token == l.Token {
 				deadline = max(deadline, clockwatch.Instant(ev.DeadlineBoottimeNs))
-				timer.Reset(clockwatch.Until(clock, deadline.Add(-*margin)))
+				timer.Reset(clockwatch.Until(clock, deadline.Add(-margin)))
 			}
 		case <-timer.C:
-			if left := clockwatch.Until(clock, deadline); left > *margin {
-				timer.Reset(left - *margin)
+			if left := clockwatch.Until(clock, deadline); left > margin {
+				timer.Reset(left - margin)
 				continue
 			}
 			return stop("no renewal and the deadline is near")

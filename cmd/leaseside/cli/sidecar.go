@@ -3,13 +3,16 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"net"
 	"os"
 	"os/user"
+	"reflect"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/leaseside/leaseside/daemon"
 	"github.com/leaseside/leaseside/ipc"
@@ -25,12 +28,30 @@ type sidecarFlags struct {
 	verbose     bool
 }
 
-func (s *sidecarFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&s.socket, "socket", "", "socket to listen on (default $"+ipc.SocketEnv+", else "+ipc.DefaultSocketPath()+")")
+func (s *sidecarFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&s.socket, "socket", "", "socket to listen on (default $"+ipc.SocketEnv+", else "+ipc.SystemSocketPath+
+		" as root, else $XDG_RUNTIME_DIR/leaseside/leaseside.sock or /tmp/leaseside-UID/leaseside.sock)")
 	fs.StringVar(&s.socketGroup, "socket-group", "", "group (name or gid) that may use the socket (mode 0660, directory 0750)")
-	fs.StringVar(&s.configFile, "config", "", "JSON config file (see README)")
+	fs.StringVar(&s.configFile, "config", "", "JSON config file with the keys "+jsonKeys(fileConfig{})+
+		" (documented in packaging/README.md, installed as "+configDocPath+"); flags win over it")
 	fs.StringVar(&s.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (off when empty)")
-	fs.BoolVar(&s.verbose, "v", false, "log debug detail")
+	fs.BoolVarP(&s.verbose, "verbose", "v", false, "log debug detail")
+}
+
+// configDocPath is where the packages install packaging/README.md, which
+// documents the config files' keys.
+const configDocPath = "/usr/share/doc/leaseside/packaging.md"
+
+// jsonKeys lists the JSON keys of a config file struct, for the help.
+func jsonKeys(v any) string {
+	t := reflect.TypeOf(v)
+	var keys []string
+	for i := range t.NumField() {
+		if k, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); k != "" && k != "-" {
+			keys = append(keys, k)
+		}
+	}
+	return strings.Join(keys, ", ")
 }
 
 // fileConfig is the sidecar's config file. Durations are strings Go's

@@ -6,17 +6,30 @@ import (
 	"sort"
 	"text/tabwriter"
 
+	"github.com/spf13/cobra"
+
 	"github.com/leaseside/leaseside/ipc"
 )
 
-func runStatus(ctx context.Context, e *env) int {
-	fs := newFlags(e, "status", "[--json]")
+func newStatusCmd(e *env) *cobra.Command {
 	var cf clientFlags
-	cf.register(fs)
-	_, code := parseArgs(fs, e.args, 0)
-	if code >= 0 {
-		return code
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "list the leases this host holds, and the clock's state",
+		Long: `Lists the leases the local sidecar holds (name, token, time left, term,
+owner), then what it knows about its clock (as 'leaseside clock').`,
+		Example: `  leaseside status
+  leaseside status --json | jq '.leases[].lease'`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runStatus(cmd.Context(), e, &cf)
+		},
 	}
+	cf.register(cmd.Flags(), false)
+	return cmd
+}
+
+func runStatus(ctx context.Context, e *env, cf *clientFlags) error {
 	ctx, c, done := cf.connect(ctx)
 	defer done()
 	leases, clock, err := c.StatusClock(ctx)
@@ -29,7 +42,7 @@ func runStatus(ctx context.Context, e *env) int {
 			leases = []ipc.Grant{}
 		}
 		printJSON(e.stdout, map[string]any{"leases": leases, "clock": clock})
-		return ExitOK
+		return nil
 	}
 	defer func() {
 		if clock != nil {
@@ -39,7 +52,7 @@ func runStatus(ctx context.Context, e *env) int {
 	}()
 	if len(leases) == 0 {
 		fmt.Fprintln(e.stdout, "no leases held")
-		return ExitOK
+		return nil
 	}
 	tw := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "LEASE\tTOKEN\tVALID\tTTL\tOWNER")
@@ -51,5 +64,5 @@ func runStatus(ctx context.Context, e *env) int {
 		fmt.Fprintf(tw, "%s\t%s\t%.1fs\t%.1fs\t%s\n", l.Lease, l.Token, float64(l.ValidMs)/1000, float64(l.TTLMs)/1000, owner)
 	}
 	tw.Flush()
-	return ExitOK
+	return nil
 }

@@ -1,23 +1,32 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"runtime"
+
+	"github.com/spf13/cobra"
 
 	"github.com/leaseside/leaseside/ipc"
 )
 
-func runVersion(ctx context.Context, e *env) int {
-	fs := newFlags(e, "version", "[--json]")
-	asJSON := fs.Bool("json", false, "print JSON")
-	if _, _, err := parse(fs, e.args); err != nil {
-		return parseExit(err)
+func newVersionCmd(e *env) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "version",
+		Short: "print the version",
+		Long:  `Prints the leaseside version, the socket protocol version and the Go version it was built with (as --version).`,
+		Example: `  leaseside version
+  leaseside version --json`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if asJSON {
+				printJSON(e.stdout, map[string]any{"version": Version, "protocol": ipc.ProtocolVersion, "go": runtime.Version()})
+			} else {
+				fmt.Fprintln(e.stdout, versionLine())
+			}
+			return nil
+		},
 	}
-	if *asJSON {
-		printJSON(e.stdout, map[string]any{"version": Version, "protocol": ipc.ProtocolVersion, "go": runtime.Version()})
-	} else {
-		fmt.Fprintf(e.stdout, "leaseside %s (protocol %d, %s)\n", Version, ipc.ProtocolVersion, runtime.Version())
-	}
-	return ExitOK
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
 }

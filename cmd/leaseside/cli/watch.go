@@ -7,27 +7,37 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/spf13/cobra"
+
 	"github.com/leaseside/leaseside/ipc"
 )
 
+func newWatchCmd(e *env) *cobra.Command {
+	var cf clientFlags
+	cmd := &cobra.Command{
+		Use:   "watch [NAME]",
+		Short: "print lease events as they happen",
+		Long: `Prints the events of every lease on this host, or of NAME only, as they
+happen (acquired, renewed, released, lost, and the clock's pauses and
+suspends), until interrupted or the daemon goes away (exit 69).`,
+		Example: `  leaseside watch
+  leaseside watch leader/billing --json`,
+		Args: optionalArg("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := ""
+			if len(args) == 1 {
+				name = args[0]
+			}
+			return runWatch(cmd.Context(), e, &cf, name)
+		},
+	}
+	cf.register(cmd.Flags(), false)
+	return cmd
+}
+
 // runWatch prints the events of every lease on this host, or of one, as
 // they happen, until interrupted or the daemon goes away.
-func runWatch(ctx context.Context, e *env) int {
-	fs := newFlags(e, "watch", "[NAME] [--json]")
-	var cf clientFlags
-	cf.register(fs)
-	pos, _, err := parse(fs, e.args)
-	if err != nil {
-		return parseExit(err)
-	}
-	if len(pos) > 1 {
-		fs.Usage()
-		return ExitUsage
-	}
-	name := ""
-	if len(pos) == 1 {
-		name = pos[0]
-	}
+func runWatch(ctx context.Context, e *env, cf *clientFlags, name string) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	c := cf.client()
@@ -35,7 +45,7 @@ func runWatch(ctx context.Context, e *env) int {
 	events := make(chan *ipc.Event, 1024)
 	c.Notify(events)
 	wctx, cancel := context.WithTimeout(ctx, cf.timeout)
-	err = c.Watch(wctx, name)
+	err := c.Watch(wctx, name)
 	cancel()
 	if err != nil {
 		return fail(e, err)
@@ -43,10 +53,10 @@ func runWatch(ctx context.Context, e *env) int {
 	for {
 		select {
 		case <-ctx.Done():
-			return ExitOK
+			return nil
 		case <-c.Closed():
 			fmt.Fprintln(e.stderr, "leaseside: the daemon closed the connection")
-			return ExitUnavailable
+			return exitCode(ExitUnavailable)
 		case ev := <-events:
 			if cf.json {
 				b, _ := json.Marshal(ev)

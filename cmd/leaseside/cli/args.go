@@ -1,0 +1,89 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// Positional-argument checks that say what was wrong: the argument that is
+// missing by its name in the usage line, the one too many by its value.
+
+// noArgs accepts no positional argument; on a command with subcommands an
+// argument is an unknown subcommand, with suggestions.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	if cmd.HasAvailableSubCommands() {
+		msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+		if cmd.SuggestionsMinimumDistance <= 0 {
+			cmd.SuggestionsMinimumDistance = 2
+		}
+		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += fmt.Sprintf(": did you mean %s?", strings.Join(s, " or "))
+		}
+		return usageError{fmt.Errorf("%s", msg)}
+	}
+	return usagef("unexpected argument %q: '%s' takes no arguments", args[0], cmd.CommandPath())
+}
+
+// exactArgs wants exactly the named arguments, in order.
+func exactArgs(names ...string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) < len(names) {
+			return usagef("missing %s: '%s %s'", names[len(args)], cmd.CommandPath(), strings.Join(names, " "))
+		}
+		if len(args) > len(names) {
+			return usagef("unexpected argument %q: '%s' takes %s", args[len(names)], cmd.CommandPath(), strings.Join(names, " "))
+		}
+		return nil
+	}
+}
+
+// optionalArg accepts at most the one named argument.
+func optionalArg(name string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) > 1 {
+			return usagef("unexpected argument %q: '%s' takes at most one %s", args[1], cmd.CommandPath(), name)
+		}
+		return nil
+	}
+}
+
+// commandArgs wants the named arguments, then "--" and a command line.
+func commandArgs(names ...string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		dash := cmd.ArgsLenAtDash()
+		if dash < 0 {
+			if err := exactArgs(names...)(cmd, args); err != nil && len(args) < len(names) {
+				return err
+			}
+			return usagef("missing '-- CMD': '%s %s -- CMD [ARGS...]' (put the command after --)", cmd.CommandPath(), strings.Join(names, " "))
+		}
+		if err := exactArgs(names...)(cmd, args[:dash]); err != nil {
+			return err
+		}
+		if len(args) == dash {
+			return usagef("missing CMD after '--'")
+		}
+		return nil
+	}
+}
+
+// flagError is a flag parse error as a usage error, with a hint for the
+// single-dash spelling (-socket) that Go's flag package took: here a
+// single dash is for one-letter shorthands only.
+func flagError(cmd *cobra.Command, err error) error {
+	msg := err.Error()
+	if _, arg, ok := strings.Cut(msg, "unknown shorthand flag: "); ok {
+		if _, word, ok := strings.Cut(arg, " in -"); ok && len(word) > 1 {
+			name, _, _ := strings.Cut(word, "=")
+			if cmd.Flags().Lookup(name) != nil {
+				return usagef("unknown flag -%s: spell it --%s", word, name)
+			}
+		}
+	}
+	return usageError{err}
+}
