@@ -42,6 +42,7 @@ type Node struct {
 	fsm    *fsm
 	lessor *lessor
 
+	dirLock *os.File // the data dir's lock (datadir.go)
 	meta    *metadb.BoltMetaDB
 	wal     *wal.WAL
 	snaps   *raft.FileSnapshotStore
@@ -87,6 +88,9 @@ func New(cfg Config) (n *Node, err error) {
 	walDir := filepath.Join(raftDir, "wal")
 	if err := os.MkdirAll(walDir, 0o700); err != nil {
 		return nil, fmt.Errorf("grantor: creating data dir: %w", err)
+	}
+	if n.dirLock, err = lockDataDir(cfg.DataDir); err != nil {
+		return nil, err
 	}
 	hlog := newHCLog(cfg.Logger, "raft")
 	// raft-wal's Close leaves its meta database open, so the node owns it
@@ -418,6 +422,9 @@ func (n *Node) closeStores() error {
 	}
 	if n.meta != nil {
 		errs = append(errs, n.meta.Close())
+	}
+	if n.dirLock != nil {
+		errs = append(errs, n.dirLock.Close())
 	}
 	return errors.Join(errs...)
 }
