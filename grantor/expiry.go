@@ -24,6 +24,9 @@ func (l *lessor) expiryLoop(o *office) {
 	t := l.clock.NewTimer(maxExpirySleep)
 	defer t.Stop()
 	for {
+		if !l.current(o) {
+			return // expiries of an earlier term are not this term's to act on
+		}
 		l.scanMu.Lock()
 		now := l.clock.Now()
 		revokes, closes, next := l.scan(o, now)
@@ -126,6 +129,9 @@ func (l *lessor) scan(o *office, now clockwatch.Instant) (revokes []revokeJob, c
 func (l *lessor) revoke(o *office, j revokeJob) {
 	defer l.wg.Done()
 	defer l.releaseSlot(o, j.slot)
+	if !l.current(o) {
+		return
+	}
 	res, err := l.prop.apply(encodeCmd(cmdRevoke, revokeCmd{Lease: j.lease, Token: j.token}))
 	if err != nil {
 		// Still marked revoking: renewals of it answer lost, and the loop

@@ -91,6 +91,7 @@ type fakeRaft struct {
 	events *eventLog
 
 	leader   atomic.Bool
+	termN    atomic.Uint64 // raft's term; newHarness starts it at 1
 	verifies atomic.Int64
 	// afterFSM, when set, runs between the FSM's apply and apply's return,
 	// like the delay before a raft future reports the apply.
@@ -138,6 +139,8 @@ func (r *fakeRaft) verifyLeader() error {
 
 func (r *fakeRaft) isLeader() bool { return r.leader.Load() }
 
+func (r *fakeRaft) term() uint64 { return r.termN.Load() }
+
 func (r *fakeRaft) notLeader() *NotLeaderError { return &NotLeaderError{} }
 
 // harness is a lessor over a real FSM, a fakeRaft and a fake clock.
@@ -160,6 +163,7 @@ func newHarness(t *testing.T) *harness {
 		events: newEventLog(),
 	}
 	h.raft = &fakeRaft{fsm: h.fsm, events: h.events}
+	h.raft.termN.Store(1)
 	h.l = newLessor(lessorConfig{
 		timing:      h.timing,
 		clock:       h.clock,

@@ -84,7 +84,13 @@ func (l *lessor) verifyLoop(o *office) {
 		if len(batch) == 0 {
 			continue
 		}
-		if err := l.prop.verifyLeader(); err != nil {
+		err := l.prop.verifyLeader()
+		if err == nil && !l.current(o) {
+			// The round ran in a later term than the office's: its lease
+			// table may be stale, so it acknowledges nothing.
+			err = l.prop.notLeader()
+		}
+		if err != nil {
 			l.metrics.verifyFailed.Add(1)
 			l.log.Warn("grantor: leadership check failed; acknowledging no renewals", "batch", len(batch), "err", err)
 			nl := l.prop.notLeader()

@@ -25,6 +25,8 @@ type proposer interface {
 	verifyLeader() error
 	// isLeader reports whether raft currently thinks it leads.
 	isLeader() bool
+	// term returns raft's current term.
+	term() uint64
 	// notLeader describes the current leader, for errors.
 	notLeader() *NotLeaderError
 }
@@ -109,6 +111,11 @@ type office struct {
 	ctx    context.Context // canceled when the office ends
 	cancel context.CancelFunc
 	ready  chan struct{} // closed once in office
+	// term is the raft term the office was opened in. It serves only in
+	// that term: raft's LeaderCh can drop values when its reader is slow,
+	// so a lose-and-regain of leadership may never be reported; every
+	// place that acts on the office's state checks the term (current).
+	term uint64
 
 	active   bool // in office and not yet resigned
 	tE       clockwatch.Instant
@@ -256,32 +263,54 @@ func (o *office) extendLocked(t clockwatch.Timing, lease string, rec leaseRecord
 // leadershipChanged is told of every raft leadership transition. Two
 // "true" in a row mean leadership was lost and regained: a new office.
 func (l *lessor) leadershipChanged(isLeader bool) {
-	l.resign()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.resignLocked()
 	if isLeader {
-		l.startOffice()
+		l.startOfficeLocked()
 	}
 }
 
-func (l *lessor) startOffice() {
+func (l *lessor) startOfficeLocked() {
+	if l.closed || l.retired {
+		return
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	o := &office{
 		ctx: ctx, cancel: cancel, ready: make(chan struct{}),
+		term:     l.prop.term(),
 		leases:   map[string]*leaseState{},
 		queues:   map[string][]*waiter{},
 		sessions: map[string]*sessionActivity{},
 		kaWake:   make(chan struct{}, 1),
 		kick:     make(chan struct{}, 1),
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed || l.retired {
-		cancel()
-		return
-	}
 	l.cur = o
 	l.broadcastLocked()
 	l.wg.Add(1)
 	go l.takeOffice(o)
+}
+
+// current reports whether o may still act: raft is in the term o was
+// opened in. When it is not, o ends, whatever LeaderCh said or will say,
+// and if raft leads again in the new term a new office is opened (its
+// barrier and wait-out start afresh). It must not be called with l.mu
+// held.
+func (l *lessor) current(o *office) bool {
+	if l.prop.term() == o.term {
+		return true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cur == o {
+		l.log.Warn("grantor: raft term moved on under the office; opening a new one if still leader",
+			"office_term", o.term, "term", l.prop.term())
+		l.resignLocked()
+		if l.prop.isLeader() {
+			l.startOfficeLocked()
+		}
+	}
+	return false
 }
 
 // takeOffice is rule 3 of the grantor: barrier, then tE, then every lease
@@ -304,6 +333,9 @@ func (l *lessor) takeOffice(o *office) {
 			t.Stop()
 			return
 		}
+	}
+	if !l.current(o) {
+		return // the barrier may have run in a later term
 	}
 	if l.afterOffice != nil {
 		l.afterOffice(o.ctx)
@@ -333,15 +365,9 @@ func (l *lessor) takeOffice(o *office) {
 	l.log.Info("grantor: took office", "tE", tE, "leases", len(table))
 }
 
-// resign ends the current office, if any: its lease table, queues and
-// pending keepalives are dropped and everyone waiting on it gets
+// resignLocked ends the current office, if any: its lease table, queues
+// and pending keepalives are dropped and everyone waiting on it gets
 // NotLeader (they select on o.ctx).
-func (l *lessor) resign() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.resignLocked()
-}
-
 func (l *lessor) resignLocked() {
 	o := l.cur
 	if o == nil {
@@ -414,7 +440,7 @@ func (l *lessor) await(ctx context.Context) (*office, error) {
 	}
 	select {
 	case <-o.ready:
-		if o.ctx.Err() != nil || !l.prop.isLeader() {
+		if o.ctx.Err() != nil || !l.prop.isLeader() || !l.current(o) {
 			return nil, l.prop.notLeader()
 		}
 		return o, nil

@@ -471,6 +471,8 @@ func (p raftProposer) await(f raft.Future) error {
 
 func (p raftProposer) isLeader() bool { return p.n.raft.State() == raft.Leader }
 
+func (p raftProposer) term() uint64 { return p.n.raft.CurrentTerm() }
+
 func (p raftProposer) notLeader() *NotLeaderError {
 	_, id := p.n.raft.LeaderWithID()
 	e := &NotLeaderError{LeaderID: string(id)}
