@@ -33,7 +33,8 @@ test: deps lint
 # Regenerates the committed gRPC code from grantor/grantorpb/grantor.proto.
 generate:
 	@command -v protoc >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq protobuf-compiler)
-	$(GO) install $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC)
+	$(GO) install $(PROTOC_GEN_GO)
+	$(GO) install $(PROTOC_GEN_GO_GRPC)
 	PATH="$$($(GO) env GOPATH)/bin:$$PATH" $(GO) generate ./grantor/grantorpb
 
 bench:

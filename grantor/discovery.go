@@ -55,6 +55,11 @@ const (
 	// promoteCheck is how often reconciliation looks again while a staged
 	// grantor waits for promotion.
 	promoteCheck = 250 * time.Millisecond
+	// leaderHintWait is the grantor's default gossip BroadcastTimeout: how
+	// long gossipLeader waits for a new leader hint to spread (it spreads
+	// all the same). Shutdown waits for gossipLeader, and with a dead
+	// member the default 5s wait held up every stop.
+	leaderHintWait = 200 * time.Millisecond
 )
 
 // startGossip joins the gossip cluster with this node's grantor Meta.
@@ -69,6 +74,9 @@ func (n *Node) startGossip(gc gossip.Config) (*gossip.Member, error) {
 	}
 	if gc.Name == "" {
 		gc.Name = n.cfg.NodeID
+	}
+	if gc.BroadcastTimeout == 0 {
+		gc.BroadcastTimeout = leaderHintWait
 	}
 	if gc.Logger == nil {
 		gc.Logger = n.log.With("part", "gossip")

@@ -70,10 +70,15 @@ func startGossipCluster(t *testing.T, size int) *gossipCluster {
 	return c
 }
 
-// add starts another grantor that joins through the seed.
-func (c *gossipCluster) add(id string, expect int) *running {
+// add starts another grantor that joins through the seed; opts change its
+// config first.
+func (c *gossipCluster) add(id string, expect int, opts ...func(*Config)) *running {
 	ev := newEventLog()
-	n := start(c.t, gossipConfig(c.t, id, expect, c.seed), false, func(n *Node) { n.lessor.hook = ev.add })
+	cfg := gossipConfig(c.t, id, expect, c.seed)
+	for _, o := range opts {
+		o(&cfg)
+	}
+	n := start(c.t, cfg, false, func(n *Node) { n.lessor.hook = ev.add })
 	c.events[n] = ev
 	c.nodes = append(c.nodes, n)
 	return n

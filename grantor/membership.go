@@ -34,8 +34,8 @@ func (n *Node) AddVoter(ctx context.Context, id, raftAddr string) error {
 }
 
 // RemoveServer removes the node with raft server ID id from the cluster:
-// for a grantor that died and will not come back (one that stops
-// gracefully removes itself, see Leave). It must be called on the leader
+// for a grantor that died and will not come back (one that is alive
+// leaves by itself, see Leave). It must be called on the leader
 // (else a *NotLeaderError), fails with ErrUnknownServer when id is not in
 // the configuration and with ErrLastVoter for the only voter. A grantor
 // that is alive in gossip is added back by the leader's reconciliation:
@@ -88,6 +88,62 @@ func (n *Node) await(ctx context.Context, f raft.Future) error {
 	}
 }
 
+// handoverTimeout bounds how long Stop waits for another voter to take
+// leadership over; past it the node stops anyway and the others elect a
+// leader once they miss its heartbeats.
+const handoverTimeout = time.Second
+
+// Stop stops the node and keeps its place in the cluster: it stays a voter
+// in the raft configuration and takes it up again when it starts with the
+// same data dir. This is what SIGTERM does, so that `systemctl restart`, a
+// package upgrade or a rolling restart of the grantors never shrinks the
+// configuration (Consul's servers do the same on terminate; Leave is the
+// explicit way out). In order:
+//
+//  1. It stops answering as leader for good (lessor.retire): no renewal is
+//     acknowledged from here on, and sidecars get NotLeader.
+//  2. If it leads and has another voter, it hands leadership over (raft
+//     leadership transfer, at most handoverTimeout or until ctx ends), so
+//     that the sidecars renew at the new leader after a round trip instead
+//     of an election timeout. Step 1 is what makes that safe (see Leave).
+//  3. It shuts down (Shutdown) without leaving gossip: the others see it
+//     fail, not leave, and the leader keeps it in the configuration.
+//
+// Stop returns Shutdown's error; it does not wait for a quorum, so a node
+// that has lost its quorum stops as fast as one that has not.
+func (n *Node) Stop(ctx context.Context) error {
+	n.log.Info("grantor: stopping; staying in the raft configuration", "id", n.cfg.NodeID)
+	n.lessor.retire()
+	if n.raft.State() == raft.Leader && n.otherVoters() > 0 {
+		hctx, cancel := context.WithTimeout(ctx, handoverTimeout)
+		err := n.await(hctx, n.raft.LeadershipTransfer())
+		cancel()
+		if err != nil {
+			n.log.Warn("grantor: leadership not handed over; the others elect a leader", "err", err)
+		} else {
+			_, id := n.raft.LeaderWithID()
+			n.log.Info("grantor: leadership handed over", "to", string(id))
+		}
+	}
+	return n.Shutdown()
+}
+
+// otherVoters counts the voters of the raft configuration other than this
+// node (0 when the configuration cannot be read).
+func (n *Node) otherVoters() int {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return 0
+	}
+	others := 0
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage == raft.Voter && string(s.ID) != n.cfg.NodeID {
+			others++
+		}
+	}
+	return others
+}
+
 // Leave takes this node out of the cluster gracefully, in this order:
 //
 //  1. It stops answering as leader for good (lessor.retire): no renewal
@@ -104,11 +160,19 @@ func (n *Node) await(ctx context.Context, f raft.Future) error {
 //
 // The last voter of a cluster does not remove itself: its raft state is
 // the cluster. Leave keeps the node running (as a follower outside the
-// configuration); call Shutdown, or end Run's ctx, afterwards. It returns
+// configuration); call Shutdown, or end Run's ctx, afterwards (the Leave
+// RPC, `leaseside grantor leave`, makes Run return). It returns
 // the error of step 4, if any: the node is then still in the
 // configuration (the leader removes it anyway once gossip lists it as
 // left), and the later steps are done regardless.
 func (n *Node) Leave(ctx context.Context) error {
+	_, err := n.leave(ctx)
+	return err
+}
+
+// leave is Leave, also returning what became of this node's place in the
+// raft configuration.
+func (n *Node) leave(ctx context.Context) (outcome string, err error) {
 	n.log.Info("grantor: leaving the cluster", "id", n.cfg.NodeID)
 	n.lessor.retire()
 	if n.gossip != nil {
@@ -116,7 +180,7 @@ func (n *Node) Leave(ctx context.Context) error {
 			n.log.Warn("grantor: announcing the leave in gossip", "err", err)
 		}
 	}
-	outcome, err := n.leaveRaft(ctx)
+	outcome, err = n.leaveRaft(ctx)
 	if err != nil {
 		outcome = "not removed"
 		n.log.Warn("grantor: not removed from the raft configuration", "err", err)
@@ -131,7 +195,7 @@ func (n *Node) Leave(ctx context.Context) error {
 		}
 	}
 	n.log.Info("grantor: left the cluster", "id", n.cfg.NodeID, "raft", outcome)
-	return err
+	return outcome, err
 }
 
 // leaveRaft is steps 3 and 4 of Leave. The outcome says, for the log,

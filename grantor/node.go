@@ -61,6 +61,8 @@ type Node struct {
 	running  atomic.Bool
 	served   chan struct{} // closed when grpc Serve has returned, if it ran
 	done     chan struct{} // closed by Shutdown
+	leaving  atomic.Bool   // set by the Leave RPC
+	left     chan struct{} // closed by the Leave RPC: Run stops the node
 	watchers sync.WaitGroup
 
 	shutdownOnce sync.Once
@@ -76,7 +78,7 @@ func New(cfg Config) (n *Node, err error) {
 		return nil, err
 	}
 	cfg = cfg.withNilDefaults()
-	n = &Node{cfg: cfg, log: cfg.Logger, served: make(chan struct{}), done: make(chan struct{})}
+	n = &Node{cfg: cfg, log: cfg.Logger, served: make(chan struct{}), done: make(chan struct{}), left: make(chan struct{})}
 	node := n // the error returns below set n to nil
 	defer func() {
 		if err != nil {
@@ -208,9 +210,11 @@ func advertiseRPC(explicit, bound, raftAddr string) (string, error) {
 }
 
 // Run serves gRPC and follows raft leadership, running the lessor while
-// this node leads, until ctx ends or Shutdown is called; then it shuts the
-// node down. It returns nil when ctx ends (whatever ctx.Err is), or the
-// error that stopped serving or shutting down. Run may be called once.
+// this node leads, until ctx ends, Shutdown is called or the node has left
+// the cluster through the Leave RPC; then it shuts the node down. It
+// returns nil when ctx ends (whatever ctx.Err is) or after a Leave RPC,
+// or the error that stopped serving or shutting down. Run may be called
+// once.
 func (n *Node) Run(ctx context.Context) error {
 	if !n.running.CompareAndSwap(false, true) {
 		return errors.New("grantor: Run called twice")
@@ -247,6 +251,8 @@ func (n *Node) Run(ctx context.Context) error {
 	var err error
 	select {
 	case <-ctx.Done():
+	case <-n.left:
+		n.log.Info("grantor: left the cluster through the Leave RPC; stopping")
 	case <-n.done:
 	case err = <-serveErr:
 		if errors.Is(err, grpc.ErrServerStopped) {

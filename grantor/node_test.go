@@ -36,6 +36,8 @@ type running struct {
 	*Node
 	client grantorpb.GrantorClient
 	stop   func()
+	exited chan struct{} // closed when Run has returned
+	runErr error         // Run's result, once exited is closed
 }
 
 // start runs a node from cfg; ready says whether to wait until it serves.
@@ -49,14 +51,16 @@ func start(t *testing.T, cfg Config, ready bool, beforeRun ...func(*Node)) *runn
 		f(n)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	runErr := make(chan error, 1)
-	go func() { runErr <- n.Run(ctx) }()
 	conn, err := grpc.NewClient(n.RPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	stopped := false
-	r := &running{Node: n, client: grantorpb.NewGrantorClient(conn)}
+	r := &running{Node: n, client: grantorpb.NewGrantorClient(conn), exited: make(chan struct{})}
+	go func() {
+		r.runErr = n.Run(ctx)
+		close(r.exited)
+	}()
 	r.stop = func() {
 		if stopped {
 			return
@@ -64,8 +68,9 @@ func start(t *testing.T, cfg Config, ready bool, beforeRun ...func(*Node)) *runn
 		stopped = true
 		conn.Close()
 		cancel()
-		if err := <-runErr; err != nil {
-			t.Errorf("Run: %v", err)
+		<-r.exited
+		if r.runErr != nil {
+			t.Errorf("Run: %v", r.runErr)
 		}
 	}
 	t.Cleanup(r.stop)

@@ -85,6 +85,24 @@ func (s *service) RemoveServer(ctx context.Context, req *grantorpb.RemoveServerR
 	return &grantorpb.RemoveServerResponse{}, nil
 }
 
+// Leave implements grantorpb.GrantorServer: this node leaves the cluster
+// (Node.Leave, within the caller's deadline) and then stops; Run returns
+// nil once it has. A second call while one is under way is refused.
+func (s *service) Leave(ctx context.Context, req *grantorpb.LeaveRequest) (*grantorpb.LeaveResponse, error) {
+	if !s.n.leaving.CompareAndSwap(false, true) {
+		return nil, status.Error(codes.FailedPrecondition, "grantor: already leaving")
+	}
+	outcome, err := s.n.leave(ctx)
+	// Stop whatever became of the leave: the node acknowledges nothing
+	// any more (lessor.retire) and has left gossip. Run shuts it down once
+	// this answer is out (GracefulStop waits for it).
+	close(s.n.left)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &grantorpb.LeaveResponse{NodeId: s.n.cfg.NodeID, Outcome: outcome}, nil
+}
+
 // KeepAlive implements grantorpb.GrantorServer. The stream belongs to the
 // office it started in: when this node leaves office the stream ends with
 // NotLeader, and the sidecar reconnects to the new leader.

@@ -929,6 +929,98 @@ func (*RemoveServerResponse) Descriptor() ([]byte, []int) {
 	return file_grantor_proto_rawDescGZIP(), []int{13}
 }
 
+type LeaveRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaveRequest) Reset() {
+	*x = LeaveRequest{}
+	mi := &file_grantor_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaveRequest) ProtoMessage() {}
+
+func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grantor_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
+func (*LeaveRequest) Descriptor() ([]byte, []int) {
+	return file_grantor_proto_rawDescGZIP(), []int{14}
+}
+
+type LeaveResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// NodeId is the raft server ID of the grantor that left.
+	NodeId string `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// Outcome says what became of its place in the raft configuration:
+	// "removed", "not in the configuration", or "kept: the last voter" (the
+	// only voter's raft state is the cluster's; it stops all the same).
+	Outcome       string `protobuf:"bytes,2,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaveResponse) Reset() {
+	*x = LeaveResponse{}
+	mi := &file_grantor_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaveResponse) ProtoMessage() {}
+
+func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grantor_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
+func (*LeaveResponse) Descriptor() ([]byte, []int) {
+	return file_grantor_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *LeaveResponse) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *LeaveResponse) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
+}
+
 var File_grantor_proto protoreflect.FileDescriptor
 
 const file_grantor_proto_rawDesc = "" +
@@ -995,13 +1087,18 @@ const file_grantor_proto_rawDesc = "" +
 	"answeredBy\".\n" +
 	"\x13RemoveServerRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"\x16\n" +
-	"\x14RemoveServerResponse2\xda\x03\n" +
+	"\x14RemoveServerResponse\"\x0e\n" +
+	"\fLeaveRequest\"B\n" +
+	"\rLeaveResponse\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
+	"\aoutcome\x18\x02 \x01(\tR\aoutcome2\xac\x04\n" +
 	"\aGrantor\x12V\n" +
 	"\aAcquire\x12$.leaseside.grantor.v1.AcquireRequest\x1a%.leaseside.grantor.v1.AcquireResponse\x12V\n" +
 	"\aRelease\x12$.leaseside.grantor.v1.ReleaseRequest\x1a%.leaseside.grantor.v1.ReleaseResponse\x12`\n" +
 	"\tKeepAlive\x12&.leaseside.grantor.v1.KeepAliveRequest\x1a'.leaseside.grantor.v1.KeepAliveResponse(\x010\x01\x12V\n" +
 	"\aMembers\x12$.leaseside.grantor.v1.MembersRequest\x1a%.leaseside.grantor.v1.MembersResponse\x12e\n" +
-	"\fRemoveServer\x12).leaseside.grantor.v1.RemoveServerRequest\x1a*.leaseside.grantor.v1.RemoveServerResponseB2Z0github.com/leaseside/leaseside/grantor/grantorpbb\x06proto3"
+	"\fRemoveServer\x12).leaseside.grantor.v1.RemoveServerRequest\x1a*.leaseside.grantor.v1.RemoveServerResponse\x12P\n" +
+	"\x05Leave\x12\".leaseside.grantor.v1.LeaveRequest\x1a#.leaseside.grantor.v1.LeaveResponseB2Z0github.com/leaseside/leaseside/grantor/grantorpbb\x06proto3"
 
 var (
 	file_grantor_proto_rawDescOnce sync.Once
@@ -1015,7 +1112,7 @@ func file_grantor_proto_rawDescGZIP() []byte {
 	return file_grantor_proto_rawDescData
 }
 
-var file_grantor_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_grantor_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_grantor_proto_goTypes = []any{
 	(*RequestID)(nil),            // 0: leaseside.grantor.v1.RequestID
 	(*AcquireRequest)(nil),       // 1: leaseside.grantor.v1.AcquireRequest
@@ -1031,6 +1128,8 @@ var file_grantor_proto_goTypes = []any{
 	(*MembersResponse)(nil),      // 11: leaseside.grantor.v1.MembersResponse
 	(*RemoveServerRequest)(nil),  // 12: leaseside.grantor.v1.RemoveServerRequest
 	(*RemoveServerResponse)(nil), // 13: leaseside.grantor.v1.RemoveServerResponse
+	(*LeaveRequest)(nil),         // 14: leaseside.grantor.v1.LeaveRequest
+	(*LeaveResponse)(nil),        // 15: leaseside.grantor.v1.LeaveResponse
 }
 var file_grantor_proto_depIdxs = []int32{
 	0,  // 0: leaseside.grantor.v1.AcquireRequest.id:type_name -> leaseside.grantor.v1.RequestID
@@ -1044,13 +1143,15 @@ var file_grantor_proto_depIdxs = []int32{
 	6,  // 8: leaseside.grantor.v1.Grantor.KeepAlive:input_type -> leaseside.grantor.v1.KeepAliveRequest
 	9,  // 9: leaseside.grantor.v1.Grantor.Members:input_type -> leaseside.grantor.v1.MembersRequest
 	12, // 10: leaseside.grantor.v1.Grantor.RemoveServer:input_type -> leaseside.grantor.v1.RemoveServerRequest
-	2,  // 11: leaseside.grantor.v1.Grantor.Acquire:output_type -> leaseside.grantor.v1.AcquireResponse
-	4,  // 12: leaseside.grantor.v1.Grantor.Release:output_type -> leaseside.grantor.v1.ReleaseResponse
-	7,  // 13: leaseside.grantor.v1.Grantor.KeepAlive:output_type -> leaseside.grantor.v1.KeepAliveResponse
-	11, // 14: leaseside.grantor.v1.Grantor.Members:output_type -> leaseside.grantor.v1.MembersResponse
-	13, // 15: leaseside.grantor.v1.Grantor.RemoveServer:output_type -> leaseside.grantor.v1.RemoveServerResponse
-	11, // [11:16] is the sub-list for method output_type
-	6,  // [6:11] is the sub-list for method input_type
+	14, // 11: leaseside.grantor.v1.Grantor.Leave:input_type -> leaseside.grantor.v1.LeaveRequest
+	2,  // 12: leaseside.grantor.v1.Grantor.Acquire:output_type -> leaseside.grantor.v1.AcquireResponse
+	4,  // 13: leaseside.grantor.v1.Grantor.Release:output_type -> leaseside.grantor.v1.ReleaseResponse
+	7,  // 14: leaseside.grantor.v1.Grantor.KeepAlive:output_type -> leaseside.grantor.v1.KeepAliveResponse
+	11, // 15: leaseside.grantor.v1.Grantor.Members:output_type -> leaseside.grantor.v1.MembersResponse
+	13, // 16: leaseside.grantor.v1.Grantor.RemoveServer:output_type -> leaseside.grantor.v1.RemoveServerResponse
+	15, // 17: leaseside.grantor.v1.Grantor.Leave:output_type -> leaseside.grantor.v1.LeaveResponse
+	12, // [12:18] is the sub-list for method output_type
+	6,  // [6:12] is the sub-list for method input_type
 	6,  // [6:6] is the sub-list for extension type_name
 	6,  // [6:6] is the sub-list for extension extendee
 	0,  // [0:6] is the sub-list for field type_name
@@ -1067,7 +1168,7 @@ func file_grantor_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_grantor_proto_rawDesc), len(file_grantor_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -34,6 +34,7 @@ const (
 	Grantor_KeepAlive_FullMethodName    = "/leaseside.grantor.v1.Grantor/KeepAlive"
 	Grantor_Members_FullMethodName      = "/leaseside.grantor.v1.Grantor/Members"
 	Grantor_RemoveServer_FullMethodName = "/leaseside.grantor.v1.Grantor/RemoveServer"
+	Grantor_Leave_FullMethodName        = "/leaseside.grantor.v1.Grantor/Leave"
 )
 
 // GrantorClient is the client API for Grantor service.
@@ -61,6 +62,12 @@ type GrantorClient interface {
 	// RemoveServer removes a grantor from the raft configuration (for a
 	// dead one that cannot leave by itself). Only the leader answers.
 	RemoveServer(ctx context.Context, in *RemoveServerRequest, opts ...grpc.CallOption) (*RemoveServerResponse, error)
+	// Leave makes the answering grantor leave the cluster and then stop
+	// (`leaseside grantor leave`): it hands leadership over if it leads, has
+	// the leader remove it from the raft configuration and leaves gossip.
+	// It answers once it has left, then its process exits 0. An operator's
+	// call: a stopped grantor (SIGTERM) stays in the configuration.
+	Leave(ctx context.Context, in *LeaveRequest, opts ...grpc.CallOption) (*LeaveResponse, error)
 }
 
 type grantorClient struct {
@@ -124,6 +131,16 @@ func (c *grantorClient) RemoveServer(ctx context.Context, in *RemoveServerReques
 	return out, nil
 }
 
+func (c *grantorClient) Leave(ctx context.Context, in *LeaveRequest, opts ...grpc.CallOption) (*LeaveResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LeaveResponse)
+	err := c.cc.Invoke(ctx, Grantor_Leave_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // GrantorServer is the server API for Grantor service.
 // All implementations must embed UnimplementedGrantorServer
 // for forward compatibility.
@@ -149,6 +166,12 @@ type GrantorServer interface {
 	// RemoveServer removes a grantor from the raft configuration (for a
 	// dead one that cannot leave by itself). Only the leader answers.
 	RemoveServer(context.Context, *RemoveServerRequest) (*RemoveServerResponse, error)
+	// Leave makes the answering grantor leave the cluster and then stop
+	// (`leaseside grantor leave`): it hands leadership over if it leads, has
+	// the leader remove it from the raft configuration and leaves gossip.
+	// It answers once it has left, then its process exits 0. An operator's
+	// call: a stopped grantor (SIGTERM) stays in the configuration.
+	Leave(context.Context, *LeaveRequest) (*LeaveResponse, error)
 	mustEmbedUnimplementedGrantorServer()
 }
 
@@ -173,6 +196,9 @@ func (UnimplementedGrantorServer) Members(context.Context, *MembersRequest) (*Me
 }
 func (UnimplementedGrantorServer) RemoveServer(context.Context, *RemoveServerRequest) (*RemoveServerResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RemoveServer not implemented")
+}
+func (UnimplementedGrantorServer) Leave(context.Context, *LeaveRequest) (*LeaveResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Leave not implemented")
 }
 func (UnimplementedGrantorServer) mustEmbedUnimplementedGrantorServer() {}
 func (UnimplementedGrantorServer) testEmbeddedByValue()                 {}
@@ -274,6 +300,24 @@ func _Grantor_RemoveServer_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Grantor_Leave_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LeaveRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GrantorServer).Leave(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Grantor_Leave_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GrantorServer).Leave(ctx, req.(*LeaveRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Grantor_ServiceDesc is the grpc.ServiceDesc for Grantor service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -296,6 +340,10 @@ var Grantor_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RemoveServer",
 			Handler:    _Grantor_RemoveServer_Handler,
+		},
+		{
+			MethodName: "Leave",
+			Handler:    _Grantor_Leave_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -22,10 +22,6 @@ import (
 	"github.com/leaseside/leaseside/grantor/gossip"
 )
 
-// leaveTimeout bounds the graceful leave on SIGTERM (systemd gives the
-// grantor unit 30s to stop).
-const leaveTimeout = 20 * time.Second
-
 // grantorOptions are the settings of `leaseside grantor`, from the
 // defaults, then the config file, then the flags given on the command line.
 type grantorOptions struct {
@@ -214,11 +210,13 @@ func newGrantorCmd(e *env) *cobra.Command {
 		Use:   "grantor",
 		Short: "run one grantor node of the replicated cluster",
 		Long: `Runs one grantor node. It logs "leaseside grantor ready" once it serves. On
-SIGTERM or SIGINT it leaves the cluster: it hands leadership over if it
-leads, has the leader take it out of the raft configuration (it is added
-back when it starts again), leaves gossip and exits 0; a second signal cuts
-the leave short. A wrong or missing gossip key fails the start (exit 1);
-seeds that do not answer yet are retried in the background.`,
+SIGTERM or SIGINT it stops and stays a voter in the raft configuration, so
+that a restart or a package upgrade never shrinks the cluster: it hands
+leadership over first if it leads (a second signal skips that) and exits 0.
+To take a grantor out of the cluster, run 'leaseside grantor leave' against
+it; for a dead one, 'leaseside members remove'. A wrong or missing gossip
+key fails the start (exit 1); seeds that do not answer yet are retried in
+the background.`,
 		Example: `  leaseside grantor --config /etc/leaseside/grantor.json
   leaseside grantor --node-id g1 --raft-addr 192.0.2.10:7402 --rpc-addr 0.0.0.0:7401 \
       --gossip-addr 192.0.2.10:7403 --bootstrap-expect 3 --join 192.0.2.11:7403,192.0.2.12:7403`,
@@ -249,9 +247,9 @@ func splitList(s string) []string {
 	return out
 }
 
-// runGrantor runs one grantor node until SIGTERM or SIGINT, then leaves
-// the cluster gracefully (grantor.Node.Leave) and stops. A second signal
-// during the leave cuts it short.
+// runGrantor runs one grantor node until SIGTERM or SIGINT, then stops it
+// and keeps it in the cluster (grantor.Node.Stop); a second signal skips
+// the leadership handover. After the Leave RPC it exits 0 by itself.
 func runGrantor(ctx context.Context, e *env, o grantorOptions, verbose bool) error {
 	log := newLogger(e, verbose)
 	if err := clockwatch.CheckHost(); err != nil {
@@ -313,28 +311,35 @@ func runGrantor(ctx context.Context, e *env, o grantorOptions, verbose bool) err
 
 	select {
 	case err := <-runErr:
+		if err == nil {
+			// Run ends by itself only after the Leave RPC
+			// (`leaseside grantor leave`): out of the cluster, done.
+			log.Info("leaseside grantor stopped: it left the cluster")
+			return nil
+		}
 		log.Error("grantor stopped", "err", err)
 		return exitCode(ExitError)
 	case <-ctx.Done():
 	case sig := <-sigs:
-		log.Info("leaseside grantor leaving the cluster", "signal", sig.String())
+		log.Info("leaseside grantor stopping; it stays in the cluster (leaseside grantor leave takes it out)", "signal", sig.String())
 	}
 	sddaemon.SdNotify(false, sddaemon.SdNotifyStopping)
-	leaveCtx, cancelLeave := context.WithTimeout(context.Background(), leaveTimeout)
+	stopCtx, cancelStop := context.WithCancel(context.Background())
 	go func() {
 		select {
 		case sig := <-sigs:
-			log.Warn("second signal: stopping without finishing the leave", "signal", sig.String())
-			cancelLeave()
-		case <-leaveCtx.Done():
+			log.Warn("second signal: stopping without handing leadership over", "signal", sig.String())
+			cancelStop()
+		case <-stopCtx.Done():
 		}
 	}()
-	if err := node.Leave(leaveCtx); err != nil {
-		log.Warn("graceful leave incomplete", "err", err)
-	}
-	cancelLeave()
+	err = node.Stop(stopCtx)
+	cancelStop()
 	cancelRun()
-	if err := <-runErr; err != nil {
+	if rerr := <-runErr; err == nil {
+		err = rerr
+	}
+	if err != nil {
 		log.Error("grantor stopped", "err", err)
 		return exitCode(ExitError)
 	}
