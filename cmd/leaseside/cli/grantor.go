@@ -234,6 +234,7 @@ the background.`,
 		},
 	}
 	g.register(cmd.Flags())
+	cmd.AddCommand(newGrantorLeaveCmd(e))
 	return cmd
 }
 

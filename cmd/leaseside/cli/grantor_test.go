@@ -375,6 +375,26 @@ func TestGrantorCluster(t *testing.T) {
 		t.Errorf("members remove nobody: exit %d: %s", code, stderr)
 	}
 
+	// `grantor leave`: a follower leaves, says so, and its process exits 0
+	// by itself; the leader's configuration no longer lists it.
+	gone := (li + 2) % 3
+	stdout, stderr, code = runCLI(t, "grantor", "leave", "--rpc-addr", rpcs[gone], "--json")
+	var left leaveOutput
+	if err := json.Unmarshal([]byte(stdout), &left); code != 0 || err != nil {
+		t.Fatalf("grantor leave: exit %d (%v): %s%s", code, err, stdout, stderr)
+	}
+	if want := (leaveOutput{NodeID: fmt.Sprintf("g%d", gone+1), Outcome: "removed"}); left != want {
+		t.Errorf("grantor leave printed %+v, want %+v", left, want)
+	}
+	if code := procs[gone].waitExit(t); code != 0 {
+		t.Errorf("the grantor that left exited %d\n%s", code, procs[gone].output())
+	}
+	// The leader may log the new configuration a moment after the answer.
+	procs[li].waitLine(t, "updating configuration", "command=RemoveServer", fmt.Sprintf("server-id=g%d", gone+1))
+	if _, stderr, code := runCLI(t, "grantor", "leave", "--rpc-addr", rpcs[gone]); code != ExitUnavailable || !strings.Contains(stderr, "no grantor answers") {
+		t.Errorf("grantor leave of a stopped grantor: exit %d: %s", code, stderr)
+	}
+
 	// SIGTERM: a follower stops and stays a voter of the configuration.
 	fi := (li + 1) % 3
 	f := procs[fi]
@@ -405,9 +425,9 @@ func TestGrantorCluster(t *testing.T) {
 	if !found {
 		t.Errorf("the grantor stopped with SIGTERM is not listed:\n%s", stdout)
 	}
-	// The others stop cleanly too.
+	// The leader stops cleanly too.
 	for i, p := range procs {
-		if i == fi {
+		if i != li {
 			continue
 		}
 		p.cmd.Process.Signal(syscall.SIGTERM)

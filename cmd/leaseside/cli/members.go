@@ -128,12 +128,17 @@ func callMembers(ctx context.Context, addr string) (*grantorpb.MembersResponse, 
 
 // callGrantor calls the grantor at addr over gRPC within membersCallTimeout.
 func callGrantor(ctx context.Context, addr string, call func(context.Context, grantorpb.GrantorClient) error) error {
+	return callGrantorWithin(ctx, addr, membersCallTimeout, call)
+}
+
+// callGrantorWithin calls the grantor at addr over gRPC within timeout.
+func callGrantorWithin(ctx context.Context, addr string, timeout time.Duration, call func(context.Context, grantorpb.GrantorClient) error) error {
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	ctx, cancel := context.WithTimeout(ctx, membersCallTimeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	return call(ctx, grantorpb.NewGrantorClient(conn))
 }
@@ -184,9 +189,10 @@ func newMembersRemoveCmd(e *env) *cobra.Command {
 		Use:   "remove NODE-ID --grantors ADDR,...",
 		Short: "take a dead grantor out of the raft configuration",
 		Long: `Takes the grantor NODE-ID out of the raft configuration, through the leader
-(found from --grantors; NotLeader redirects are followed). A grantor
-stopped with SIGTERM leaves by itself; one alive in gossip is added back by
-the leader.`,
+(found from --grantors; NotLeader redirects are followed). It is for a
+grantor that is dead and will not come back: a running one leaves with
+'leaseside grantor leave' (a stopped one stays a voter, and one alive in
+gossip is added back by the leader).`,
 		Example: `  leaseside members remove g3 --grantors 192.0.2.10:7401,192.0.2.11:7401`,
 		Args:    exactArgs("NODE-ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
