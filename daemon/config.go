@@ -8,6 +8,7 @@ import (
 
 	"github.com/leaseside/leaseside/clockwatch"
 	"github.com/leaseside/leaseside/grantor/gossip"
+	"github.com/leaseside/leaseside/ipc"
 )
 
 // Config configures a Daemon.
@@ -75,6 +76,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxTTL < c.MinTTL {
 		return fmt.Errorf("daemon: MaxTTL %v below MinTTL %v", c.MaxTTL, c.MinTTL)
+	}
+	if c.MaxTTL > ipc.MaxTTL {
+		return fmt.Errorf("daemon: MaxTTL %v above the protocol's %v", c.MaxTTL, ipc.MaxTTL)
 	}
 	if c.RenewTimeout <= 0 || c.RequestTimeout <= 0 {
 		return errors.New("daemon: timeouts must be positive")

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"sync"
@@ -113,7 +114,7 @@ func (d *Daemon) Run(ctx context.Context, ln *net.UnixListener) error {
 			d.followGossip(ctx, d.cfg.Gossip)
 		}()
 	}
-	srv := &ipc.Server{Handler: d, Logger: d.log}
+	srv := &ipc.Server{Handler: d, Logger: d.log, MinTTL: d.cfg.MinTTL, MaxTTL: d.cfg.MaxTTL}
 	d.serving = ctx
 	err := srv.Serve(ctx, ln)
 	cancel()
@@ -134,7 +135,8 @@ func (d *Daemon) Handle(ctx context.Context, c *ipc.Conn, req *ipc.Request) *ipc
 	}
 	switch req.Op {
 	case ipc.OpHello:
-		return &ipc.Response{Hello: &ipc.Hello{Server: "leaseside", Version: d.cfg.Version, Protocol: ipc.ProtocolVersion, Session: d.g.session}}
+		return &ipc.Response{Hello: &ipc.Hello{Server: "leaseside", Version: d.cfg.Version, Protocol: ipc.ProtocolVersion, Session: d.g.session,
+			MinTTLMs: d.cfg.MinTTL.Milliseconds(), MaxTTLMs: d.cfg.MaxTTL.Milliseconds()}}
 	case ipc.OpStatus:
 		return d.status()
 	case ipc.OpClock:
@@ -227,10 +229,20 @@ func (d *Daemon) wake() {
 	}
 }
 
-// grantorError turns a failed grantor call into the socket's error object.
+// grantorError turns a failed grantor call into the socket's error object,
+// with a sentence a person understands rather than a gRPC status.
 func grantorError(err error) *ipc.Error {
-	if status.Code(err) == codes.InvalidArgument {
+	switch {
+	case status.Code(err) == codes.InvalidArgument:
 		return ipc.Errorf(ipc.CodeBadRequest, "grantor refused the request: %s", status.Convert(err).Message())
+	case errors.Is(err, errNoGrantorKnown):
+		return ipc.Errorf(ipc.CodeUnavailable, "no grantor is known: none configured, and none found by gossip yet")
+	case status.Code(err) == codes.FailedPrecondition:
+		return ipc.Errorf(ipc.CodeUnavailable, "the grantor cluster has no leader: an election is under way, or fewer than a majority of grantors are up")
+	case status.Code(err) == codes.Unavailable:
+		return ipc.Errorf(ipc.CodeUnavailable, "no grantor could be reached")
+	case status.Code(err) == codes.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, errSilent):
+		return ipc.Errorf(ipc.CodeUnavailable, "the grantor cluster did not answer in time")
 	}
-	return ipc.Errorf(ipc.CodeUnavailable, "grantor cluster: %v", err)
+	return ipc.Errorf(ipc.CodeUnavailable, "the grantor cluster did not serve the request: %s", status.Convert(err).Message())
 }

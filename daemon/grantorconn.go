@@ -75,7 +75,7 @@ func (g *grantorConn) client() (grantorpb.GrantorClient, string, error) {
 	addr := g.leader
 	if addr == "" {
 		if len(g.addrs) == 0 {
-			return nil, "", errors.New("no grantor known")
+			return nil, "", errNoGrantorKnown
 		}
 		addr = g.addrs[g.next%len(g.addrs)]
 	}
@@ -147,6 +147,9 @@ func (g *grantorConn) newID() (id *grantorpb.RequestID, done func()) {
 // the call asks the grantor for).
 const attemptTimeout = 3 * time.Second
 
+// errNoGrantorKnown: no address given, and none found by gossip yet.
+var errNoGrantorKnown = errors.New("no grantor known")
+
 // errGrantorUnavailable wraps failures to reach a serving grantor.
 var errGrantorUnavailable = errors.New("grantor unavailable")
 
@@ -173,7 +176,7 @@ func retry[T any](ctx context.Context, g *grantorConn, attempt time.Duration, f 
 		select {
 		case <-ctx.Done():
 			var zero T
-			return zero, fmt.Errorf("%w: %v", errGrantorUnavailable, err)
+			return zero, fmt.Errorf("%w: %w", errGrantorUnavailable, err)
 		case <-time.After(jitter(backoff)):
 		}
 		backoff = min(2*backoff, time.Second)

@@ -65,10 +65,10 @@ func (d *Daemon) ownerID(c *ipc.Conn, req *ipc.Request) (string, *ipc.Error) {
 }
 
 func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*ipc.Grant, *ipc.Error) {
-	ttl := req.TTL()
-	if ttl < d.cfg.MinTTL || ttl > d.cfg.MaxTTL {
-		return nil, ipc.Errorf(ipc.CodeInvalidTTL, "ttl_ms must be between %d and %d", d.cfg.MinTTL.Milliseconds(), d.cfg.MaxTTL.Milliseconds())
+	if req.TTLMs < d.cfg.MinTTL.Milliseconds() || req.TTLMs > d.cfg.MaxTTL.Milliseconds() {
+		return nil, ipc.TTLError(req.TTLMs, d.cfg.MinTTL, d.cfg.MaxTTL) // the server checked already; this is for other callers
 	}
+	ttl := req.TTL()
 	owner := req.Owner
 	if owner == "" {
 		owner = ipc.OwnerConnection

@@ -351,7 +351,7 @@ func (c *Client) call(ctx context.Context, req *Request) (*Response, error) {
 		}
 		return resp, nil
 	case <-c.closed:
-		return nil, fmt.Errorf("ipc: connection to daemon closed: %w", c.err)
+		return nil, fmt.Errorf("%w: %w", ErrConnectionClosed, c.err)
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
@@ -363,7 +363,7 @@ func (c *Client) connect(ctx context.Context) (*net.UnixConn, error) {
 	if c.conn != nil {
 		select {
 		case <-c.closed:
-			return nil, fmt.Errorf("ipc: connection to daemon closed: %w", c.err)
+			return nil, fmt.Errorf("%w: %w", ErrConnectionClosed, c.err)
 		default:
 			return c.conn, nil
 		}

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -40,8 +41,14 @@ func init() {
 // encoding/json is lenient: keys must be spelled exactly (no case folding),
 // appear once, be known and be allowed for the op; the text must be valid
 // UTF-8; numbers must fit their fields and their ranges. On failure it
-// returns the request id if it could be read, and an *Error.
+// returns the request id if it could be read, and an *Error. Terms are
+// checked against the protocol's bounds, 1ms to 24h (Server narrows them
+// to its own).
 func DecodeRequest(line []byte) (*Request, *uint64, *Error) {
+	return decodeRequest(line, MinTTL, MaxTTL)
+}
+
+func decodeRequest(line []byte, minTTL, maxTTL time.Duration) (*Request, *uint64, *Error) {
 	if !utf8.Valid(line) {
 		return nil, nil, Errorf(CodeBadJSON, "request is not valid UTF-8")
 	}
@@ -58,7 +65,7 @@ func DecodeRequest(line []byte) (*Request, *uint64, *Error) {
 		return nil, readID(line), Errorf(CodeBadJSON, "%v", err)
 	}
 	id := req.ID
-	if err := req.validate(seen); err != nil {
+	if err := req.validate(seen, minTTL, maxTTL); err != nil {
 		return nil, &id, err
 	}
 	return &req, &id, nil
@@ -123,16 +130,19 @@ func readID(line []byte) *uint64 {
 	return v.ID
 }
 
-// Limits on request values, checked before any handler runs. The daemon
-// may narrow the TTL range further (its MinTTL and MaxTTL).
+// The protocol's bounds on request values, checked before any handler
+// runs. A daemon may narrow the term's (its MinTTL and MaxTTL, given to
+// Server).
 const (
-	maxTTLMs       = 24 * 60 * 60 * 1000 // a day
-	maxWaitMs      = 60 * 60 * 1000      // an hour
-	maxLockDelayMs = 60 * 60 * 1000      // an hour
-	maxTokenLen    = 20                  // digits in 2^64-1
+	MinTTL       = time.Millisecond
+	MaxTTL       = 24 * time.Hour
+	MaxWait      = time.Hour
+	MaxLockDelay = time.Hour
 )
 
-func (r *Request) validate(seen map[string]bool) *Error {
+const maxTokenLen = 20 // digits in 2^64-1
+
+func (r *Request) validate(seen map[string]bool, minTTL, maxTTL time.Duration) *Error {
 	f, ok := opFields[r.Op]
 	if !ok {
 		if r.Op == "" {
@@ -164,14 +174,14 @@ func (r *Request) validate(seen map[string]bool) *Error {
 			return err
 		}
 	}
-	if seen["ttl_ms"] && (r.TTLMs <= 0 || r.TTLMs > maxTTLMs) {
-		return Errorf(CodeInvalidTTL, "ttl_ms must be 1 to %d, got %d", maxTTLMs, r.TTLMs)
+	if seen["ttl_ms"] && (r.TTLMs < minTTL.Milliseconds() || r.TTLMs > maxTTL.Milliseconds()) {
+		return TTLError(r.TTLMs, minTTL, maxTTL)
 	}
-	if r.WaitMs < 0 || r.WaitMs > maxWaitMs {
-		return Errorf(CodeBadRequest, "wait_ms must be 0 to %d, got %d", maxWaitMs, r.WaitMs)
+	if r.WaitMs < 0 || r.WaitMs > MaxWait.Milliseconds() {
+		return Errorf(CodeBadRequest, "wait_ms must be 0 to %d, got %d", MaxWait.Milliseconds(), r.WaitMs)
 	}
-	if r.LockDelayMs < 0 || r.LockDelayMs > maxLockDelayMs {
-		return Errorf(CodeBadRequest, "lock_delay_ms must be 0 to %d, got %d", maxLockDelayMs, r.LockDelayMs)
+	if r.LockDelayMs < 0 || r.LockDelayMs > MaxLockDelay.Milliseconds() {
+		return Errorf(CodeBadRequest, "lock_delay_ms must be 0 to %d, got %d", MaxLockDelay.Milliseconds(), r.LockDelayMs)
 	}
 	if seen["token"] {
 		if _, err := strconv.ParseUint(r.Token, 10, 64); err != nil || len(r.Token) > maxTokenLen {

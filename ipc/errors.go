@@ -1,6 +1,9 @@
 package ipc
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // Error codes: stable strings clients match on. ONLY APPEND: a code, once
 // released, keeps its meaning.
@@ -43,6 +46,22 @@ type Error struct {
 	Message string `json:"message"`
 	// HolderToken is the current holder's token, for CodeLeaseHeld.
 	HolderToken string `json:"holder_token,omitempty"`
+	// Holder is the current holder's sidecar (host) name, for
+	// CodeLeaseHeld, when the grantor reports it.
+	Holder string `json:"holder,omitempty"`
+	// MinTTLMs and MaxTTLMs are the terms the daemon accepts, for
+	// CodeInvalidTTL.
+	MinTTLMs int64 `json:"min_ttl_ms,omitempty"`
+	MaxTTLMs int64 `json:"max_ttl_ms,omitempty"`
+}
+
+// TTLError is the one CodeInvalidTTL error, wherever the term is checked:
+// gotMs is outside [min, max].
+func TTLError(gotMs int64, min, max time.Duration) *Error {
+	e := Errorf(CodeInvalidTTL, "ttl_ms must be from %d to %d (%v to %v), got %d",
+		min.Milliseconds(), max.Milliseconds(), min, max, gotMs)
+	e.MinTTLMs, e.MaxTTLMs = min.Milliseconds(), max.Milliseconds()
+	return e
 }
 
 // Errorf returns an *Error with the given code and formatted message.

@@ -164,6 +164,9 @@ type Hello struct {
 	Protocol int    `json:"protocol"`
 	// Session is the sidecar's grantor session.
 	Session string `json:"session,omitempty"`
+	// MinTTLMs and MaxTTLMs are the terms acquire accepts.
+	MinTTLMs int64 `json:"min_ttl_ms,omitempty"`
+	MaxTTLMs int64 `json:"max_ttl_ms,omitempty"`
 }
 
 // Grant is a held lease as a client sees it.

@@ -2,6 +2,7 @@ package ipc
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -41,6 +42,10 @@ type Server struct {
 	// QueueLen is how many replies and events may wait for a slow
 	// client before it is disconnected. Default 256.
 	QueueLen int
+	// MinTTL and MaxTTL bound the terms acquire may ask for: outside,
+	// the request is answered with TTLError before it reaches Handler.
+	// Zero: the protocol's bounds (MinTTL, MaxTTL).
+	MinTTL, MaxTTL time.Duration
 
 	nextID atomic.Uint64
 }
@@ -170,7 +175,7 @@ func (s *Server) serveConn(ctx context.Context, nc *net.UnixConn) {
 		if len(line) == 0 {
 			continue
 		}
-		req, id, derr := DecodeRequest(line)
+		req, id, derr := decodeRequest(line, cmp.Or(s.MinTTL, MinTTL), cmp.Or(s.MaxTTL, MaxTTL))
 		if derr != nil {
 			c.enqueue(errorLine(id, derr))
 			continue

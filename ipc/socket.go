@@ -37,6 +37,10 @@ func DefaultSocketPath() string {
 // ErrNoDaemon is returned by Dial when nothing answers on the socket.
 var ErrNoDaemon = errors.New("cannot reach the leaseside daemon")
 
+// ErrConnectionClosed is returned by Client calls once the daemon closed
+// the connection (it stopped, or restarted).
+var ErrConnectionClosed = errors.New("ipc: connection to daemon closed")
+
 // ErrDaemonRunning is returned by Listen when a live daemon already serves
 // the socket path.
 var ErrDaemonRunning = errors.New("ipc: a daemon is already listening on this socket")
@@ -98,18 +102,31 @@ const SystemSocketPath = "/run/leaseside/leaseside.sock"
 // ClientSocketPath is the socket a client dials when given none:
 // DefaultSocketPath, except that a non-root user with no daemon of their
 // own (no socket at the per-user path) and no $LEASESIDE_SOCKET uses the
-// system daemon's socket.
+// system daemon's socket. ClientSocket says why.
 func ClientSocketPath() string {
-	p := DefaultSocketPath()
-	if os.Getenv(SocketEnv) != "" || p == SystemSocketPath {
-		return p
-	}
-	if _, err := os.Stat(p); err != nil {
-		if _, err := os.Stat(SystemSocketPath); err == nil {
-			return SystemSocketPath
-		}
-	}
+	p, _ := ClientSocket()
 	return p
+}
+
+// ClientSocket returns ClientSocketPath and, for messages, why that path:
+// which of the rules above chose it. A system socket the caller may not
+// even look at (its directory is 0750, for the leaseside group) counts as
+// there: dialing it then says "permission denied", which is the truth.
+func ClientSocket() (path, why string) {
+	if p := os.Getenv(SocketEnv); p != "" {
+		return p, "from $" + SocketEnv
+	}
+	p := DefaultSocketPath()
+	if p == SystemSocketPath {
+		return p, "the system daemon's socket, root's default"
+	}
+	if _, err := os.Stat(p); err == nil {
+		return p, "your own daemon's socket"
+	}
+	if _, err := os.Stat(SystemSocketPath); err == nil || errors.Is(err, os.ErrPermission) {
+		return SystemSocketPath, "the system daemon's socket, since you run no daemon of your own at " + p
+	}
+	return p, "your own daemon's socket, since there is no system daemon at " + SystemSocketPath
 }
 
 // Dial connects to the daemon's socket at path ("" means ClientSocketPath).
@@ -120,7 +137,7 @@ func Dial(ctx context.Context, path string) (*net.UnixConn, error) {
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "unix", path)
 	if err != nil {
-		return nil, fmt.Errorf("%w at %s (is it running?): %v", ErrNoDaemon, path, err)
+		return nil, fmt.Errorf("%w at %s (is it running?): %w", ErrNoDaemon, path, err)
 	}
 	return c.(*net.UnixConn), nil
 }
