@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -60,6 +61,9 @@ func runAcquire(ctx context.Context, e *env, o *acquireOptions, name string) err
 	if o.noRenew && !o.detached {
 		return usagef("--no-renew needs --detached")
 	}
+	if err := cmp.Or(checkRange("wait", o.wait, ipc.MaxWait), checkRange("lock-delay", o.lockDelay, ipc.MaxLockDelay)); err != nil {
+		return err
+	}
 	opt := ipc.AcquireOptions{TTL: o.ttl, Wait: o.wait, Owner: ipc.OwnerPID, OwnerPID: o.ownerPID, LockDelay: o.lockDelay, NoRenew: o.noRenew}
 	switch {
 	case o.detached:
@@ -76,9 +80,12 @@ func runAcquire(ctx context.Context, e *env, o *acquireOptions, name string) err
 	defer cancel()
 	c := o.client.client()
 	defer c.Close()
+	if err := o.client.checkTerm(ctx, c, o.ttl); err != nil {
+		return err
+	}
 	l, err := c.Acquire(ctx, name, opt)
 	if err != nil {
-		return fail(e, err)
+		return o.client.fail(e, err, asked{lease: name, ttl: o.ttl, wait: o.wait, hasWait: true})
 	}
 	if o.client.json {
 		printJSON(e.stdout, l.Grant)

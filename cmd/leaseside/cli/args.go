@@ -1,10 +1,13 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/leaseside/leaseside/ipc"
 )
 
 // Positional-argument checks that say what was wrong: the argument that is
@@ -29,7 +32,8 @@ func noArgs(cmd *cobra.Command, args []string) error {
 	return usagef("unexpected argument %q: '%s' takes no arguments", args[0], cmd.CommandPath())
 }
 
-// exactArgs wants exactly the named arguments, in order.
+// exactArgs wants exactly the named arguments, in order. An argument
+// named NAME is a lease name, and must be a valid one.
 func exactArgs(names ...string) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if len(args) < len(names) {
@@ -38,7 +42,7 @@ func exactArgs(names ...string) cobra.PositionalArgs {
 		if len(args) > len(names) {
 			return usagef("unexpected argument %q: '%s' takes %s", args[len(names)], cmd.CommandPath(), strings.Join(names, " "))
 		}
-		return nil
+		return checkNames(names, args)
 	}
 }
 
@@ -48,8 +52,22 @@ func optionalArg(name string) cobra.PositionalArgs {
 		if len(args) > 1 {
 			return usagef("unexpected argument %q: '%s' takes at most one %s", args[1], cmd.CommandPath(), name)
 		}
-		return nil
+		return checkNames([]string{name}, args)
 	}
+}
+
+// checkNames checks the arguments named NAME as lease names.
+func checkNames(names, args []string) error {
+	for i, n := range names {
+		if n != "NAME" || i >= len(args) {
+			continue
+		}
+		var ie *ipc.Error
+		if err := ipc.ValidateName(args[i]); errors.As(err, &ie) {
+			return usagef("NAME %q: %s", args[i], ie.Message)
+		}
+	}
+	return nil
 }
 
 // commandArgs wants the named arguments, then "--" and a command line.

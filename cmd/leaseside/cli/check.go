@@ -43,7 +43,7 @@ func runCheck(ctx context.Context, e *env, cf *clientFlags, name, token string) 
 			fmt.Fprintf(e.stderr, "leaseside: %s\n", ie.Message)
 			return exitCode(ExitNotHeld)
 		}
-		return fail(e, err)
+		return cf.fail(e, err, asked{lease: name})
 	}
 	// Decide on this process's own reading of BOOTTIME too: the answer may
 	// have taken its time to get here.

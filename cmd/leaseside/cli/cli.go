@@ -165,20 +165,10 @@ func code(c int) error {
 	return exitCode(c)
 }
 
-// fail prints err and returns the exit code that fits it.
+// fail prints err and returns ExitError: for the commands that run a
+// daemon or call grantors; clientFlags.fail is the client commands' own.
 func fail(e *env, err error) error {
 	fmt.Fprintf(e.stderr, "leaseside: %v\n", err)
-	var ie *ipc.Error
-	switch {
-	case errors.As(err, &ie) && ie.Code == ipc.CodeLeaseHeld:
-		return exitCode(ExitHeld)
-	case errors.As(err, &ie) && ie.Code == ipc.CodeUnavailable:
-		return exitCode(ExitUnavailable)
-	case errors.As(err, &ie):
-		return exitCode(ExitError)
-	case errors.Is(err, ipc.ErrNoDaemon):
-		return exitCode(ExitUnavailable)
-	}
 	return exitCode(ExitError)
 }
 

@@ -36,7 +36,7 @@ func runClock(ctx context.Context, e *env, cf *clientFlags) error {
 	defer done()
 	cs, err := c.Clock(ctx)
 	if err != nil {
-		return fail(e, err)
+		return cf.fail(e, err, asked{})
 	}
 	if cf.json {
 		printJSON(e.stdout, cs)

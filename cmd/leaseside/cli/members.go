@@ -72,7 +72,7 @@ func runMembers(ctx context.Context, e *env, cf *clientFlags, grantors string) e
 		defer c.Close()
 		ms, leader, err := c.Members(ctx)
 		if err != nil {
-			return fail(e, err)
+			return cf.fail(e, err, asked{})
 		}
 		out = membersOutput{LeaderID: leader, Members: ms}
 	}

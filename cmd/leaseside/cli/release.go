@@ -32,7 +32,7 @@ func runRelease(ctx context.Context, e *env, cf *clientFlags, name, token string
 	ctx, c, done := cf.connect(ctx)
 	defer done()
 	if err := c.ReleaseToken(ctx, name, token); err != nil {
-		return fail(e, err)
+		return cf.fail(e, err, asked{lease: name})
 	}
 	if cf.json {
 		printJSON(e.stdout, map[string]any{"lease": name, "released": true})

@@ -32,7 +32,7 @@ func runRenew(ctx context.Context, e *env, cf *clientFlags, name, token string) 
 	defer done()
 	g, err := c.RenewToken(ctx, name, token)
 	if err != nil {
-		return fail(e, err)
+		return cf.fail(e, err, asked{lease: name})
 	}
 	printGrant(e, cf, g)
 	return nil

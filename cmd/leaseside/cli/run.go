@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -80,6 +81,11 @@ be started; 2 for usage errors.`,
 
 func runRun(ctx context.Context, e *env, o *runOptions, name string, argv []string) error {
 	cf := &o.client
+	c := cf.client()
+	defer c.Close()
+	if err := o.client.checkTerm(ctx, c, o.ttl); err != nil {
+		return err
+	}
 	margin, grace := o.margin, o.grace
 	if margin <= 0 {
 		margin = o.ttl / 10
@@ -90,16 +96,17 @@ func runRun(ctx context.Context, e *env, o *runOptions, name string, argv []stri
 	if margin >= o.ttl || grace >= margin {
 		return usagef("need --grace < --margin < --ttl, so that SIGKILL lands before the deadline")
 	}
+	if err := cmp.Or(checkRange("wait", o.wait, ipc.MaxWait), checkRange("lock-delay", o.lockDelay, ipc.MaxLockDelay)); err != nil {
+		return err
+	}
 
-	c := cf.client()
-	defer c.Close()
 	events := make(chan *ipc.Event, 64)
 	c.Notify(events)
 	actx, cancel := context.WithTimeout(ctx, o.wait+cf.timeout)
 	defer cancel()
 	l, err := c.Acquire(actx, name, ipc.AcquireOptions{TTL: o.ttl, Wait: o.wait, LockDelay: o.lockDelay})
 	if err != nil {
-		return fail(e, err)
+		return cf.fail(e, err, asked{lease: name, ttl: o.ttl, wait: o.wait, hasWait: true})
 	}
 	release := func(limit time.Duration) {
 		rctx, cancel := context.WithTimeout(context.Background(), limit)

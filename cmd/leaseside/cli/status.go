@@ -34,7 +34,7 @@ func runStatus(ctx context.Context, e *env, cf *clientFlags) error {
 	defer done()
 	leases, clock, err := c.StatusClock(ctx)
 	if err != nil {
-		return fail(e, err)
+		return cf.fail(e, err, asked{})
 	}
 	sort.Slice(leases, func(i, j int) bool { return leases[i].Lease < leases[j].Lease })
 	if cf.json {

@@ -48,7 +48,7 @@ func runWatch(ctx context.Context, e *env, cf *clientFlags, name string) error {
 	err := c.Watch(wctx, name)
 	cancel()
 	if err != nil {
-		return fail(e, err)
+		return cf.fail(e, err, asked{lease: name})
 	}
 	for {
 		select {

@@ -1,0 +1,160 @@
+package cli
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// sharedDir returns a directory every local user may enter (t.TempDir is
+// 0700), removed at the end of the test.
+func sharedDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "leaseside-shared-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// sharedBin returns the leaseside binary at a path any local user may run.
+func sharedBin(t *testing.T, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile(leasesideBin(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "leaseside")
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// nobody is the uid and gid of a user in no group of ours.
+const nobody = 65534
+
+// runAs runs bin with args as uid (with its own group only), env added
+// to a bare environment, and returns stderr and the exit code.
+func runAs(t *testing.T, uid int, env []string, bin string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append([]string{"PATH=/usr/bin:/bin", "HOME=/", "GORACE=atexit_sleep_ms=0"}, env...)
+	if uid != 0 {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: nobody, Groups: []uint32{}}}
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := cmd.ProcessState.ExitCode()
+	if err != nil && code <= 0 {
+		t.Fatalf("leaseside %v: %v", args, err)
+	}
+	return stdout.String(), stderr.String(), code
+}
+
+// The exit code and the message for each situation a script meets, on
+// real processes: a dev daemon whose socket belongs to a group, a daemon
+// whose only grantor never elects a leader, and no daemon at all. The
+// messages speak in the user's words: no protocol codes, no gRPC
+// statuses, no "context deadline exceeded".
+func TestExitCodes(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: it runs the client as another user")
+	}
+	dir := sharedDir(t)
+	bin := sharedBin(t, dir)
+	sock := filepath.Join(dir, "run", "leaseside.sock")
+	dev := startProc(t, "dev", "dev", "--socket", sock, "--socket-group", "adm", "--data-dir", filepath.Join(t.TempDir(), "dev"))
+	dev.waitLine(t, "leaseside dev ready")
+
+	// A grantor that waits for a second one before it bootstraps: there
+	// is never a leader. A daemon in front of it answers every acquire
+	// with unavailable.
+	lonely := startProc(t, "lonely grantor", "grantor", "--node-id", "lonely", "--bootstrap-expect", "2", "--data-dir", filepath.Join(t.TempDir(), "g"),
+		"--rpc-addr", "127.0.0.1:0", "--raft-addr", "127.0.0.1:0", "--gossip-addr", "127.0.0.1:0")
+	rpc := field(lonely.waitLine(t, "leaseside grantor ready"), "rpc")
+	noLeader := filepath.Join(dir, "noleader.sock")
+	d := startProc(t, "daemon without a leader", "daemon", "--grantors", rpc, "--socket", noLeader)
+	d.waitLine(t, "leaseside daemon ready")
+
+	if out, stderr, code := runAs(t, 0, nil, bin, "acquire", "held", "--detached", "--socket", sock); code != 0 {
+		t.Fatalf("acquire held: exit %d: %s", code, stderr)
+	} else if strings.TrimSpace(out) == "" {
+		t.Fatal("acquire held printed no token")
+	}
+
+	const ttlRange = "is outside the terms this daemon accepts: 1s to 24h"
+	tests := []struct {
+		name string
+		uid  int
+		env  []string
+		args []string
+		code int
+		want []string
+	}{
+		{name: "acquired", args: []string{"acquire", "free", "--detached", "--socket", sock}, code: ExitOK},
+		{name: "held, no wait", args: []string{"acquire", "held", "--socket", sock}, code: ExitHeld,
+			want: []string{"lease held is held elsewhere (token 1)", "--wait DURATION waits for it"}},
+		{name: "held, wait ran out", args: []string{"acquire", "held", "--wait", "1s", "--socket", sock}, code: ExitHeld,
+			want: []string{"lease held is held elsewhere (token 1); --wait 1s ran out"}},
+		{name: "run: held, wait ran out", args: []string{"run", "held", "--wait", "1s", "--socket", sock, "--", "true"}, code: ExitHeld,
+			want: []string{"--wait 1s ran out"}},
+		{name: "ttl 0", args: []string{"acquire", "x", "--ttl", "0", "--socket", sock}, code: ExitUsage, want: []string{"--ttl 0s " + ttlRange}},
+		{name: "ttl 1ns", args: []string{"acquire", "x", "--ttl", "1ns", "--socket", sock}, code: ExitUsage, want: []string{"--ttl 1ns " + ttlRange}},
+		{name: "ttl 999ms", args: []string{"acquire", "x", "--ttl", "999ms", "--socket", sock}, code: ExitUsage, want: []string{"--ttl 999ms " + ttlRange}},
+		{name: "ttl 25h", args: []string{"acquire", "x", "--ttl", "25h", "--socket", sock}, code: ExitUsage, want: []string{"--ttl 25h " + ttlRange}},
+		{name: "run ttl 999ms", args: []string{"run", "x", "--ttl", "999ms", "--socket", sock, "--", "true"}, code: ExitUsage, want: []string{"--ttl 999ms " + ttlRange}},
+		{name: "ttl not whole ms", args: []string{"acquire", "x", "--ttl", "1500us", "--socket", sock}, code: ExitUsage,
+			want: []string{"--ttl 1.5ms: a term is a whole number of milliseconds"}},
+		{name: "wait over the protocol's hour", args: []string{"acquire", "x", "--wait", "2h", "--socket", sock}, code: ExitUsage,
+			want: []string{"--wait 2h: must be from 0s to 1h"}},
+		{name: "name with a space", args: []string{"acquire", "a b", "--socket", sock}, code: ExitUsage,
+			want: []string{`NAME "a b": lease name has ' ' at byte 1`}},
+		{name: "check: not held", args: []string{"check", "nothing", "--socket", sock}, code: ExitNotHeld},
+		{name: "release: not held", args: []string{"release", "nothing", "--socket", sock}, code: ExitError},
+		{name: "no daemon", args: []string{"status", "--socket", filepath.Join(dir, "none.sock")}, code: ExitUnavailable,
+			want: []string{"no leaseside daemon at " + filepath.Join(dir, "none.sock") + " (given with --socket): start one with 'leaseside dev'"}},
+		{name: "outside the socket's group", uid: nobody, args: []string{"acquire", "x", "--socket", sock}, code: ExitUnavailable,
+			want: []string{"permission denied: add yourself to group adm (sudo usermod -aG adm $USER", sock + " (given with --socket)"}},
+		{name: "outside the group, socket from the environment", uid: nobody, env: []string{"LEASESIDE_SOCKET=" + sock}, args: []string{"status"},
+			code: ExitUnavailable, want: []string{"permission denied: add yourself to group adm", sock + " (from $LEASESIDE_SOCKET)"}},
+		{name: "no leader, --timeout ran out", args: []string{"acquire", "x", "--timeout", "2s", "--socket", noLeader}, code: ExitUnavailable,
+			want: []string{"no answer within --timeout 2s: the grantor cluster may have no leader"}},
+		{name: "no leader, --wait and --timeout ran out", args: []string{"acquire", "x", "--wait", "1s", "--timeout", "1s", "--socket", noLeader},
+			code: ExitUnavailable, want: []string{"no answer within --wait 1s plus --timeout 1s"}},
+		{name: "no leader, the daemon gives up", args: []string{"acquire", "x", "--socket", noLeader}, code: ExitUnavailable,
+			want: []string{"grantor"}},
+		{name: "run: no leader", args: []string{"run", "x", "--timeout", "2s", "--socket", noLeader, "--", "true"}, code: ExitUnavailable,
+			want: []string{"no answer within --timeout 2s"}},
+		{name: "unknown command", args: []string{"aquire", "x"}, code: ExitUsage, want: []string{"did you mean acquire?"}},
+	}
+	raw := []string{"rpc error", "code =", "context deadline exceeded", "bad_request", "invalid_ttl", "ttl_ms", "unavailable:"}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, stderr, code := runAs(t, tt.uid, tt.env, bin, tt.args...)
+			if code != tt.code {
+				t.Errorf("exit %d, want %d; stderr:\n%s", code, tt.code, stderr)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("stderr does not say %q:\n%s", w, stderr)
+				}
+			}
+			for _, r := range raw {
+				if strings.Contains(stderr, r) {
+					t.Errorf("stderr has the raw %q:\n%s", r, stderr)
+				}
+			}
+		})
+	}
+}
