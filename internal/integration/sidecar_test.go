@@ -126,8 +126,8 @@ func TestACLRefusesUnlistedUID(t *testing.T) {
 		return result{code: code, stdout: o.String(), stderr: e.String()}
 	}
 	r := asNobody("acquire", "jobs/a", "--detached")
-	if r.code == 0 || !strings.Contains(r.stderr, "permission_denied") {
-		t.Fatalf("unlisted uid: exit %d, stderr %q; want permission_denied", r.code, r.stderr)
+	if r.code == 0 || !strings.Contains(r.stderr, "permission denied: uid") {
+		t.Fatalf("unlisted uid: exit %d, stderr %q; want permission denied", r.code, r.stderr)
 	}
 	if r := cli(t, socket, "status", "--json").must(t, 0); strings.Contains(r.stdout, "jobs/a") {
 		t.Fatalf("a refused acquire left a lease: %s", r.stdout)

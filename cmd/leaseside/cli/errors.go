@@ -53,6 +53,8 @@ func (cf *clientFlags) explain(err error, a asked) (int, string) {
 			return ExitUnavailable, "the leaseside daemon is stopping: " + ie.Message
 		case ipc.CodeInvalidTTL:
 			return ExitUsage, ttlMessage(a.ttl, ie.MinTTLMs, ie.MaxTTLMs)
+		case ipc.CodePermissionDenied:
+			return ExitError, "permission denied: " + ie.Message
 		case ipc.CodeInvalidName:
 			return ExitUsage, fmt.Sprintf("NAME %q: %s", a.lease, ie.Message)
 		}
