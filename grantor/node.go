@@ -95,8 +95,9 @@ func New(cfg Config) (n *Node, err error) {
 		return nil, err
 	}
 	hlog := newHCLog(cfg.Logger, "raft")
-	// raft-wal's Close leaves its meta database open, so the node owns it
-	// and closes it: a restart in the same process would block on its lock.
+	// The node owns the meta database and closes it itself (raft-wal
+	// v0.4.1's Close closes it too; closing twice is harmless), so that a
+	// failed start leaves no lock behind for a restart in the same process.
 	n.meta = &metadb.BoltMetaDB{}
 	if n.wal, err = wal.Open(walDir, wal.WithMetaStore(n.meta), wal.WithLogger(hlog.Named("wal"))); err != nil {
 		return nil, fmt.Errorf("grantor: opening raft log in %s: %w", walDir, err)
