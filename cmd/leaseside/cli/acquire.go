@@ -21,6 +21,7 @@ type acquireOptions struct {
 	detached  bool
 	noRenew   bool
 	lockDelay time.Duration
+	quiet     bool
 }
 
 func newAcquireCmd(e *env) *cobra.Command {
@@ -34,7 +35,8 @@ shell (the parent of this command); --owner-pid names another process;
 --detached binds it to nothing, and it is held until 'leaseside release'.
 
 When the lease is held elsewhere, acquire waits up to --wait for it, then
-exits 75.`,
+exits 75. On a terminal, stderr shows meanwhile who holds it (token, host)
+and how long the wait has run; --quiet hides that.`,
 		Example: `  tok=$(leaseside acquire leader/billing --ttl 15s) || exit
   leaseside acquire leader/billing --wait 5m --detached   # systemd ExecStartPre
   leaseside acquire job/nightly --owner-pid $$ --json`,
@@ -51,6 +53,7 @@ exits 75.`,
 	fs.BoolVar(&o.detached, "detached", false, "bind the lease to nothing: held until 'leaseside release'")
 	fs.BoolVar(&o.noRenew, "no-renew", false, "with --detached: the daemon does not renew the lease; it lapses unless 'leaseside renew' is run")
 	fs.DurationVar(&o.lockDelay, "lock-delay", 0, "when the owner ends without releasing, keep the lease this long before releasing it")
+	fs.BoolVarP(&o.quiet, "quiet", "q", false, "do not show who holds the lease while --wait runs (shown on a terminal only)")
 	return cmd
 }
 
@@ -83,7 +86,7 @@ func runAcquire(ctx context.Context, e *env, o *acquireOptions, name string) err
 	if err := o.client.checkTerm(ctx, c, o.ttl); err != nil {
 		return err
 	}
-	l, err := c.Acquire(ctx, name, opt)
+	l, err := acquireWaiting(ctx, e.stderr, o.quiet, c, name, opt)
 	if err != nil {
 		return o.client.fail(e, err, asked{lease: name, ttl: o.ttl, wait: o.wait, hasWait: true})
 	}

@@ -86,10 +86,10 @@ func TestExitCodes(t *testing.T) {
 	d := startProc(t, "daemon without a leader", "daemon", "--grantors", rpc, "--socket", noLeader)
 	d.waitLine(t, "leaseside daemon ready")
 
-	if out, stderr, code := runAs(t, 0, nil, bin, "acquire", "held", "--detached", "--socket", sock); code != 0 {
-		t.Fatalf("acquire held: exit %d: %s", code, stderr)
-	} else if strings.TrimSpace(out) == "" {
-		t.Fatal("acquire held printed no token")
+	out, stderr, code := runAs(t, 0, nil, bin, "acquire", "held", "--detached", "--socket", sock)
+	tok := strings.TrimSpace(out)
+	if code != 0 || tok == "" {
+		t.Fatalf("acquire held: exit %d, token %q: %s", code, tok, stderr)
 	}
 
 	const ttlRange = "is outside the terms this daemon accepts: 1s to 24h"
@@ -103,9 +103,9 @@ func TestExitCodes(t *testing.T) {
 	}{
 		{name: "acquired", args: []string{"acquire", "free", "--detached", "--socket", sock}, code: ExitOK},
 		{name: "held, no wait", args: []string{"acquire", "held", "--socket", sock}, code: ExitHeld,
-			want: []string{"lease held is held elsewhere (token 1)", "--wait DURATION waits for it"}},
+			want: []string{"lease held is held elsewhere (token " + tok + ")", "--wait DURATION waits for it"}},
 		{name: "held, wait ran out", args: []string{"acquire", "held", "--wait", "1s", "--socket", sock}, code: ExitHeld,
-			want: []string{"lease held is held elsewhere (token 1); --wait 1s ran out"}},
+			want: []string{"lease held is held elsewhere (token " + tok + "); --wait 1s ran out"}},
 		{name: "run: held, wait ran out", args: []string{"run", "held", "--wait", "1s", "--socket", sock, "--", "true"}, code: ExitHeld,
 			want: []string{"--wait 1s ran out"}},
 		{name: "ttl 0", args: []string{"acquire", "x", "--ttl", "0", "--socket", sock}, code: ExitUsage, want: []string{"--ttl 0s " + ttlRange}},

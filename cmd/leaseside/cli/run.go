@@ -35,6 +35,7 @@ type runOptions struct {
 	margin    time.Duration
 	grace     time.Duration
 	lockDelay time.Duration
+	quiet     bool
 }
 
 func newRunCmd(e *env) *cobra.Command {
@@ -53,6 +54,9 @@ forwarded to the group; on a terminal, the group is in the foreground.
 When CMD exits, whatever is left of its group is killed before the lease is
 released. If run itself dies, CMD is killed with it, and the lease is held
 for --lock-delay (default: the term) before it is released.
+
+While --wait runs, stderr shows on a terminal who holds the lease (token,
+host) and how long the wait has run; --quiet hides that.
 
 Exit codes: CMD's status (128+N if a signal N ended it); 75 if the lease is
 held elsewhere and --wait ran out; 79 if the lease was lost and CMD was
@@ -76,6 +80,7 @@ be started; 2 for usage errors.`,
 	fs.DurationVar(&o.margin, "margin", 0, "stop CMD this long before the deadline if no renewal came (default 10% of --ttl)")
 	fs.DurationVar(&o.grace, "grace", 0, "time between SIGTERM and SIGKILL (default half the margin; must be shorter than the margin)")
 	fs.DurationVar(&o.lockDelay, "lock-delay", 0, "if run dies without releasing, hold the lease this long first (default: the term, --ttl)")
+	fs.BoolVarP(&o.quiet, "quiet", "q", false, "do not show who holds the lease while --wait runs (shown on a terminal only)")
 	return cmd
 }
 
@@ -104,7 +109,7 @@ func runRun(ctx context.Context, e *env, o *runOptions, name string, argv []stri
 	c.Notify(events)
 	actx, cancel := context.WithTimeout(ctx, o.wait+cf.timeout)
 	defer cancel()
-	l, err := c.Acquire(actx, name, ipc.AcquireOptions{TTL: o.ttl, Wait: o.wait, LockDelay: o.lockDelay})
+	l, err := acquireWaiting(actx, e.stderr, o.quiet, c, name, ipc.AcquireOptions{TTL: o.ttl, Wait: o.wait, LockDelay: o.lockDelay})
 	if err != nil {
 		return cf.fail(e, err, asked{lease: name, ttl: o.ttl, wait: o.wait, hasWait: true})
 	}

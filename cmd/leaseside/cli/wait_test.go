@@ -1,0 +1,171 @@
+package cli
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// terminal is a pseudo-terminal: the command writes to tty, the test
+// reads what a person would see from the master side.
+type terminal struct {
+	tty    *os.File
+	master *os.File
+	mu     sync.Mutex
+	out    bytes.Buffer
+	change chan struct{}
+}
+
+func newTerminal(t *testing.T) *terminal {
+	t.Helper()
+	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminal: %v", err)
+	}
+	if err := unix.IoctlSetPointerInt(int(master.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(int(master.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tty, err := os.OpenFile("/dev/pts/"+strconv.Itoa(n), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	term := &terminal{tty: tty, master: master, change: make(chan struct{})}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 4096)
+		for {
+			n, err := master.Read(buf)
+			term.mu.Lock()
+			term.out.Write(buf[:n])
+			close(term.change)
+			term.change = make(chan struct{})
+			term.mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		tty.Close()
+		master.Close()
+		<-done
+	})
+	return term
+}
+
+func (term *terminal) text() string {
+	term.mu.Lock()
+	defer term.mu.Unlock()
+	return term.out.String()
+}
+
+// waitFor waits until the terminal has shown s.
+func (term *terminal) waitFor(t *testing.T, s string) {
+	t.Helper()
+	timer := time.NewTimer(procTimeout)
+	defer timer.Stop()
+	for {
+		term.mu.Lock()
+		ok, ch := strings.Contains(term.out.String(), s), term.change
+		term.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-ch:
+		case <-timer.C:
+			t.Fatalf("the terminal never showed %q; it shows:\n%q", s, term.text())
+		}
+	}
+}
+
+// On a terminal, a waiting acquire or run shows who holds the lease and
+// how long the wait has run, redrawn in place; it says when the wait ran
+// out or the lease came. Off a terminal, or with --quiet, stderr stays
+// silent until the end.
+func TestWaitShowsHolderOnTerminal(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	dev := startProc(t, "dev", "dev", "--socket", sock, "--data-dir", filepath.Join(t.TempDir(), "dev"))
+	dev.waitLine(t, "leaseside dev ready")
+	tokens := map[string]string{}
+	for _, name := range []string{"held", "freed"} {
+		out, stderr, code := runMain("acquire", name, "--detached", "--socket", sock)
+		if code != ExitOK {
+			t.Fatalf("acquire %s: exit %d: %s", name, code, stderr)
+		}
+		tokens[name] = strings.TrimSpace(out)
+	}
+
+	t.Run("wait runs out", func(t *testing.T) {
+		term := newTerminal(t)
+		code := Main([]string{"acquire", "held", "--detached", "--wait", "3s", "--socket", sock}, io.Discard, term.tty)
+		if code != ExitHeld {
+			t.Fatalf("exit %d, want %d:\n%q", code, ExitHeld, term.text())
+		}
+		term.waitFor(t, "--wait 3s ran out")
+		out := term.text()
+		draws := strings.Count(out, "\r\033[Kwaiting for held: held by token "+tokens["held"]+"; waited ")
+		if draws < 2 {
+			t.Errorf("the wait line was drawn %d times, want it redrawn while waiting:\n%q", draws, out)
+		}
+		if strings.Contains(out[:strings.LastIndex(out, "waiting for")], "\n") {
+			t.Errorf("the wait line was not redrawn in place:\n%q", out)
+		}
+		if !strings.Contains(out, "waited 0s of 3s") || !strings.Contains(out, "\r\033[Kleaseside: lease held is held elsewhere (token "+tokens["held"]+"); --wait 3s ran out") {
+			t.Errorf("want the first draw and then the line cleared for the verdict:\n%q", out)
+		}
+	})
+
+	t.Run("lease comes", func(t *testing.T) {
+		term := newTerminal(t)
+		codes := make(chan int, 1)
+		go func() {
+			codes <- Main([]string{"run", "freed", "--wait", "1m", "--socket", sock, "--", "true"}, io.Discard, term.tty)
+		}()
+		term.waitFor(t, "waiting for freed: held by token "+tokens["freed"]+"; waited 0s of 1m")
+		if _, stderr, code := runMain("release", "freed", "--socket", sock); code != ExitOK {
+			t.Fatalf("release: exit %d: %s", code, stderr)
+		}
+		select {
+		case code := <-codes:
+			if code != ExitOK {
+				t.Fatalf("run: exit %d:\n%q", code, term.text())
+			}
+		case <-time.After(procTimeout):
+			t.Fatalf("run did not end:\n%q", term.text())
+		}
+		term.waitFor(t, "\r\033[Kleaseside: freed acquired after waiting ")
+	})
+
+	t.Run("quiet", func(t *testing.T) {
+		term := newTerminal(t)
+		code := Main([]string{"acquire", "held", "--detached", "--wait", "1s", "--quiet", "--socket", sock}, io.Discard, term.tty)
+		if code != ExitHeld {
+			t.Fatalf("exit %d, want %d", code, ExitHeld)
+		}
+		term.waitFor(t, "--wait 1s ran out")
+		if strings.Contains(term.text(), "waiting for") {
+			t.Errorf("--quiet showed the wait:\n%q", term.text())
+		}
+	})
+
+	t.Run("not a terminal", func(t *testing.T) {
+		_, stderr, code := runMain("acquire", "held", "--detached", "--wait", "1s", "--socket", sock)
+		if code != ExitHeld || strings.Contains(stderr, "waiting for") || strings.Contains(stderr, "\r") {
+			t.Errorf("exit %d, stderr %q: want 75 and only the verdict", code, stderr)
+		}
+	})
+}
