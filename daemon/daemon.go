@@ -207,7 +207,7 @@ func (d *Daemon) Closed(c *ipc.Conn) {
 	}
 	d.mu.Unlock()
 	for _, l := range gone {
-		d.ownerEnded(l, "owner connection closed")
+		d.ownerEnded(l, ipc.ReasonOwnerDisconnected)
 	}
 }
 

@@ -92,7 +92,7 @@ func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*i
 	l := &lease{name: req.Lease, ttl: ttl, owner: owner, ownerID: id, ownerPID: req.OwnerPID, uid: c.Cred.UID,
 		conn: c, lockDelay: req.LockDelay(), releaseAt: never, noRenew: req.NoRenew, renewed: make(chan struct{}), stopWatch: func() {}}
 	if owner == ipc.OwnerPID {
-		stop, err := watchPID(req.OwnerPID, func() { d.ownerEnded(l, "owner process exited") })
+		stop, err := watchPID(req.OwnerPID, func() { d.ownerEnded(l, ipc.ReasonOwnerExited) })
 		if err != nil {
 			return nil, ipc.Errorf(ipc.CodeBadRequest, "owner_pid: %v", err)
 		}
@@ -257,7 +257,7 @@ func (d *Daemon) release(ctx context.Context, c *ipc.Conn, name, token string) *
 		l.conn.Send(&ipc.Event{Event: ipc.EventLost, Lease: l.name, Token: strconv.FormatUint(l.token, 10), Reason: ipc.ReasonReleasedByAdmin})
 		l.conn = nil
 	}
-	d.emitLocked(l, &ipc.Event{Event: ipc.EventReleased})
+	d.emitLocked(l, &ipc.Event{Event: ipc.EventReleased, Reason: ipc.ReasonExplicitRelease})
 	d.mu.Unlock()
 
 	rctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
@@ -282,11 +282,12 @@ func (d *Daemon) ownerStopped(l *lease) {
 	}
 	l.noRenew, l.renewAt = true, never
 	d.log.Warn("owner process stopped; the lease is no longer renewed and lapses at its deadline", "lease", l.name, "pid", l.stoppedPID)
-	d.emitLocked(l, &ipc.Event{Event: ipc.EventOwnerGone, Reason: "owner process stopped: the lease lapses at its deadline"})
+	d.emitLocked(l, &ipc.Event{Event: ipc.EventOwnerGone, Reason: ipc.ReasonOwnerStopped})
 }
 
-// ownerEnded handles the end of l's owner: release now, or after the
-// lease's lock-delay, during which it stays held and renewed.
+// ownerEnded handles the end of l's owner (why is an ipc.Reason
+// constant): release now, or after the lease's lock-delay, during which
+// it stays held and renewed.
 func (d *Daemon) ownerEnded(l *lease, why string) {
 	if l.lockDelay <= 0 {
 		d.releaseLease(l, why)

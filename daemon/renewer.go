@@ -189,7 +189,7 @@ func (d *Daemon) expire(now clockwatch.Instant, failing bool) {
 	}
 	d.mu.Unlock()
 	for _, l := range release {
-		d.releaseLease(l, "lock-delay over")
+		d.releaseLease(l, ipc.ReasonLockDelayOver)
 	}
 }
 

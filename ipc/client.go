@@ -81,8 +81,8 @@ func newLease(g *Grant) *Lease {
 // releases them). Stop acting on the lease when it is closed.
 func (l *Lease) Done() <-chan struct{} { return l.done }
 
-// Reason says why Done was closed: a Reason constant, "released", or
-// "connection_closed".
+// Reason says why Done was closed: a Reason constant (of lost or of
+// released), "replaced", or "connection_closed".
 func (l *Lease) Reason() string {
 	<-l.done
 	return l.reason

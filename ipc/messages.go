@@ -257,6 +257,23 @@ const (
 	ReasonSuspended = "suspended"
 )
 
+// Reasons a lease is released (event released), or its owner gone (event
+// owner_gone).
+const (
+	// ReasonExplicitRelease: a release request ended it.
+	ReasonExplicitRelease = "explicit_release"
+	// ReasonOwnerExited: its owner process exited.
+	ReasonOwnerExited = "owner_exited"
+	// ReasonOwnerDisconnected: the connection that owned it closed.
+	ReasonOwnerDisconnected = "owner_disconnected"
+	// ReasonLockDelayOver: its owner ended, and the lock-delay ran out.
+	ReasonLockDelayOver = "lock_delay_over"
+	// ReasonOwnerStopped (owner_gone only): its owner process has been
+	// stopped too long; the lease is no longer renewed and lapses at its
+	// deadline.
+	ReasonOwnerStopped = "owner_stopped"
+)
+
 // Event is a line the server pushes without a request. Events have an
 // "event" field and never an "id".
 type Event struct {
