@@ -120,9 +120,15 @@ sidecar daemon on each host (a Unix socket).
 
 // Main runs the leaseside command line and returns the exit code.
 func Main(args []string, stdout, stderr io.Writer) int {
+	return execute(context.Background(), args, stdout, stderr)
+}
+
+// execute is Main under ctx: a command that runs until interrupted (watch,
+// top) also ends when ctx does.
+func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := NewRootCommand(stdout, stderr)
 	root.SetArgs(args)
-	cmd, err := root.ExecuteContextC(context.Background())
+	cmd, err := root.ExecuteContextC(ctx)
 	var code exitCode
 	switch {
 	case err == nil:

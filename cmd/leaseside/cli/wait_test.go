@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,14 +15,62 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// terminal is a pseudo-terminal: the command writes to tty, the test
-// reads what a person would see from the master side.
-type terminal struct {
-	tty    *os.File
-	master *os.File
+// output collects what a command writes, for a test to wait on.
+type output struct {
 	mu     sync.Mutex
 	out    bytes.Buffer
 	change chan struct{}
+}
+
+func newOutput() *output { return &output{change: make(chan struct{})} }
+
+func (o *output) Write(b []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.out.Write(b)
+	close(o.change)
+	o.change = make(chan struct{})
+	return len(b), nil
+}
+
+func (o *output) text() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.out.String()
+}
+
+// waitFor waits until the output holds a match of re, and returns it.
+func (o *output) waitMatch(t *testing.T, re *regexp.Regexp) string {
+	t.Helper()
+	timer := time.NewTimer(procTimeout)
+	defer timer.Stop()
+	for {
+		o.mu.Lock()
+		m, ch := re.FindString(o.out.String()), o.change
+		o.mu.Unlock()
+		if m != "" {
+			return m
+		}
+		select {
+		case <-ch:
+		case <-timer.C:
+			t.Fatalf("the output never matched %q; it is:\n%q", re, o.text())
+		}
+	}
+}
+
+// waitFor waits until the output holds s.
+func (o *output) waitFor(t *testing.T, s string) {
+	t.Helper()
+	o.waitMatch(t, regexp.MustCompile(regexp.QuoteMeta(s)))
+}
+
+// terminal is a pseudo-terminal: the command writes to tty, the test
+// reads what a person would see from the master side.
+type terminal struct {
+	*output
+	tty    *os.File
+	master *os.File
 }
 
 func newTerminal(t *testing.T) *terminal {
@@ -41,18 +90,14 @@ func newTerminal(t *testing.T) *terminal {
 	if err != nil {
 		t.Fatal(err)
 	}
-	term := &terminal{tty: tty, master: master, change: make(chan struct{})}
+	term := &terminal{output: newOutput(), tty: tty, master: master}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		buf := make([]byte, 4096)
 		for {
 			n, err := master.Read(buf)
-			term.mu.Lock()
-			term.out.Write(buf[:n])
-			close(term.change)
-			term.change = make(chan struct{})
-			term.mu.Unlock()
+			term.Write(buf[:n])
 			if err != nil {
 				return
 			}
@@ -64,32 +109,6 @@ func newTerminal(t *testing.T) *terminal {
 		<-done
 	})
 	return term
-}
-
-func (term *terminal) text() string {
-	term.mu.Lock()
-	defer term.mu.Unlock()
-	return term.out.String()
-}
-
-// waitFor waits until the terminal has shown s.
-func (term *terminal) waitFor(t *testing.T, s string) {
-	t.Helper()
-	timer := time.NewTimer(procTimeout)
-	defer timer.Stop()
-	for {
-		term.mu.Lock()
-		ok, ch := strings.Contains(term.out.String(), s), term.change
-		term.mu.Unlock()
-		if ok {
-			return
-		}
-		select {
-		case <-ch:
-		case <-timer.C:
-			t.Fatalf("the terminal never showed %q; it shows:\n%q", s, term.text())
-		}
-	}
 }
 
 // On a terminal, a waiting acquire or run shows who holds the lease and

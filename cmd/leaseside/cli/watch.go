@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -63,14 +64,33 @@ func runWatch(ctx context.Context, e *env, cf *clientFlags, name string) error {
 				fmt.Fprintln(e.stdout, string(b))
 				continue
 			}
-			line := fmt.Sprintf("%-9s %s token %s", ev.Event, ev.Lease, ev.Token)
-			if ev.Reason != "" {
-				line += " (" + ev.Reason + ")"
-			}
-			if ev.Event == ipc.EventRenewed {
-				line += fmt.Sprintf(" valid %.1fs", float64(ev.ValidMs)/1000)
-			}
-			fmt.Fprintln(e.stdout, line)
+			fmt.Fprintln(e.stdout, eventLine(ev))
 		}
 	}
+}
+
+// eventLine is an event as watch prints it: the event, then what it is
+// about (a lease and its token, or the clock) and its details.
+func eventLine(ev *ipc.Event) string {
+	length := fmtDuration(time.Duration(ev.LengthMs) * time.Millisecond)
+	var line string
+	switch ev.Event {
+	case ipc.EventSuspend:
+		line = "host suspended for " + length
+	case ipc.EventPause:
+		line = "daemon paused for " + length
+	case ipc.EventDrift:
+		line = fmt.Sprintf("clock drifts %+.1f ppm against the grantor", ev.RatePPM)
+	case ipc.EventUnsynced:
+		line = "kernel clock not synchronised"
+	default:
+		line = fmt.Sprintf("%s token %s", ev.Lease, ev.Token)
+		if ev.Reason != "" {
+			line += " (" + ev.Reason + ")"
+		}
+		if ev.Event == ipc.EventRenewed {
+			line += fmt.Sprintf(" valid %.1fs", float64(ev.ValidMs)/1000)
+		}
+	}
+	return fmt.Sprintf("%-10s %s", ev.Event, line)
 }

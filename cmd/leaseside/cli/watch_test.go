@@ -1,0 +1,106 @@
+package cli
+
+import (
+	"context"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/leaseside/leaseside/ipc"
+)
+
+// watch prints every way a lease ends with its snake_case reason, and
+// clock events with their length, against a real daemon: releases by a
+// request, by the owning connection closing, by the owner process
+// exiting, after a lock-delay; and the daemon stopped (SIGSTOP) and
+// continued.
+func TestWatchPrintsReasonsAndClockEvents(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	dev := startProc(t, "dev", "dev", "--socket", sock, "--data-dir", filepath.Join(t.TempDir(), "dev"))
+	dev.waitLine(t, "leaseside dev ready")
+
+	out := newOutput()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() { done <- execute(ctx, []string{"watch", "--socket", sock}, out, io.Discard) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	// The watch is on once a first acquire shows.
+	acquire := func(name string, opt ipc.AcquireOptions) (*ipc.Client, string) {
+		t.Helper()
+		c := &ipc.Client{Socket: sock}
+		t.Cleanup(func() { c.Close() })
+		if opt.TTL == 0 {
+			opt.TTL = 10 * time.Second
+		}
+		l, err := c.Acquire(context.Background(), name, opt)
+		if err != nil {
+			t.Fatalf("acquire %s: %v", name, err)
+		}
+		return c, l.Token
+	}
+	line := func(event, lease, token, rest string) *regexp.Regexp {
+		return regexp.MustCompile(`(?m)^` + event + ` +` + regexp.QuoteMeta(lease+" token "+token+rest) + `$`)
+	}
+	for start := time.Now(); ; {
+		c, tok := acquire("first", ipc.AcquireOptions{})
+		c.Release(context.Background(), "first")
+		if m := regexp.MustCompile(`(?m)^acquired +first token `+tok+`$`).FindString(out.text()); m != "" {
+			out.waitMatch(t, line("released", "first", tok, " (explicit_release)"))
+			break
+		}
+		if time.Since(start) > procTimeout {
+			t.Fatalf("watch printed nothing:\n%s", out.text())
+		}
+		<-time.After(100 * time.Millisecond) // the watch may not be on yet: acquire again
+	}
+
+	c, tok := acquire("conn", ipc.AcquireOptions{})
+	c.Close()
+	out.waitMatch(t, line("released", "conn", tok, " (owner_disconnected)"))
+
+	c, tok = acquire("delayed", ipc.AcquireOptions{LockDelay: time.Second})
+	c.Close()
+	out.waitMatch(t, line("owner_gone", "delayed", tok, " (owner_disconnected)"))
+	out.waitMatch(t, line("released", "delayed", tok, " (lock_delay_over)"))
+
+	owner := exec.Command("sleep", "1000")
+	if err := owner.Start(); err != nil {
+		t.Fatal(err)
+	}
+	_, tok = acquire("pid", ipc.AcquireOptions{Owner: ipc.OwnerPID, OwnerPID: owner.Process.Pid})
+	owner.Process.Kill()
+	owner.Wait()
+	out.waitMatch(t, line("released", "pid", tok, " (owner_exited)"))
+
+	dev.cmd.Process.Signal(syscall.SIGSTOP)
+	<-time.After(1500 * time.Millisecond) // the fault: the daemon is stopped this long
+	dev.cmd.Process.Signal(syscall.SIGCONT)
+	out.waitMatch(t, regexp.MustCompile(`(?m)^pause +daemon paused for (1\.[0-9]+|[2-9]|[1-9][0-9]+)(\.[0-9]+)?s$`))
+}
+
+// Every event has a line of its own shape.
+func TestEventLine(t *testing.T) {
+	tests := []struct {
+		ev   ipc.Event
+		want string
+	}{
+		{ipc.Event{Event: ipc.EventLost, Lease: "a", Token: "7", Reason: ipc.ReasonRenewFailed}, "lost       a token 7 (renew_failed)"},
+		{ipc.Event{Event: ipc.EventRenewed, Lease: "a", Token: "7", ValidMs: 14900}, "renewed    a token 7 valid 14.9s"},
+		{ipc.Event{Event: ipc.EventSuspend, LengthMs: 90_000}, "suspend    host suspended for 1m30s"},
+		{ipc.Event{Event: ipc.EventPause, LengthMs: 1234}, "pause      daemon paused for 1.234s"},
+		{ipc.Event{Event: ipc.EventDrift, RatePPM: 612}, "drift      clock drifts +612.0 ppm against the grantor"},
+		{ipc.Event{Event: ipc.EventUnsynced}, "unsynced   kernel clock not synchronised"},
+	}
+	for _, tt := range tests {
+		if got := eventLine(&tt.ev); got != tt.want {
+			t.Errorf("%s: %q, want %q", tt.ev.Event, got, tt.want)
+		}
+	}
+}
