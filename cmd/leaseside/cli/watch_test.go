@@ -51,7 +51,7 @@ func TestWatchPrintsReasonsAndClockEvents(t *testing.T) {
 	for start := time.Now(); ; {
 		c, tok := acquire("first", ipc.AcquireOptions{})
 		c.Release(context.Background(), "first")
-		if m := regexp.MustCompile(`(?m)^acquired +first token `+tok+`$`).FindString(out.text()); m != "" {
+		if m := regexp.MustCompile(`(?m)^acquired +first token ` + tok + `$`).FindString(out.text()); m != "" {
 			out.waitMatch(t, line("released", "first", tok, " (explicit_release)"))
 			break
 		}
