@@ -10,8 +10,11 @@ import (
 
 // timing is the timing model deadlines are computed with now: the
 // configured one, with rho raised to the drift observed against the
-// grantor when that is larger. It can only make deadlines earlier.
-func (d *Daemon) timing() clockwatch.Timing { return d.watcher.EffectiveTiming(d.cfg.Timing) }
+// grantor when that is larger, and rho and epsilon raised to the largest
+// a grantor stated (grantortiming.go). It can only make deadlines earlier.
+func (d *Daemon) timing() clockwatch.Timing {
+	return d.withGrantorTiming(d.watcher.EffectiveTiming(d.cfg.Timing))
+}
 
 // checkSuspend reads the daemon's own suspend detector, so that a request
 // answered right after a resume, before the watcher's next tick, still
@@ -119,7 +122,7 @@ func (d *Daemon) clockStatus(histogram bool) *ipc.ClockStatus {
 		KernelMaxErrorMs:     v.Kernel.MaxError.Milliseconds(),
 		DriftSamples:         v.Drift.Samples,
 		RhoPPM:               v.Rho * 1e6,
-		EffectiveRhoPPM:      v.EffectiveRho * 1e6,
+		EffectiveRhoPPM:      d.timing().Rho * 1e6,
 		LongestRecentPauseMs: v.LongestRecentPause.Milliseconds(),
 		PauseWindowMs:        v.PauseWindow.Milliseconds(),
 		Pauses:               v.Pauses,

@@ -40,6 +40,8 @@ type Daemon struct {
 	serving context.Context
 
 	metrics counters
+	// gTiming is the grantors' stated timing model (grantortiming.go).
+	gTiming grantorTiming
 
 	// life ends when Run returns; background work (releases after an
 	// owner ended or a lease was lost) runs under it and is waited for.

@@ -43,6 +43,7 @@ var (
 	descDrift      = prometheus.NewDesc("leaseside_clock_drift_ppm", "Rate of this host's clock against the grantor leader's (positive: fast), once known.", nil, nil)
 	descRho        = prometheus.NewDesc("leaseside_clock_effective_rho_ppm", "Drift bound deadlines are computed with.", nil, nil)
 	descSynced     = prometheus.NewDesc("leaseside_clock_kernel_synced", "1 when the kernel says its clock is synchronised.", nil, nil)
+	descMismatch   = prometheus.NewDesc("leaseside_sidecar_grantor_timing_mismatch", "1 when the grantor's last reply stated a rho or epsilon other than this sidecar's (deadlines then use the larger of each).", nil, nil)
 )
 
 // Collector returns a prometheus.Collector for the daemon's metrics.
@@ -54,7 +55,7 @@ type collector struct{ d *Daemon }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descLeases, descKeepalives, descAcquireRPC, descAcquires, descLost, descPause,
-		descPauses, descLongest, descSuspends, descSuspended, descDrift, descRho, descSynced} {
+		descPauses, descLongest, descSuspends, descSuspended, descDrift, descRho, descSynced, descMismatch} {
 		ch <- d
 	}
 }
@@ -92,7 +93,12 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	if v.DriftKnown {
 		gauge(descDrift, v.Drift.PPM)
 	}
-	gauge(descRho, v.EffectiveRho*1e6)
+	gauge(descRho, d.timing().Rho*1e6)
+	mismatch := 0.0
+	if d.timingMismatch() {
+		mismatch = 1
+	}
+	gauge(descMismatch, mismatch)
 	synced := 0.0
 	if v.Kernel.Synced {
 		synced = 1

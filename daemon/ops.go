@@ -3,8 +3,10 @@ package daemon
 import (
 	"context"
 	"strconv"
+	"time"
 
 	"github.com/leaseside/leaseside/clockwatch"
+	"github.com/leaseside/leaseside/grantor/grantorpb"
 	"github.com/leaseside/leaseside/ipc"
 )
 
@@ -116,22 +118,36 @@ func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*i
 		e.HolderToken = strconv.FormatUint(resp.Token, 10)
 		return fail(e)
 	}
+	return d.granted(ctx, l, resp, t0)
+}
 
+// granted enters the grant of resp, whose request left at t0, as lease l
+// and answers the acquire. The term is the one the grantor states it
+// stored, and rho and epsilon the larger of the daemon's and the
+// grantor's (TEAM.md decision 2). A grant's identity is its token: a
+// reply for a name whose listed grant has a higher token was superseded
+// at the grantor (tokens only grow), so it is dropped.
+func (d *Daemon) granted(ctx context.Context, l *lease, resp *grantorpb.AcquireResponse, t0 clockwatch.Instant) (*ipc.Grant, *ipc.Error) {
 	d.metrics.grants.Add(1)
+	d.learnTiming(resp.Rho, resp.EpsilonNs)
+	if resp.TtlNs > 0 {
+		l.ttl = time.Duration(resp.TtlNs)
+	}
 	l.token = resp.Token
 	l.t0 = t0
-	l.deadline = d.timing().HolderDeadline(t0, ttl) // rule 3
+	l.deadline = d.timing().HolderDeadline(t0, l.ttl) // rule 3
 	l.scheduleRenewal(t0)
 	// A grant that came after a wait in the queue, or after slow retries,
 	// was made at an unknown point after t0: its deadline may be short or
 	// already gone. Such a grant is pending: nobody is told it is valid,
 	// and it is not expired, until a renewal sent after the grant gives it
 	// a deadline of its own (below).
-	l.pending = clockwatch.Until(d.clock, l.deadline) < 2*ttl/3
+	l.pending = clockwatch.Until(d.clock, l.deadline) < 2*l.ttl/3
 	d.mu.Lock()
-	switch old := d.leases[req.Lease]; {
-	case old != nil && old.token == l.token:
-		// The same owner's concurrent acquire got there first: one grant.
+	switch old := d.leases[l.name]; {
+	case old != nil && old.token >= l.token:
+		// The same grant (a concurrent acquire's retry got there first),
+		// or a later one: this reply's grant is the listed one or over.
 		d.mu.Unlock()
 		l.stopWatch()
 		l = old
@@ -141,7 +157,7 @@ func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*i
 			// is over.
 			d.loseLocked(old, ipc.ReasonRevoked)
 		}
-		d.leases[req.Lease] = l
+		d.leases[l.name] = l
 		d.emitWatchersLocked(l, &ipc.Event{Event: ipc.EventAcquired})
 		d.mu.Unlock()
 		d.wake()
@@ -162,11 +178,11 @@ func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*i
 			return nil, ipc.Errorf(ipc.CodeUnavailable, "%q was granted, but the grantor did not confirm it in time, so it was given back: %s", l.name, err.Message)
 		}
 	}
-	now = d.checkSuspend()
+	now := d.checkSuspend()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.validLocked(req.Lease, now) != l {
-		return nil, ipc.Errorf(ipc.CodeLost, "lease %q was lost before the reply could be sent", req.Lease)
+	if d.validLocked(l.name, now) != l {
+		return nil, ipc.Errorf(ipc.CodeLost, "lease %q was lost before the reply could be sent", l.name)
 	}
 	return l.grant(now), nil
 }

@@ -126,10 +126,11 @@ func (d *Daemon) due(now clockwatch.Instant) []*lease {
 // t0 + d(1-rho) - eps (rule 3; the token is unchanged, rule 6) and ends
 // those it reports lost.
 func (d *Daemon) applyRenewal(b *batch, resp *grantorpb.KeepAliveResponse) {
-	renewed := map[string]uint64{}
+	renewed := map[string]*grantorpb.LeaseRef{}
 	for _, r := range resp.Renewed {
-		renewed[r.Lease] = r.Token
+		renewed[r.Lease] = r
 	}
+	d.learnTiming(resp.Rho, resp.EpsilonNs)
 	now := d.clock.Now()
 	timing := d.timing()
 	d.mu.Lock()
@@ -144,7 +145,10 @@ func (d *Daemon) applyRenewal(b *batch, resp *grantorpb.KeepAliveResponse) {
 			d.loseLocked(l, d.lostReason(l, true))
 			continue
 		}
-		if tok, ok := renewed[l.name]; ok && tok == l.token {
+		if r, ok := renewed[l.name]; ok && r.Token == l.token {
+			if r.TtlNs > 0 {
+				l.ttl = time.Duration(r.TtlNs) // the term the grantor applied
+			}
 			if dl := timing.HolderDeadline(b.t0, l.ttl); dl.After(l.deadline) {
 				l.t0, l.deadline = b.t0, dl
 			}
@@ -237,7 +241,7 @@ func backoff(failures int) time.Duration {
 func keepAliveRefs(ls []*lease) []*grantorpb.LeaseRef {
 	refs := make([]*grantorpb.LeaseRef, len(ls))
 	for i, l := range ls {
-		refs[i] = &grantorpb.LeaseRef{Lease: l.name, Token: l.token}
+		refs[i] = &grantorpb.LeaseRef{Lease: l.name, Token: l.token, TtlNs: int64(l.ttl)}
 	}
 	return refs
 }

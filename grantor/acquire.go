@@ -90,7 +90,7 @@ func (l *lessor) proposeAcquire(ctx context.Context, o *office, c acquireCmd) (*
 	if o.ctx.Err() != nil {
 		return nil, l.prop.notLeader()
 	}
-	res, err := l.prop.apply(acquireEntry(c))
+	res, err := l.prop.apply(acquireEntry(c, l.prop.allowed()))
 	if err != nil {
 		return nil, err
 	}
@@ -185,7 +185,7 @@ func (l *lessor) release(ctx context.Context, c releaseCmd) (*releaseResult, err
 		return nil, err
 	}
 	defer l.touch(o, c.ID.Session)()
-	res, err := l.prop.apply(releaseEntry(c))
+	res, err := l.prop.apply(releaseEntry(c, l.prop.allowed()))
 	if err != nil {
 		return nil, err
 	}

@@ -21,6 +21,19 @@ const (
 	cmdRegisterNode                // 5: registerNodeCmd, a node's gRPC address
 	cmdAcquire2                    // 6: acquireCmd whose ID.AlsoReceived is applied (received.go)
 	cmdRelease2                    // 7: releaseCmd whose ID.AlsoReceived is applied
+	cmdAcquire3                    // 8: acquireCmd as cmdAcquire2, and a holder asking again takes the next token
+)
+
+// Which command types a grantor may propose (versions.go). A grantor that
+// meets a type it does not know halts (fsm.go), so a leader proposes a
+// type only when every server in the raft configuration has registered
+// that it applies it.
+const (
+	// newestCmd is the newest type this binary applies.
+	newestCmd = cmdAcquire3
+	// baselineCmd is what a server that registered nothing is taken to
+	// apply: the types of grantors built before registration.
+	baselineCmd = cmdRegisterNode
 )
 
 func (t cmdType) String() string {
@@ -39,6 +52,8 @@ func (t cmdType) String() string {
 		return "acquire2"
 	case cmdRelease2:
 		return "release2"
+	case cmdAcquire3:
+		return "acquire3"
 	}
 	return fmt.Sprintf("cmd(%d)", uint8(t))
 }
@@ -83,6 +98,9 @@ type closeSessionCmd struct {
 type registerNodeCmd struct {
 	NodeID  string `json:"node_id"`
 	RPCAddr string `json:"rpc_addr"`
+	// MaxCmd is the newest command type the node applies; 0 (absent, as
+	// older grantors write it) means baselineCmd.
+	MaxCmd cmdType `json:"max_cmd,omitempty"`
 }
 
 // encodeCmd returns the log entry for body: the type byte, then JSON.
@@ -95,20 +113,27 @@ func encodeCmd(t cmdType, body any) []byte {
 	return append([]byte{byte(t)}, b...)
 }
 
-// acquireEntry is the log entry of an Acquire: cmdAcquire2 when it lists
-// also_received, else cmdAcquire, which every grantor version applies.
-func acquireEntry(c acquireCmd) []byte {
-	if len(c.ID.AlsoReceived) > 0 {
+// acquireEntry is the log entry of an Acquire, of the newest type that
+// allowed (the newest every server applies) permits: cmdAcquire3, else
+// cmdAcquire2 when it lists also_received, else cmdAcquire without the
+// list (forgetting is a permission, not an order).
+func acquireEntry(c acquireCmd, allowed cmdType) []byte {
+	switch {
+	case allowed >= cmdAcquire3:
+		return encodeCmd(cmdAcquire3, c)
+	case len(c.ID.AlsoReceived) > 0 && allowed >= cmdAcquire2:
 		return encodeCmd(cmdAcquire2, c)
 	}
+	c.ID.AlsoReceived = nil
 	return encodeCmd(cmdAcquire, c)
 }
 
 // releaseEntry is the log entry of a Release (see acquireEntry).
-func releaseEntry(c releaseCmd) []byte {
-	if len(c.ID.AlsoReceived) > 0 {
+func releaseEntry(c releaseCmd, allowed cmdType) []byte {
+	if len(c.ID.AlsoReceived) > 0 && allowed >= cmdRelease2 {
 		return encodeCmd(cmdRelease2, c)
 	}
+	c.ID.AlsoReceived = nil
 	return encodeCmd(cmdRelease, c)
 }
 
@@ -120,7 +145,7 @@ func decodeCmd(data []byte) (cmdType, any, error) {
 	t := cmdType(data[0])
 	var body any
 	switch t {
-	case cmdAcquire, cmdAcquire2:
+	case cmdAcquire, cmdAcquire2, cmdAcquire3:
 		body = &acquireCmd{}
 	case cmdRelease, cmdRelease2:
 		body = &releaseCmd{}
@@ -144,7 +169,9 @@ type acquireResult struct {
 	Granted bool
 	// Token is the grant's token, or the holder's when not granted (0 when
 	// the lease is free, which only a duplicate of an ended grant sees).
-	Token         uint64
+	Token uint64
+	// TTL is the term stored with the grant (granted only).
+	TTL           time.Duration
 	HolderSession string
 	HolderOwner   string
 }

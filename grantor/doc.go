@@ -23,6 +23,13 @@
 //     (keepalive.go).
 //   - Waiting Acquires queue first come first served per lease in the
 //     leader's memory; a freed lease wakes only the head (acquire.go).
+//   - A grant's identity is its token: every granting Acquire takes the
+//     next one, a holder's re-acquire too; only a retry of the same
+//     (session, seq) gets the same grant back. Replies state the term
+//     stored with the grant and the grantor's rho and epsilon.
+//   - An office serves only in the raft term it was opened in (lessor.go).
+//   - Command types are append-only; a leader proposes one only when every
+//     server has registered that it applies it (versions.go).
 //
 // Errors reach sidecars as gRPC status codes: FAILED_PRECONDITION with a
 // grantorpb.NotLeader detail from a node that does not lead (or is deposed

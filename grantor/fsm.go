@@ -49,6 +49,10 @@ type fsmState struct {
 	Sessions  map[string]*sessionRecord `json:"sessions"`
 	// Nodes maps raft server IDs to gRPC addresses, for NotLeader hints.
 	Nodes map[string]string `json:"nodes"`
+	// NodeCmds maps raft server IDs to the newest command type each has
+	// registered that it applies (versions.go); absent means baselineCmd.
+	// Grantors built before it ignore the key in snapshots.
+	NodeCmds map[string]cmdType `json:"node_cmds,omitempty"`
 }
 
 func newFSMState() fsmState {
@@ -56,6 +60,7 @@ func newFSMState() fsmState {
 		Leases:   map[string]leaseRecord{},
 		Sessions: map[string]*sessionRecord{},
 		Nodes:    map[string]string{},
+		NodeCmds: map[string]cmdType{},
 	}
 }
 
@@ -117,9 +122,9 @@ func (f *fsm) Apply(l *raft.Log) any {
 	switch c := body.(type) {
 	case *acquireCmd:
 		if t == cmdAcquire {
-			c.ID.AlsoReceived = nil // only cmdAcquire2 forgets
+			c.ID.AlsoReceived = nil // only cmdAcquire2 and later forget
 		}
-		res, ev = f.applyAcquire(c)
+		res, ev = f.applyAcquire(c, t >= cmdAcquire3)
 	case *releaseCmd:
 		if t == cmdRelease {
 			c.ID.AlsoReceived = nil
@@ -131,6 +136,11 @@ func (f *fsm) Apply(l *raft.Log) any {
 		delete(f.st.Sessions, c.Session)
 	case *registerNodeCmd:
 		f.st.Nodes[c.NodeID] = c.RPCAddr
+		if c.MaxCmd > baselineCmd {
+			f.st.NodeCmds[c.NodeID] = c.MaxCmd
+		} else {
+			delete(f.st.NodeCmds, c.NodeID) // an older binary registered
+		}
 		ev = &fsmEvent{Kind: evRegistered, Lease: c.NodeID}
 	default:
 		panic(fmt.Sprintf("grantor: raft log entry %d: no apply for %v", l.Index, t))
@@ -167,7 +177,13 @@ func (f *fsm) session(id requestID) (*sessionRecord, error) {
 	return s, nil
 }
 
-func (f *fsm) applyAcquire(c *acquireCmd) (any, *fsmEvent) {
+// applyAcquire grants c when the lease is free. When c's owner holds it
+// already, newToken (cmdAcquire3) makes that a new grant: the old one ends
+// and the new one starts with the next token and c's term, in this one
+// entry, so a Release, Revoke or reply that names the old token cannot
+// touch the new grant (TEAM.md decision 1). Older entries kept the token
+// and took c's term.
+func (f *fsm) applyAcquire(c *acquireCmd, newToken bool) (any, *fsmEvent) {
 	s, err := f.session(c.ID)
 	if err != nil {
 		return err, nil
@@ -181,7 +197,7 @@ func (f *fsm) applyAcquire(c *acquireCmd) (any, *fsmEvent) {
 		// very grant still stands; a grant that has since ended must not
 		// be handed out again as if it were live.
 		if held && cur.Session == c.ID.Session && cur.Owner == c.Owner && cur.Token == o.Token {
-			return &acquireResult{Granted: true, Token: cur.Token},
+			return &acquireResult{Granted: true, Token: cur.Token, TTL: cur.TTL},
 				&fsmEvent{Kind: evGranted, Lease: c.Lease, Rec: cur}
 		}
 		return notGranted(cur), nil
@@ -195,8 +211,13 @@ func (f *fsm) applyAcquire(c *acquireCmd) (any, *fsmEvent) {
 		cur = leaseRecord{Session: c.ID.Session, Owner: c.Owner, Token: f.st.LastToken, TTL: c.TTL}
 		f.st.Leases[c.Lease] = cur
 		f.heldBy[cur.Session]++
+	case cur.Session == c.ID.Session && cur.Owner == c.Owner && newToken:
+		// The holder asks again: its old grant ends, a new one starts.
+		f.st.LastToken++
+		cur.Token, cur.TTL = f.st.LastToken, c.TTL
+		f.st.Leases[c.Lease] = cur
 	case cur.Session == c.ID.Session && cur.Owner == c.Owner:
-		// The holder asks again: same grant, same token, its new term.
+		// cmdAcquire and cmdAcquire2: same grant, same token, new term.
 		cur.TTL = c.TTL
 		f.st.Leases[c.Lease] = cur
 	default:
@@ -205,7 +226,7 @@ func (f *fsm) applyAcquire(c *acquireCmd) (any, *fsmEvent) {
 		return notGranted(cur), nil
 	}
 	s.Outcomes[c.ID.Seq] = outcome{Kind: cmdAcquire, Lease: c.Lease, Owner: c.Owner, Token: cur.Token}
-	return &acquireResult{Granted: true, Token: cur.Token},
+	return &acquireResult{Granted: true, Token: cur.Token, TTL: cur.TTL},
 		&fsmEvent{Kind: evGranted, Lease: c.Lease, Rec: cur}
 }
 
@@ -309,6 +330,12 @@ func (st *fsmState) clone() fsmState {
 	for k, v := range st.Nodes {
 		c.Nodes[k] = v
 	}
+	if len(st.NodeCmds) > 0 {
+		c.NodeCmds = make(map[string]cmdType, len(st.NodeCmds))
+		for k, v := range st.NodeCmds {
+			c.NodeCmds[k] = v
+		}
+	}
 	return c
 }
 
@@ -383,6 +410,17 @@ func (f *fsm) lastToken() uint64 {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	return f.st.LastToken
+}
+
+// nodeCmd returns the newest command type a raft server registered that
+// it applies.
+func (f *fsm) nodeCmd(id string) cmdType {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if t, ok := f.st.NodeCmds[id]; ok {
+		return t
+	}
+	return baselineCmd
 }
 
 // nodeAddr returns the gRPC address registered for a raft server ID.

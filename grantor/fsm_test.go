@@ -313,10 +313,14 @@ func TestCommandEncodingIsStable(t *testing.T) {
 		{name: "revoke", got: encodeCmd(cmdRevoke, revokeCmd{Lease: "a", Token: 7}), want: "\x03" + `{"lease":"a","token":7}`},
 		{name: "close session", got: encodeCmd(cmdCloseSession, closeSessionCmd{Session: "s"}), want: "\x04" + `{"session":"s"}`},
 		{name: "register node", got: encodeCmd(cmdRegisterNode, registerNodeCmd{NodeID: "n", RPCAddr: "h:1"}), want: "\x05" + `{"node_id":"n","rpc_addr":"h:1"}`},
-		{name: "acquire2", got: acquireEntry(acquireCmd{ID: requestID{Session: "s", Seq: 4, FirstUnacked: 1, AlsoReceived: []uint64{3, 2}}, Lease: "a", Owner: "o", TTL: time.Second}),
+		{name: "register node with its newest command", got: encodeCmd(cmdRegisterNode, registerNodeCmd{NodeID: "n", RPCAddr: "h:1", MaxCmd: 8}),
+			want: "\x05" + `{"node_id":"n","rpc_addr":"h:1","max_cmd":8}`},
+		{name: "acquire2", got: acquireEntry(acquireCmd{ID: requestID{Session: "s", Seq: 4, FirstUnacked: 1, AlsoReceived: []uint64{3, 2}}, Lease: "a", Owner: "o", TTL: time.Second}, cmdRelease2),
 			want: "\x06" + `{"id":{"session":"s","seq":4,"first_unacked":1,"also_received":[3,2]},"lease":"a","owner":"o","ttl_ns":1000000000}`},
-		{name: "release2", got: releaseEntry(releaseCmd{ID: requestID{Session: "s", Seq: 5, AlsoReceived: []uint64{4}}, Lease: "a", Owner: "o", Token: 7}),
+		{name: "release2", got: releaseEntry(releaseCmd{ID: requestID{Session: "s", Seq: 5, AlsoReceived: []uint64{4}}, Lease: "a", Owner: "o", Token: 7}, cmdRelease2),
 			want: "\x07" + `{"id":{"session":"s","seq":5,"also_received":[4]},"lease":"a","owner":"o","token":7}`},
+		{name: "acquire3", got: acquireEntry(acquireCmd{ID: requestID{Session: "s", Seq: 4, FirstUnacked: 1, AlsoReceived: []uint64{3}}, Lease: "a", Owner: "o", TTL: time.Second}, cmdAcquire3),
+			want: "\x08" + `{"id":{"session":"s","seq":4,"first_unacked":1,"also_received":[3]},"lease":"a","owner":"o","ttl_ns":1000000000}`},
 	}
 	for _, tt := range tests {
 		if string(tt.got) != tt.want {

@@ -92,6 +92,7 @@ type fakeRaft struct {
 
 	leader   atomic.Bool
 	termN    atomic.Uint64 // raft's term; newHarness starts it at 1
+	allowCmd atomic.Uint32 // what allowed returns; 0 means newestCmd
 	verifies atomic.Int64
 	// afterFSM, when set, runs between the FSM's apply and apply's return,
 	// like the delay before a raft future reports the apply.
@@ -140,6 +141,14 @@ func (r *fakeRaft) verifyLeader() error {
 func (r *fakeRaft) isLeader() bool { return r.leader.Load() }
 
 func (r *fakeRaft) term() uint64 { return r.termN.Load() }
+
+// allowed is newestCmd unless the test set allowCmd.
+func (r *fakeRaft) allowed() cmdType {
+	if t := cmdType(r.allowCmd.Load()); t != 0 {
+		return t
+	}
+	return newestCmd
+}
 
 func (r *fakeRaft) notLeader() *NotLeaderError { return &NotLeaderError{} }
 

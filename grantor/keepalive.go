@@ -2,14 +2,18 @@ package grantor
 
 import (
 	"context"
+	"time"
 
 	"github.com/leaseside/leaseside/clockwatch"
 )
 
-// leaseRef names one grant: a lease and its token.
+// leaseRef names one grant: a lease and its token, with a term: in a
+// request the one the holder computes with (0 when unstated), in a reply
+// the one the grantor applied.
 type leaseRef struct {
 	Lease string
 	Token uint64
+	TTL   time.Duration
 }
 
 // renewal is one keepalive request waiting for a verify round.
@@ -148,7 +152,9 @@ func (l *lessor) renewLocked(o *office, r *renewal, tG clockwatch.Instant) renew
 		// e is nil only between a grant's apply and its event; extend
 		// creates it from the FSM record then.
 		o.extendLocked(l.timing, ref.Lease, rec, tG)
-		res.renewed = append(res.renewed, ref)
+		// The renewal runs with the term stored with the grant, whatever
+		// the holder assumed; the reply says which (TEAM.md decision 2).
+		res.renewed = append(res.renewed, leaseRef{Lease: ref.Lease, Token: ref.Token, TTL: rec.TTL})
 	}
 	return res
 }

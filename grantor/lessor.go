@@ -27,6 +27,9 @@ type proposer interface {
 	isLeader() bool
 	// term returns raft's current term.
 	term() uint64
+	// allowed returns the newest command type every server applies
+	// (versions.go).
+	allowed() cmdType
 	// notLeader describes the current leader, for errors.
 	notLeader() *NotLeaderError
 }

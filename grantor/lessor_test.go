@@ -121,7 +121,7 @@ func TestLessorHolderRenewsDuringWaitOut(t *testing.T) {
 	h.advanceTo(exp.Add(-time.Second))
 	tG := h.clock.Now()
 	o, _ := h.l.await(h.ctx())
-	res, err := h.l.renew(h.ctx(), o, "s1", []leaseRef{{"a", 1}, {"nope", 9}})
+	res, err := h.l.renew(h.ctx(), o, "s1", []leaseRef{{Lease: "a", Token: 1}, {Lease: "nope", Token: 9}})
 	if err != nil || len(res.renewed) != 1 || len(res.lost) != 1 || res.tG != tG {
 		t.Fatalf("renew: %+v %v", res, err)
 	}
@@ -149,7 +149,7 @@ func TestLessorSuspendPastExpiry(t *testing.T) {
 	m := h.events.mark()
 	h.clock.Suspend(time.Minute)
 	o, _ := h.l.await(h.ctx())
-	res, err := h.l.renew(h.ctx(), o, "s1", []leaseRef{{"a", 1}})
+	res, err := h.l.renew(h.ctx(), o, "s1", []leaseRef{{Lease: "a", Token: 1}})
 	if err != nil || len(res.renewed) != 0 || len(res.lost) != 1 {
 		t.Fatalf("renewal after suspend past expiry: %+v %v, want lost", res, err)
 	}
@@ -185,7 +185,7 @@ func TestLessorKeepAliveBatching(t *testing.T) {
 	renew := func(s string) <-chan out {
 		ch := make(chan out, 1)
 		go func() {
-			r, err := h.l.renew(h.ctx(), o, s, []leaseRef{{"l" + s, h.held("l" + s)}})
+			r, err := h.l.renew(h.ctx(), o, s, []leaseRef{{Lease: "l" + s, Token: h.held("l" + s)}})
 			ch <- out{r, err}
 		}()
 		return ch
@@ -233,7 +233,7 @@ func TestLessorFailedVerifyAcknowledgesNothing(t *testing.T) {
 	h.raft.verify = func(int64) error { return h.raft.notLeader() }
 	o, _ := h.l.await(h.ctx())
 	h.advanceTo(h.clock.Now().Add(5 * time.Second))
-	if res, err := h.l.renew(h.ctx(), o, "s1", []leaseRef{{"a", 1}}); !isNotLeader(err) {
+	if res, err := h.l.renew(h.ctx(), o, "s1", []leaseRef{{Lease: "a", Token: 1}}); !isNotLeader(err) {
 		t.Fatalf("renew with failed verify: %+v %v, want NotLeader", res, err)
 	}
 	m := h.events.mark()
@@ -326,7 +326,7 @@ func TestLessorResignFailsWaiters(t *testing.T) {
 	o, _ := h.l.await(h.ctx())
 	renewed := make(chan error, 1)
 	go func() {
-		_, err := h.l.renew(h.ctx(), o, "s0", []leaseRef{{"a", 1}})
+		_, err := h.l.renew(h.ctx(), o, "s0", []leaseRef{{Lease: "a", Token: 1}})
 		renewed <- err
 	}()
 	<-started
@@ -357,7 +357,7 @@ func TestLessorForgetsIdleSessions(t *testing.T) {
 	o, _ := h.l.await(h.ctx())
 	for h.clock.Now().Before(start.Add(h.l.sessionIdle)) {
 		h.advanceTo(h.clock.Now().Add(20 * time.Second))
-		if res, err := h.l.renew(h.ctx(), o, "holder", []leaseRef{{"b", 2}}); err != nil || len(res.renewed) != 1 {
+		if res, err := h.l.renew(h.ctx(), o, "holder", []leaseRef{{Lease: "b", Token: 2}}); err != nil || len(res.renewed) != 1 {
 			t.Fatalf("renew: %+v %v", res, err)
 		}
 	}
@@ -405,7 +405,7 @@ func TestLessorStallAcknowledgesNothingQueuedWithoutAFreshRound(t *testing.T) {
 	renew := func(s string) <-chan out {
 		ch := make(chan out, 1)
 		go func() {
-			r, err := h.l.renew(h.ctx(), o, s, []leaseRef{{"l" + s, h.held("l" + s)}})
+			r, err := h.l.renew(h.ctx(), o, s, []leaseRef{{Lease: "l" + s, Token: h.held("l" + s)}})
 			ch <- out{r, err}
 		}()
 		return ch

@@ -58,6 +58,9 @@ type Node struct {
 	watcher  *clockwatch.Watcher
 	metrics  *counters
 
+	// registeredCh is poked when a registration is applied (versions.go).
+	registeredCh chan struct{}
+
 	running  atomic.Bool
 	served   chan struct{} // closed when grpc Serve has returned, if it ran
 	done     chan struct{} // closed by Shutdown
@@ -148,10 +151,16 @@ func New(cfg Config) (n *Node, err error) {
 		clock:       cfg.Clock,
 		log:         cfg.Logger,
 		sessionIdle: cfg.SessionIdleTimeout,
-		afterOffice: n.registerRPCAddr,
+		afterOffice: n.registerSelf,
 		metrics:     n.metrics,
 	}, n.fsm, raftProposer{n})
-	n.fsm.observe = n.lessor.onEvent
+	n.registeredCh = make(chan struct{}, 1)
+	n.fsm.observe = func(ev fsmEvent) {
+		n.lessor.onEvent(ev)
+		if ev.Kind == evRegistered || ev.Kind == evRestored {
+			poke(n.registeredCh)
+		}
+	}
 
 	if n.hadState, err = raft.HasExistingState(n.wal, n.wal, n.snaps); err != nil {
 		return nil, fmt.Errorf("grantor: reading raft state: %w", err)
@@ -233,9 +242,10 @@ func (n *Node) Run(ctx context.Context) error {
 		defer close(n.served)
 		serveErr <- n.server.Serve(n.lis)
 	}()
-	n.watchers.Add(2)
+	n.watchers.Add(3)
 	go n.watchLeadership()
 	go n.watchClock()
+	go n.registerLoop()
 	if n.gossip != nil {
 		n.watchers.Add(1)
 		go n.gossipLeader()
@@ -319,18 +329,6 @@ func (n *Node) watchClock() {
 		case <-n.done:
 			return
 		}
-	}
-}
-
-// registerRPCAddr records this node's advertised gRPC address in the FSM, so that
-// followers can name it in NotLeader errors.
-func (n *Node) registerRPCAddr(ctx context.Context) {
-	if n.fsm.nodeAddr(n.cfg.NodeID) == n.RPCAddr() || ctx.Err() != nil {
-		return
-	}
-	cmd := encodeCmd(cmdRegisterNode, registerNodeCmd{NodeID: n.cfg.NodeID, RPCAddr: n.RPCAddr()})
-	if _, err := (raftProposer{n}).apply(cmd); err != nil {
-		n.log.Warn("grantor: registering gRPC address failed", "err", err)
 	}
 }
 

@@ -284,10 +284,10 @@ func TestAlsoReceivedValidation(t *testing.T) {
 	if c, _, err := cfg.validAcquire(req(many...)); err != nil || !slices.Equal(c.ID.AlsoReceived, many[:maxAlsoReceived]) {
 		t.Errorf("a long also_received: err %v, kept %d seqs; want the first %d", err, len(c.ID.AlsoReceived), maxAlsoReceived)
 	}
-	if e := acquireEntry(acqAlso("s", 2, 1, "a")); e[0] != byte(cmdAcquire) {
+	if e := acquireEntry(acqAlso("s", 2, 1, "a"), cmdRelease2); e[0] != byte(cmdAcquire) {
 		t.Errorf("acquire without also_received is written as type %d", e[0])
 	}
-	if e := releaseEntry(relAlso("s", 2, 1, "a", 1, 1)); e[0] != byte(cmdRelease2) {
+	if e := releaseEntry(relAlso("s", 2, 1, "a", 1, 1), cmdRelease2); e[0] != byte(cmdRelease2) {
 		t.Errorf("release with also_received is written as type %d", e[0])
 	}
 }

@@ -41,6 +41,9 @@ func (s *service) Acquire(ctx context.Context, req *grantorpb.AcquireRequest) (*
 		HolderSession: res.HolderSession,
 		HolderOwner:   res.HolderOwner,
 		GrantorTimeNs: s.n.cfg.Clock.Now().Nanoseconds(),
+		TtlNs:         int64(res.TTL),
+		Rho:           s.n.cfg.Timing.Rho,
+		EpsilonNs:     int64(s.n.cfg.Timing.Epsilon),
 	}, nil
 }
 
@@ -157,6 +160,8 @@ func (s *service) KeepAlive(stream grpc.BidiStreamingServer[grantorpb.KeepAliveR
 			Renewed:       toPB(res.renewed),
 			Lost:          toPB(res.lost),
 			GrantorTimeNs: res.tG.Nanoseconds(),
+			Rho:           s.n.cfg.Timing.Rho,
+			EpsilonNs:     int64(s.n.cfg.Timing.Epsilon),
 		}
 		if err := stream.Send(resp); err != nil {
 			return err
@@ -167,7 +172,7 @@ func (s *service) KeepAlive(stream grpc.BidiStreamingServer[grantorpb.KeepAliveR
 func toPB(refs []leaseRef) []*grantorpb.LeaseRef {
 	out := make([]*grantorpb.LeaseRef, len(refs))
 	for i, r := range refs {
-		out[i] = &grantorpb.LeaseRef{Lease: r.Lease, Token: r.Token}
+		out[i] = &grantorpb.LeaseRef{Lease: r.Lease, Token: r.Token, TtlNs: int64(r.TTL)}
 	}
 	return out
 }

@@ -76,6 +76,9 @@ func readSnapshot(r io.Reader) (fsmState, error) {
 	if st.Nodes == nil {
 		st.Nodes = map[string]string{}
 	}
+	if st.NodeCmds == nil {
+		st.NodeCmds = map[string]cmdType{}
+	}
 	for k, s := range st.Sessions {
 		if s == nil {
 			s = &sessionRecord{}

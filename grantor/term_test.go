@@ -72,7 +72,7 @@ func TestLessorVerifyInLaterTermAcknowledgesNothing(t *testing.T) {
 		h.raft.termN.Store(3) // lost and regained while the round ran
 		return nil
 	}
-	res, err := h.l.renew(h.ctx(), o, "s1", []leaseRef{{"a", 1}})
+	res, err := h.l.renew(h.ctx(), o, "s1", []leaseRef{{Lease: "a", Token: 1}})
 	if !isNotLeader(err) {
 		t.Fatalf("renewal verified in a later term: %+v %v, want NotLeader", res, err)
 	}
@@ -84,7 +84,7 @@ func TestLessorVerifyInLaterTermAcknowledgesNothing(t *testing.T) {
 	if err != nil || o3.term != 3 {
 		t.Fatalf("office after the round: %v, want one of term 3", err)
 	}
-	res, err = h.l.renew(h.ctx(), o3, "s1", []leaseRef{{"a", 1}})
+	res, err = h.l.renew(h.ctx(), o3, "s1", []leaseRef{{Lease: "a", Token: 1}})
 	if err != nil || len(res.renewed) != 1 {
 		t.Fatalf("renewal in the new office: %+v %v", res, err)
 	}

@@ -1,6 +1,7 @@
 package grantor
 
 import (
+	"net"
 	"slices"
 	"strings"
 	"time"
@@ -168,7 +169,24 @@ func validKeepAlive(req *grantorpb.KeepAliveRequest) ([]leaseRef, error) {
 		if l.GetToken() < 1 {
 			return nil, invalid("leases.token", "lease %d (%q) has token 0", i, l.GetLease())
 		}
-		refs = append(refs, leaseRef{Lease: l.GetLease(), Token: l.GetToken()})
+		if ttl := l.GetTtlNs(); ttl < 0 || ttl > int64(maxTTLLimit) {
+			return nil, invalid("leases.ttl_ns", "lease %d (%q) has term %v", i, l.GetLease(), time.Duration(ttl))
+		}
+		refs = append(refs, leaseRef{Lease: l.GetLease(), Token: l.GetToken(), TTL: time.Duration(l.GetTtlNs())})
 	}
 	return refs, nil
+}
+
+func validRegisterNode(req *grantorpb.RegisterNodeRequest) (registerNodeCmd, error) {
+	id := req.GetNodeId()
+	if id == "" || len(id) > 256 {
+		return registerNodeCmd{}, invalid("node_id", "node_id must be 1 to 256 bytes")
+	}
+	if _, _, err := net.SplitHostPort(req.GetRpcAddr()); err != nil {
+		return registerNodeCmd{}, invalid("rpc_addr", "rpc_addr %q: %v", req.GetRpcAddr(), err)
+	}
+	if m := req.GetMaxCommand(); m < 1 || m > 255 {
+		return registerNodeCmd{}, invalid("max_command", "max_command %d is outside [1, 255]", m)
+	}
+	return registerNodeCmd{NodeID: id, RPCAddr: req.GetRpcAddr(), MaxCmd: cmdType(req.GetMaxCommand())}, nil
 }
