@@ -2,6 +2,7 @@ package grantor
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -137,6 +138,9 @@ func releaseEntry(c releaseCmd, allowed cmdType) []byte {
 	return encodeCmd(cmdRelease, c)
 }
 
+// errUnknownCmd is decodeCmd's error for a type this binary does not know.
+var errUnknownCmd = errors.New("unknown command type")
+
 // decodeCmd splits a log entry into its type and a decoded body.
 func decodeCmd(data []byte) (cmdType, any, error) {
 	if len(data) == 0 {
@@ -156,7 +160,7 @@ func decodeCmd(data []byte) (cmdType, any, error) {
 	case cmdRegisterNode:
 		body = &registerNodeCmd{}
 	default:
-		return t, nil, fmt.Errorf("unknown command type %d (written by a newer grantor?)", uint8(t))
+		return t, nil, fmt.Errorf("%w %d", errUnknownCmd, uint8(t))
 	}
 	if err := json.Unmarshal(data[1:], body); err != nil {
 		return t, nil, fmt.Errorf("decoding %v command: %w", t, err)

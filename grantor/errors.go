@@ -32,7 +32,40 @@ var (
 	ErrUnknownServer = errors.New("grantor: no such server in the raft configuration")
 	// ErrLastVoter is returned by RemoveServer for the only voter left.
 	ErrLastVoter = errors.New("grantor: cannot remove the last voter")
+	// ErrHalted is returned by Run when the node met a raft log entry it
+	// cannot apply and stopped; see HaltError. Restarting the same binary
+	// halts at the same entry: upgrade it.
+	ErrHalted = errors.New("grantor: halted at a raft log entry it cannot apply")
 )
+
+// HaltError says at which raft log entry the node halted and why. Nothing
+// after that entry was applied, and no snapshot is written from the
+// halted state, so the data dir still holds the state from before it. It
+// matches ErrHalted with errors.Is.
+type HaltError struct {
+	// Index is the raft log index of the entry.
+	Index uint64
+	// Type is the entry's command type (its first byte), 0 when empty.
+	Type uint8
+	// Unknown is set when this binary does not know Type at all.
+	Unknown bool
+	// Err is the decoding error.
+	Err error
+}
+
+// Error names the entry, its type and what to do.
+func (e *HaltError) Error() string {
+	if e.Unknown {
+		return fmt.Sprintf("grantor: halted at raft log entry %d: command type %d is unknown: written by a newer leaseside: upgrade this grantor (nothing after the entry was applied; the data dir is kept as it is)", e.Index, e.Type)
+	}
+	return fmt.Sprintf("grantor: halted at raft log entry %d: command type %d (%v) cannot be decoded: %v (nothing after the entry was applied; the data dir is kept as it is)", e.Index, e.Type, cmdType(e.Type), e.Err)
+}
+
+// Unwrap returns the decoding error.
+func (e *HaltError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrHalted) true.
+func (e *HaltError) Is(target error) bool { return target == ErrHalted }
 
 // NotLeaderError says that this node cannot answer and who can, if known.
 // It matches ErrNotLeader with errors.Is.

@@ -1,6 +1,7 @@
 package grantor
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -91,11 +92,17 @@ type fsm struct {
 	// observe, if set, is called after each change, from the goroutine
 	// that applied it and without f.mu held. Set before raft starts.
 	observe func(fsmEvent)
+	// onHalt, if set, is called once when the FSM halts, from the
+	// goroutine that applied the entry and without f.mu held.
+	onHalt func(*HaltError)
 
 	mu sync.RWMutex
 	st fsmState
 	// heldBy counts leases per session; derived from st.Leases.
 	heldBy map[string]int
+	// halted is set at the first entry that cannot be decoded; from then
+	// on nothing is applied, restored or snapshotted.
+	halted *HaltError
 }
 
 var _ raft.FSM = (*fsm)(nil)
@@ -108,15 +115,29 @@ func newFSM() *fsm {
 // *revokeResult, nil, or an error that belongs to the request (stale, seq
 // reused, too many outstanding) and is the same on every replica.
 //
-// An entry this binary cannot decode panics: applying some entries and not
-// others would let replicas diverge, which is worse for leases than a node
-// that refuses to run until it is upgraded.
+// An entry this binary cannot decode halts the FSM (a *HaltError): that
+// entry and every later one are not applied, and Snapshot and Restore
+// refuse, so the state on disk stays what it was before the entry.
+// Applying some entries and not others would let replicas diverge, which
+// is worse for leases than a node that stops until it is upgraded; and a
+// panic would only restart into the same entry, a crash loop.
 func (f *fsm) Apply(l *raft.Log) any {
+	f.mu.Lock()
+	if f.halted != nil {
+		h := f.halted
+		f.mu.Unlock()
+		return h
+	}
 	t, body, err := decodeCmd(l.Data)
 	if err != nil {
-		panic(fmt.Sprintf("grantor: cannot apply raft log entry %d: %v", l.Index, err))
+		h := &HaltError{Index: l.Index, Type: uint8(t), Unknown: errors.Is(err, errUnknownCmd), Err: err}
+		f.halted = h
+		f.mu.Unlock()
+		if f.onHalt != nil {
+			f.onHalt(h)
+		}
+		return h
 	}
-	f.mu.Lock()
 	var res any
 	var ev *fsmEvent
 	switch c := body.(type) {
@@ -143,7 +164,7 @@ func (f *fsm) Apply(l *raft.Log) any {
 		}
 		ev = &fsmEvent{Kind: evRegistered, Lease: c.NodeID}
 	default:
-		panic(fmt.Sprintf("grantor: raft log entry %d: no apply for %v", l.Index, t))
+		panic(fmt.Sprintf("grantor: raft log entry %d: no apply for %v", l.Index, t)) // decodeCmd and this switch disagree: a bug
 	}
 	f.mu.Unlock()
 	if ev != nil && f.observe != nil {
@@ -275,16 +296,24 @@ func (f *fsm) free(lease string, cur leaseRecord) {
 	}
 }
 
-// Snapshot captures the state for raft; Persist writes it.
+// Snapshot captures the state for raft; Persist writes it. A halted FSM
+// refuses: its state is not the log's up to the snapshot's index.
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
+	if f.halted != nil {
+		return nil, f.halted
+	}
 	return &fsmSnapshot{st: f.st.clone()}, nil
 }
 
-// Restore replaces the state with a snapshot written by Persist.
+// Restore replaces the state with a snapshot written by Persist; a halted
+// FSM refuses.
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
+	if h := f.haltErr(); h != nil {
+		return h
+	}
 	st, err := readSnapshot(rc)
 	if err != nil {
 		return err
@@ -340,6 +369,13 @@ func (st *fsmState) clone() fsmState {
 }
 
 // Read accessors, for the lessor and the service.
+
+// haltErr returns why the FSM halted, nil while it applies.
+func (f *fsm) haltErr() *HaltError {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.halted
+}
 
 // lease returns the record of a held lease.
 func (f *fsm) lease(name string) (leaseRecord, bool) {

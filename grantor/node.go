@@ -60,6 +60,8 @@ type Node struct {
 
 	// registeredCh is poked when a registration is applied (versions.go).
 	registeredCh chan struct{}
+	// halted is closed when the FSM halts (halt.go).
+	halted chan struct{}
 
 	running  atomic.Bool
 	served   chan struct{} // closed when grpc Serve has returned, if it ran
@@ -154,6 +156,8 @@ func New(cfg Config) (n *Node, err error) {
 		afterOffice: n.registerSelf,
 		metrics:     n.metrics,
 	}, n.fsm, raftProposer{n})
+	n.halted = make(chan struct{})
+	n.fsm.onHalt = n.halt
 	n.registeredCh = make(chan struct{}, 1)
 	n.fsm.observe = func(ev fsmEvent) {
 		n.lessor.onEvent(ev)
@@ -222,9 +226,10 @@ func advertiseRPC(explicit, bound, raftAddr string) (string, error) {
 // Run serves gRPC and follows raft leadership, running the lessor while
 // this node leads, until ctx ends, Shutdown is called or the node has left
 // the cluster through the Leave RPC; then it shuts the node down. It
-// returns nil when ctx ends (whatever ctx.Err is) or after a Leave RPC,
-// or the error that stopped serving or shutting down. Run may be called
-// once.
+// returns nil when ctx ends (whatever ctx.Err is) or after a Leave RPC, a
+// *HaltError (errors.Is ErrHalted) when the node met a raft log entry it
+// cannot apply, or the error that stopped serving or shutting down. Run
+// may be called once.
 func (n *Node) Run(ctx context.Context) error {
 	if !n.running.CompareAndSwap(false, true) {
 		return errors.New("grantor: Run called twice")
@@ -265,6 +270,8 @@ func (n *Node) Run(ctx context.Context) error {
 	case <-n.left:
 		n.log.Info("grantor: left the cluster through the Leave RPC; stopping")
 	case <-n.done:
+	case <-n.halted:
+		err = n.fsm.haltErr()
 	case err = <-serveErr:
 		if errors.Is(err, grpc.ErrServerStopped) {
 			err = nil
