@@ -37,6 +37,11 @@ const (
 	// ExitNotHeld: `check` found the lease not held here, not valid, or
 	// held under another token.
 	ExitNotHeld = 3
+	// ExitHalted (EX_DATAERR): `grantor` (or `dev`) met a raft log entry
+	// it cannot apply, written by a newer leaseside, and stopped; a
+	// restart halts again until the binary is upgraded. The grantor unit
+	// does not restart on it (RestartPreventExitStatus).
+	ExitHalted = 65
 )
 
 // Version is the leaseside version, set at build time with
@@ -79,6 +84,8 @@ const exitCodesHelp = `Exit codes:
       (also when no leader answers in time)
   75  held elsewhere and the wait ran out
   79  'run' lost the lease and stopped its command
+  65  'grantor': halted at a raft log entry written by a newer leaseside
+      (upgrade this grantor)
 'run' otherwise exits with its command's status.`
 
 // NewRootCommand returns the leaseside command tree writing to stdout and

@@ -319,7 +319,7 @@ func runGrantor(ctx context.Context, e *env, o grantorOptions, verbose bool) err
 			return nil
 		}
 		log.Error("grantor stopped", "err", err)
-		return exitCode(ExitError)
+		return exitCode(grantorExit(err))
 	case <-ctx.Done():
 	case sig := <-sigs:
 		log.Info("leaseside grantor stopping; it stays in the cluster (leaseside grantor leave takes it out)", "signal", sig.String())
@@ -342,8 +342,17 @@ func runGrantor(ctx context.Context, e *env, o grantorOptions, verbose bool) err
 	}
 	if err != nil {
 		log.Error("grantor stopped", "err", err)
-		return exitCode(ExitError)
+		return exitCode(grantorExit(err))
 	}
 	log.Info("leaseside grantor stopped")
 	return nil
+}
+
+// grantorExit is the exit code for the error that stopped a grantor:
+// ExitHalted for a raft log entry it cannot apply, else ExitError.
+func grantorExit(err error) int {
+	if errors.Is(err, grantor.ErrHalted) {
+		return ExitHalted
+	}
+	return ExitError
 }
