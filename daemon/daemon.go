@@ -237,6 +237,10 @@ func grantorError(err error) *ipc.Error {
 	switch {
 	case status.Code(err) == codes.InvalidArgument:
 		return ipc.Errorf(ipc.CodeBadRequest, "grantor refused the request: %s", status.Convert(err).Message())
+	case status.Code(err) == codes.PermissionDenied:
+		return ipc.Errorf(ipc.CodePermissionDenied, "grantor refused this sidecar: %s", status.Convert(err).Message())
+	case status.Code(err) == codes.ResourceExhausted:
+		return ipc.Errorf(ipc.CodeResourceExhausted, "grantor refused the request: %s", status.Convert(err).Message())
 	case errors.Is(err, errNoGrantorKnown):
 		return ipc.Errorf(ipc.CodeUnavailable, "no grantor is known: none configured, and none found by gossip yet")
 	case status.Code(err) == codes.FailedPrecondition:

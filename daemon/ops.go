@@ -114,7 +114,11 @@ func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*i
 	}
 	if !resp.Granted {
 		d.metrics.refusals.Add(1)
-		e := ipc.Errorf(ipc.CodeLeaseHeld, "lease %q is held by another owner with token %d", req.Lease, resp.Token)
+		by := "another owner"
+		if resp.HolderName != "" {
+			by = "another owner (sidecar " + strconv.Quote(resp.HolderName) + ")"
+		}
+		e := ipc.Errorf(ipc.CodeLeaseHeld, "lease %q is held by %s with token %d", req.Lease, by, resp.Token)
 		e.HolderToken = strconv.FormatUint(resp.Token, 10)
 		return fail(e)
 	}

@@ -69,8 +69,8 @@ func (l *lessor) acquire(ctx context.Context, c acquireCmd, wait time.Duration) 
 // lastTry answers a wait that ran out: with the holder, or, if the lease
 // happens to be free right now, with one more proposal.
 func (l *lessor) lastTry(ctx context.Context, o *office, c acquireCmd) (*acquireResult, error) {
-	if cur, held := l.fsm.lease(c.Lease); held {
-		return notGranted(cur), nil
+	if r, held := l.fsm.refusal(c.Lease); held {
+		return r, nil
 	}
 	return l.proposeAcquire(ctx, o, c)
 }

@@ -23,6 +23,8 @@ const (
 	cmdAcquire2                    // 6: acquireCmd whose ID.AlsoReceived is applied (received.go)
 	cmdRelease2                    // 7: releaseCmd whose ID.AlsoReceived is applied
 	cmdAcquire3                    // 8: acquireCmd as cmdAcquire2, and a holder asking again takes the next token
+	cmdAcquire4                    // 9: acquireCmd as cmdAcquire3, with Identity (session ownership) and Limit applied
+	cmdRelease3                    // 10: releaseCmd as cmdRelease2, with Identity applied
 )
 
 // Which command types a grantor may propose (versions.go). A grantor that
@@ -31,7 +33,7 @@ const (
 // that it applies it.
 const (
 	// newestCmd is the newest type this binary applies.
-	newestCmd = cmdAcquire3
+	newestCmd = cmdRelease3
 	// baselineCmd is what a server that registered nothing is taken to
 	// apply: the types of grantors built before registration.
 	baselineCmd = cmdRegisterNode
@@ -55,6 +57,10 @@ func (t cmdType) String() string {
 		return "release2"
 	case cmdAcquire3:
 		return "acquire3"
+	case cmdAcquire4:
+		return "acquire4"
+	case cmdRelease3:
+		return "release3"
 	}
 	return fmt.Sprintf("cmd(%d)", uint8(t))
 }
@@ -78,6 +84,11 @@ type acquireCmd struct {
 	Lease string        `json:"lease"`
 	Owner string        `json:"owner"`
 	TTL   time.Duration `json:"ttl_ns"`
+	// Identity is the caller's identity name (ownership.go); Limit, when
+	// positive, the most live leases that identity may hold. Applied in
+	// cmdAcquire4 and later only.
+	Identity string `json:"identity,omitempty"`
+	Limit    int    `json:"limit,omitempty"`
 }
 
 type releaseCmd struct {
@@ -85,6 +96,8 @@ type releaseCmd struct {
 	Lease string    `json:"lease"`
 	Owner string    `json:"owner"`
 	Token uint64    `json:"token"`
+	// Identity is applied in cmdRelease3 and later only.
+	Identity string `json:"identity,omitempty"`
 }
 
 type revokeCmd struct {
@@ -119,6 +132,10 @@ func encodeCmd(t cmdType, body any) []byte {
 // cmdAcquire2 when it lists also_received, else cmdAcquire without the
 // list (forgetting is a permission, not an order).
 func acquireEntry(c acquireCmd, allowed cmdType) []byte {
+	if allowed >= cmdAcquire4 {
+		return encodeCmd(cmdAcquire4, c)
+	}
+	c.Identity, c.Limit = "", 0
 	switch {
 	case allowed >= cmdAcquire3:
 		return encodeCmd(cmdAcquire3, c)
@@ -131,6 +148,10 @@ func acquireEntry(c acquireCmd, allowed cmdType) []byte {
 
 // releaseEntry is the log entry of a Release (see acquireEntry).
 func releaseEntry(c releaseCmd, allowed cmdType) []byte {
+	if allowed >= cmdRelease3 {
+		return encodeCmd(cmdRelease3, c)
+	}
+	c.Identity = ""
 	if len(c.ID.AlsoReceived) > 0 && allowed >= cmdRelease2 {
 		return encodeCmd(cmdRelease2, c)
 	}
@@ -149,9 +170,9 @@ func decodeCmd(data []byte) (cmdType, any, error) {
 	t := cmdType(data[0])
 	var body any
 	switch t {
-	case cmdAcquire, cmdAcquire2, cmdAcquire3:
+	case cmdAcquire, cmdAcquire2, cmdAcquire3, cmdAcquire4:
 		body = &acquireCmd{}
-	case cmdRelease, cmdRelease2:
+	case cmdRelease, cmdRelease2, cmdRelease3:
 		body = &releaseCmd{}
 	case cmdRevoke:
 		body = &revokeCmd{}
@@ -175,9 +196,11 @@ type acquireResult struct {
 	// the lease is free, which only a duplicate of an ended grant sees).
 	Token uint64
 	// TTL is the term stored with the grant (granted only).
-	TTL           time.Duration
-	HolderSession string
-	HolderOwner   string
+	TTL time.Duration
+	// HolderName is the identity name of the holder's session when not
+	// granted ("" for a session opened before ownership was recorded).
+	// The holder's session and owner ids are never told.
+	HolderName string
 }
 
 // releaseResult is what the FSM returns for a Release.

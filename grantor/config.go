@@ -81,6 +81,12 @@ type Config struct {
 	MinTTL time.Duration
 	MaxTTL time.Duration
 
+	// MaxLeasesPerSidecar is the most live leases one sidecar identity
+	// (a sidecar certificate's name) may hold; an Acquire past it fails
+	// with RESOURCE_EXHAUSTED and nothing held changes. 0 means no limit.
+	// Operators (and every caller without TLS) are not limited.
+	MaxLeasesPerSidecar int
+
 	// SessionIdleTimeout is how long the leader keeps the idempotency
 	// records of a session that holds no lease and has sent nothing before
 	// it proposes to forget them (CloseSession).
@@ -89,16 +95,17 @@ type Config struct {
 
 // Defaults used by DefaultConfig.
 const (
-	DefaultHeartbeatTimeout   = 500 * time.Millisecond
-	DefaultElectionTimeout    = 500 * time.Millisecond
-	DefaultLeaderLeaseTimeout = 250 * time.Millisecond
-	DefaultCommitTimeout      = 50 * time.Millisecond
-	DefaultSnapshotThreshold  = 8192
-	DefaultSnapshotInterval   = 2 * time.Minute
-	DefaultMinTTL             = time.Second
-	DefaultMaxTTL             = 24 * time.Hour
-	DefaultSessionIdleTimeout = time.Hour
-	DefaultReconcileInterval  = 10 * time.Second
+	DefaultHeartbeatTimeout    = 500 * time.Millisecond
+	DefaultElectionTimeout     = 500 * time.Millisecond
+	DefaultLeaderLeaseTimeout  = 250 * time.Millisecond
+	DefaultCommitTimeout       = 50 * time.Millisecond
+	DefaultSnapshotThreshold   = 8192
+	DefaultSnapshotInterval    = 2 * time.Minute
+	DefaultMinTTL              = time.Second
+	DefaultMaxTTL              = 24 * time.Hour
+	DefaultSessionIdleTimeout  = time.Hour
+	DefaultReconcileInterval   = 10 * time.Second
+	DefaultMaxLeasesPerSidecar = 100_000
 
 	// MaxWait is the longest an Acquire may ask to queue for a lease.
 	MaxWait = time.Hour
@@ -111,21 +118,22 @@ const (
 // the system clock. NodeID and DataDir are left empty.
 func DefaultConfig() Config {
 	return Config{
-		RaftAddr:           "127.0.0.1:0",
-		RPCAddr:            "127.0.0.1:0",
-		Timing:             clockwatch.DefaultTiming(),
-		Clock:              clockwatch.System,
-		HeartbeatTimeout:   DefaultHeartbeatTimeout,
-		ElectionTimeout:    DefaultElectionTimeout,
-		LeaderLeaseTimeout: DefaultLeaderLeaseTimeout,
-		CommitTimeout:      DefaultCommitTimeout,
-		SnapshotThreshold:  DefaultSnapshotThreshold,
-		SnapshotInterval:   DefaultSnapshotInterval,
-		MinTTL:             DefaultMinTTL,
-		MaxTTL:             DefaultMaxTTL,
-		SessionIdleTimeout: DefaultSessionIdleTimeout,
-		ReconcileInterval:  DefaultReconcileInterval,
-		Watch:              clockwatch.DefaultWatcherConfig(),
+		RaftAddr:            "127.0.0.1:0",
+		RPCAddr:             "127.0.0.1:0",
+		Timing:              clockwatch.DefaultTiming(),
+		Clock:               clockwatch.System,
+		HeartbeatTimeout:    DefaultHeartbeatTimeout,
+		ElectionTimeout:     DefaultElectionTimeout,
+		LeaderLeaseTimeout:  DefaultLeaderLeaseTimeout,
+		CommitTimeout:       DefaultCommitTimeout,
+		SnapshotThreshold:   DefaultSnapshotThreshold,
+		SnapshotInterval:    DefaultSnapshotInterval,
+		MinTTL:              DefaultMinTTL,
+		MaxTTL:              DefaultMaxTTL,
+		SessionIdleTimeout:  DefaultSessionIdleTimeout,
+		ReconcileInterval:   DefaultReconcileInterval,
+		MaxLeasesPerSidecar: DefaultMaxLeasesPerSidecar,
+		Watch:               clockwatch.DefaultWatcherConfig(),
 	}
 }
 
@@ -177,6 +185,8 @@ func (c Config) Validate() error {
 		return bad("MaxTTL %v exceeds %v", c.MaxTTL, maxTTLLimit)
 	case c.SessionIdleTimeout <= 0:
 		return bad("SessionIdleTimeout is not positive")
+	case c.MaxLeasesPerSidecar < 0:
+		return bad("MaxLeasesPerSidecar %d is negative", c.MaxLeasesPerSidecar)
 	case c.ReconcileInterval < 0:
 		return bad("ReconcileInterval is negative")
 	case c.BootstrapExpect < 0:

@@ -40,6 +40,9 @@ type sessionRecord struct {
 	Floor     uint64             `json:"floor"`
 	Outcomes  map[uint64]outcome `json:"outcomes"`
 	Forgotten seqRanges          `json:"forgotten,omitempty"`
+	// Owner is the identity name that opened the session (ownership.go);
+	// "" for a session no entry with an identity has named yet.
+	Owner string `json:"owner,omitempty"`
 }
 
 // fsmState is everything the FSM replicates and snapshots.
@@ -98,8 +101,10 @@ type fsm struct {
 
 	mu sync.RWMutex
 	st fsmState
-	// heldBy counts leases per session; derived from st.Leases.
-	heldBy map[string]int
+	// heldBy counts leases per session, heldByName per session owner;
+	// both derived from st.Leases and st.Sessions.
+	heldBy     map[string]int
+	heldByName map[string]int
 	// halted is set at the first entry that cannot be decoded; from then
 	// on nothing is applied, restored or snapshotted.
 	halted *HaltError
@@ -108,7 +113,7 @@ type fsm struct {
 var _ raft.FSM = (*fsm)(nil)
 
 func newFSM() *fsm {
-	return &fsm{st: newFSMState(), heldBy: map[string]int{}}
+	return &fsm{st: newFSMState(), heldBy: map[string]int{}, heldByName: map[string]int{}}
 }
 
 // Apply applies one log entry. It returns *acquireResult, *releaseResult,
@@ -145,10 +150,16 @@ func (f *fsm) Apply(l *raft.Log) any {
 		if t == cmdAcquire {
 			c.ID.AlsoReceived = nil // only cmdAcquire2 and later forget
 		}
+		if t < cmdAcquire4 {
+			c.Identity, c.Limit = "", 0
+		}
 		res, ev = f.applyAcquire(c, t >= cmdAcquire3)
 	case *releaseCmd:
 		if t == cmdRelease {
 			c.ID.AlsoReceived = nil
+		}
+		if t < cmdRelease3 {
+			c.Identity = ""
 		}
 		res, ev = f.applyRelease(c)
 	case *revokeCmd:
@@ -174,15 +185,19 @@ func (f *fsm) Apply(l *raft.Log) any {
 }
 
 // session returns the record of id.Session, creating it, after checking
-// that id is not stale, raising the floor to id.FirstUnacked and
-// forgetting the outcomes of id.AlsoReceived.
-func (f *fsm) session(id requestID) (*sessionRecord, error) {
+// that identity may use it (ownership.go) and that id is not stale, raising
+// the floor to id.FirstUnacked and forgetting the outcomes of
+// id.AlsoReceived. Nothing changes when it fails.
+func (f *fsm) session(id requestID, identity string) (*sessionRecord, error) {
 	if id.Session == "" || id.Seq == 0 {
 		return nil, invalid("id", "session and seq are required")
 	}
 	s := f.st.Sessions[id.Session]
+	if err := checkOwner(s, id.Session, identity); err != nil {
+		return nil, err
+	}
 	if s == nil {
-		s = &sessionRecord{Outcomes: map[uint64]outcome{}}
+		s = &sessionRecord{Outcomes: map[uint64]outcome{}, Owner: identity}
 		f.st.Sessions[id.Session] = s
 	}
 	if id.Seq < s.Floor {
@@ -191,6 +206,7 @@ func (f *fsm) session(id requestID) (*sessionRecord, error) {
 	if s.Forgotten.contains(id.Seq) {
 		return nil, &StaleRequestError{Session: id.Session, Seq: id.Seq, Floor: s.Floor, Received: true}
 	}
+	f.adopt(id.Session, s, identity)
 	// The session has every reply below FirstUnacked; a floor above the
 	// request's own seq would be nonsense, so it is capped there.
 	s.raiseFloor(min(id.FirstUnacked, id.Seq))
@@ -205,7 +221,7 @@ func (f *fsm) session(id requestID) (*sessionRecord, error) {
 // touch the new grant (TEAM.md decision 1). Older entries kept the token
 // and took c's term.
 func (f *fsm) applyAcquire(c *acquireCmd, newToken bool) (any, *fsmEvent) {
-	s, err := f.session(c.ID)
+	s, err := f.session(c.ID, c.Identity)
 	if err != nil {
 		return err, nil
 	}
@@ -221,17 +237,20 @@ func (f *fsm) applyAcquire(c *acquireCmd, newToken bool) (any, *fsmEvent) {
 			return &acquireResult{Granted: true, Token: cur.Token, TTL: cur.TTL},
 				&fsmEvent{Kind: evGranted, Lease: c.Lease, Rec: cur}
 		}
-		return notGranted(cur), nil
+		return f.notGranted(cur), nil
 	}
 	if len(s.Outcomes) >= maxOutstanding {
 		return fmt.Errorf("%w: session %q has %d", ErrTooManyOutstanding, c.ID.Session, len(s.Outcomes)), nil
 	}
 	switch {
 	case !held:
+		if err := f.checkLimit(s.Owner, c.Limit); err != nil {
+			return err, nil // nothing changed: not remembered
+		}
 		f.st.LastToken++
 		cur = leaseRecord{Session: c.ID.Session, Owner: c.Owner, Token: f.st.LastToken, TTL: c.TTL}
 		f.st.Leases[c.Lease] = cur
-		f.heldBy[cur.Session]++
+		f.hold(cur)
 	case cur.Session == c.ID.Session && cur.Owner == c.Owner && newToken:
 		// The holder asks again: its old grant ends, a new one starts.
 		f.st.LastToken++
@@ -244,19 +263,25 @@ func (f *fsm) applyAcquire(c *acquireCmd, newToken bool) (any, *fsmEvent) {
 	default:
 		// Not granted: nothing changed, so nothing is remembered; a retry
 		// is evaluated afresh and can still grant at most once.
-		return notGranted(cur), nil
+		return f.notGranted(cur), nil
 	}
 	s.Outcomes[c.ID.Seq] = outcome{Kind: cmdAcquire, Lease: c.Lease, Owner: c.Owner, Token: cur.Token}
 	return &acquireResult{Granted: true, Token: cur.Token, TTL: cur.TTL},
 		&fsmEvent{Kind: evGranted, Lease: c.Lease, Rec: cur}
 }
 
-func notGranted(cur leaseRecord) *acquireResult {
-	return &acquireResult{Token: cur.Token, HolderSession: cur.Session, HolderOwner: cur.Owner}
+// notGranted answers an Acquire of a lease cur holds: its token and the
+// identity name of its session, never its session or owner ids.
+func (f *fsm) notGranted(cur leaseRecord) *acquireResult {
+	r := &acquireResult{Token: cur.Token}
+	if s := f.st.Sessions[cur.Session]; s != nil {
+		r.HolderName = s.Owner
+	}
+	return r
 }
 
 func (f *fsm) applyRelease(c *releaseCmd) (any, *fsmEvent) {
-	s, err := f.session(c.ID)
+	s, err := f.session(c.ID, c.Identity)
 	if err != nil {
 		return err, nil
 	}
@@ -291,9 +316,7 @@ func (f *fsm) applyRevoke(c *revokeCmd) (any, *fsmEvent) {
 
 func (f *fsm) free(lease string, cur leaseRecord) {
 	delete(f.st.Leases, lease)
-	if f.heldBy[cur.Session]--; f.heldBy[cur.Session] <= 0 {
-		delete(f.heldBy, cur.Session)
-	}
+	f.unhold(cur)
 }
 
 // Snapshot captures the state for raft; Persist writes it. A halted FSM
@@ -327,9 +350,9 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("grantor: snapshot token counter %d is behind the state's %d", st.LastToken, have)
 	}
 	f.st = st
-	f.heldBy = map[string]int{}
+	f.heldBy, f.heldByName = map[string]int{}, map[string]int{}
 	for _, l := range st.Leases {
-		f.heldBy[l.Session]++
+		f.hold(l)
 	}
 	f.mu.Unlock()
 	if f.observe != nil {
@@ -350,7 +373,7 @@ func (st *fsmState) clone() fsmState {
 	}
 	for k, v := range st.Sessions {
 		s := &sessionRecord{Floor: v.Floor, Outcomes: make(map[uint64]outcome, len(v.Outcomes)),
-			Forgotten: append(seqRanges(nil), v.Forgotten...)}
+			Forgotten: append(seqRanges(nil), v.Forgotten...), Owner: v.Owner}
 		for seq, o := range v.Outcomes {
 			s.Outcomes[seq] = o
 		}

@@ -118,7 +118,7 @@ func TestNodeServesOverGRPC(t *testing.T) {
 		t.Fatalf("retried acquire: %v, want the same grant", retry)
 	}
 	other := mustAcquire(t, c, acqReq("s2", 1, "jobs/render-42"))
-	if other.Granted || other.Token != a.Token || other.HolderSession != "s1" || other.HolderOwner != "o" {
+	if other.Granted || other.Token != a.Token || other.HolderName != InsecureIdentity.Name {
 		t.Fatalf("acquire of a held lease: %v", other)
 	}
 

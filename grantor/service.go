@@ -25,6 +25,11 @@ func (s *service) Acquire(ctx context.Context, req *grantorpb.AcquireRequest) (*
 		s.n.metrics.acquiresFailed.Add(1)
 		return nil, toStatus(err)
 	}
+	id := IdentityFrom(ctx)
+	c.Identity = id.Name
+	if id.Role == RoleSidecar {
+		c.Limit = s.n.cfg.MaxLeasesPerSidecar
+	}
 	res, err := s.n.lessor.acquire(ctx, c, wait)
 	if err != nil {
 		s.n.metrics.acquiresFailed.Add(1)
@@ -38,8 +43,7 @@ func (s *service) Acquire(ctx context.Context, req *grantorpb.AcquireRequest) (*
 	return &grantorpb.AcquireResponse{
 		Granted:       res.Granted,
 		Token:         res.Token,
-		HolderSession: res.HolderSession,
-		HolderOwner:   res.HolderOwner,
+		HolderName:    res.HolderName,
 		GrantorTimeNs: s.n.cfg.Clock.Now().Nanoseconds(),
 		TtlNs:         int64(res.TTL),
 		Rho:           s.n.cfg.Timing.Rho,
@@ -54,6 +58,7 @@ func (s *service) Release(ctx context.Context, req *grantorpb.ReleaseRequest) (*
 		s.n.metrics.releasesFailed.Add(1)
 		return nil, toStatus(err)
 	}
+	c.Identity = IdentityFrom(ctx).Name
 	res, err := s.n.lessor.release(ctx, c)
 	if err != nil {
 		s.n.metrics.releasesFailed.Add(1)
@@ -111,6 +116,7 @@ func (s *service) Leave(ctx context.Context, req *grantorpb.LeaveRequest) (*gran
 // NotLeader, and the sidecar reconnects to the new leader.
 func (s *service) KeepAlive(stream grpc.BidiStreamingServer[grantorpb.KeepAliveRequest, grantorpb.KeepAliveResponse]) error {
 	ctx := stream.Context()
+	caller := IdentityFrom(ctx)
 	o, err := s.n.lessor.await(ctx)
 	if err != nil {
 		return toStatus(err)
@@ -151,6 +157,9 @@ func (s *service) KeepAlive(stream grpc.BidiStreamingServer[grantorpb.KeepAliveR
 		if err != nil {
 			return toStatus(err)
 		}
+		if err := checkOwner(&sessionRecord{Owner: s.n.fsm.sessionOwner(req.GetSession())}, req.GetSession(), caller.Name); err != nil {
+			return toStatus(err)
+		}
 		res, err := s.n.lessor.renew(ctx, o, req.GetSession(), refs)
 		if err != nil {
 			return toStatus(err)
@@ -184,6 +193,8 @@ func toPB(refs []leaseRef) []*grantorpb.LeaseRef {
 //	ErrSeqReused          INVALID_ARGUMENT
 //	StaleRequestError     OUT_OF_RANGE (seq below the session's first_unacked, or listed in also_received)
 //	ErrTooManyOutstanding RESOURCE_EXHAUSTED
+//	ErrTooManyLeases      RESOURCE_EXHAUSTED
+//	ErrPermissionDenied   PERMISSION_DENIED (a session of another identity)
 //	ErrUnknownServer      NOT_FOUND
 //	ErrLastVoter          FAILED_PRECONDITION, without a NotLeader detail
 //	ErrShutdown, raft     UNAVAILABLE
@@ -202,8 +213,10 @@ func toStatus(err error) error {
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, ErrStaleRequest):
 		return status.Error(codes.OutOfRange, err.Error())
-	case errors.Is(err, ErrTooManyOutstanding):
+	case errors.Is(err, ErrTooManyOutstanding), errors.Is(err, ErrTooManyLeases):
 		return status.Error(codes.ResourceExhausted, err.Error())
+	case errors.Is(err, ErrPermissionDenied):
+		return status.Error(codes.PermissionDenied, err.Error())
 	case errors.Is(err, ErrUnknownServer):
 		return status.Error(codes.NotFound, err.Error())
 	case errors.Is(err, ErrLastVoter):

@@ -37,6 +37,9 @@ const (
 	CodeTokenMismatch = "token_mismatch"
 	// CodePermissionDenied: the caller may not use this lease name.
 	CodePermissionDenied = "permission_denied"
+	// CodeResourceExhausted: a limit was reached (the grantor's live
+	// leases per sidecar); nothing held changed.
+	CodeResourceExhausted = "resource_exhausted"
 )
 
 // Error is the error object of a failed response. It implements error, and

@@ -163,7 +163,7 @@ func (b *bencher) setup(ctx context.Context, kind string, sessions, total int, n
 				return err
 			}
 			if !resp.Granted {
-				return fmt.Errorf("%w: %s, never granted before, is held by %s/%s", ErrViolation, l, resp.HolderSession, resp.HolderOwner)
+				return fmt.Errorf("%w: %s, never granted before, is held by %q with token %d", ErrViolation, l, resp.HolderName, resp.Token)
 			}
 			h.leases = append(h.leases, held{lease: l, token: resp.Token})
 			mu.Lock()

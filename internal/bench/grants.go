@@ -25,11 +25,11 @@ func (l *leaseLock) Acquire(ctx context.Context) (uint64, error) {
 	case resp.Granted:
 		return resp.Token, nil
 	case l.wait == 0:
-		return 0, fmt.Errorf("%w: %s, released by its only owner, is held by %s/%s token %d",
-			ErrViolation, l.lease, resp.HolderSession, resp.HolderOwner, resp.Token)
+		return 0, fmt.Errorf("%w: %s, released by its only owner, is held by %q with token %d",
+			ErrViolation, l.lease, resp.HolderName, resp.Token)
 	default:
 		return 0, fmt.Errorf("session %s queued %v for %s and was not granted (held by %s token %d)",
-			l.s.id, l.wait, l.lease, resp.HolderSession, resp.Token)
+			l.s.id, l.wait, l.lease, resp.HolderName, resp.Token)
 	}
 }
 

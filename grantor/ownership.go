@@ -1,0 +1,140 @@
+package grantor
+
+import "fmt"
+
+// Session ownership and limits per identity (TEAM.md decision 3, issue 8
+// items 1 and 6).
+//
+// A grantor session belongs to the identity that opened it: the FSM
+// records the identity name of the first entry that names the session
+// with one (sessionRecord.Owner), and refuses Acquires and Releases under
+// that session from any other identity (*PermissionError, nothing
+// changes). KeepAlive is leader-local and checks the same record
+// (lessor.checkSession). A session recorded without an owner (opened by
+// entries older than cmdAcquire4, during an upgrade) is taken by the
+// first identity that names it. Without TLS every caller is the insecure
+// identity, so every session has the same owner and nothing is refused.
+//
+// A refused Acquire names the holder's token and the identity name of the
+// holder's session, never its session or owner ids: those are what a
+// caller would need to act for the holder.
+//
+// The leader puts its configured limit of live leases per sidecar
+// identity into each Acquire of a sidecar (acquireCmd.Limit), so that the
+// FSM enforces it deterministically whatever the replicas' own configs
+// say: a grant that would take the identity past it is refused
+// (*TooManyLeasesError), and nothing held changes.
+//
+// Mixed versions: cmdAcquire4 and cmdRelease3 carry the identity. Until
+// every server applies them the leader writes the older types without it,
+// and ownership and limits are not enforced (versions.go).
+
+// checkOwner refuses identity the use of session s (nil: not opened yet).
+// An empty identity (an older entry) and an unowned session pass.
+func checkOwner(s *sessionRecord, session, identity string) error {
+	if s == nil || identity == "" || s.Owner == "" || s.Owner == identity {
+		return nil
+	}
+	return &PermissionError{Session: session, Identity: identity}
+}
+
+// adopt makes identity the owner of session s if it had none, moving the
+// count of its leases to that identity.
+func (f *fsm) adopt(session string, s *sessionRecord, identity string) {
+	if s.Owner != "" || identity == "" {
+		return
+	}
+	n := f.heldBy[session]
+	f.addByName(s.Owner, -n)
+	s.Owner = identity
+	f.addByName(identity, n)
+}
+
+// hold counts a new grant for its session and that session's owner.
+func (f *fsm) hold(cur leaseRecord) {
+	f.heldBy[cur.Session]++
+	f.addByName(f.ownerOf(cur.Session), 1)
+}
+
+// unhold undoes hold for a grant that ended.
+func (f *fsm) unhold(cur leaseRecord) {
+	if f.heldBy[cur.Session]--; f.heldBy[cur.Session] <= 0 {
+		delete(f.heldBy, cur.Session)
+	}
+	f.addByName(f.ownerOf(cur.Session), -1)
+}
+
+func (f *fsm) addByName(name string, n int) {
+	if n == 0 {
+		return
+	}
+	if f.heldByName[name] += n; f.heldByName[name] <= 0 {
+		delete(f.heldByName, name)
+	}
+}
+
+func (f *fsm) ownerOf(session string) string {
+	if s := f.st.Sessions[session]; s != nil {
+		return s.Owner
+	}
+	return ""
+}
+
+// checkLimit refuses a new grant to owner when it holds limit leases or
+// more (limit 0: no limit).
+func (f *fsm) checkLimit(owner string, limit int) error {
+	if limit <= 0 || f.heldByName[owner] < limit {
+		return nil
+	}
+	return &TooManyLeasesError{Identity: owner, Held: f.heldByName[owner], Limit: limit}
+}
+
+// sessionOwner returns the identity name that owns session, "" when none
+// (or no such session).
+func (f *fsm) sessionOwner(session string) string {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.ownerOf(session)
+}
+
+// refusal answers an Acquire of lease when it is held now: the holder's
+// token and identity name. ok is false when the lease is free.
+func (f *fsm) refusal(lease string) (r *acquireResult, ok bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	cur, held := f.st.Leases[lease]
+	if !held {
+		return nil, false
+	}
+	return f.notGranted(cur), true
+}
+
+// PermissionError says that a request named a session another identity
+// owns. It matches ErrPermissionDenied with errors.Is.
+type PermissionError struct {
+	Session  string
+	Identity string
+}
+
+// Error says what was refused, without naming the session's owner.
+func (e *PermissionError) Error() string {
+	return fmt.Sprintf("grantor: permission denied: session %q belongs to another identity than %q", e.Session, e.Identity)
+}
+
+// Is makes errors.Is(err, ErrPermissionDenied) true.
+func (e *PermissionError) Is(target error) bool { return target == ErrPermissionDenied }
+
+// TooManyLeasesError says that a grant would take an identity past the
+// limit of live leases per sidecar. It matches ErrTooManyLeases.
+type TooManyLeasesError struct {
+	Identity    string
+	Held, Limit int
+}
+
+// Error names the identity, what it holds and the limit.
+func (e *TooManyLeasesError) Error() string {
+	return fmt.Sprintf("grantor: sidecar %q holds %d live leases, the most one sidecar may hold (MaxLeasesPerSidecar %d); release some first", e.Identity, e.Held, e.Limit)
+}
+
+// Is makes errors.Is(err, ErrTooManyLeases) true.
+func (e *TooManyLeasesError) Is(target error) bool { return target == ErrTooManyLeases }
