@@ -103,84 +103,106 @@ sidecar_up() {
 }
 
 # leaseside_side W FILE measures workload W on a fresh leaseside cluster
-# and writes its reports to FILE.
+# and writes its reports to FILE. It fails if the measurement does.
 leaseside_side() {
-	_w=$1 _file=$2
+	_w=$1 _file=$2 _rc=0
 	rm -rf "$work/c"
-	leaseside_up "$bin" "$work/c" 3 "$lsbase"
+	leaseside_up "$bin" "$work/c" 3 "$lsbase" || { cluster_down; return 1; }
 	set -- "$bin" bench --json --grantors "$ls_rpcs" --leader-pid "$ls_leader_pid"
 	case $_w in
-	locks64) "$@" --workload grants --owners 64 >"$_file" ;;
-	locks16) "$@" --workload grants --owners 16 >"$_file" ;;
-	handoffs) "$@" --workload handoffs --contenders 16 >"$_file" ;;
-	keepalives) "$@" --workload keepalives --sessions 1000 --session-leases 100 >"$_file" ;;
+	locks64) "$@" --workload grants --owners 64 >"$_file" || _rc=1 ;;
+	locks16) "$@" --workload grants --owners 16 >"$_file" || _rc=1 ;;
+	handoffs) "$@" --workload handoffs --contenders 16 >"$_file" || _rc=1 ;;
+	keepalives) "$@" --workload keepalives --sessions 1000 --session-leases 100 >"$_file" || _rc=1 ;;
 	memory) "$@" --workload memory --leases 100000 --mem-sessions 1000 \
-		--leader-metrics "$ls_leader_metrics" --settle "$settle" >"$_file" ;;
+		--leader-metrics "$ls_leader_metrics" --settle "$settle" >"$_file" || _rc=1 ;;
 	shell)
-		sidecar_up
-		name=bench/vs-etcd/shell
-		"$vsetcd" shell --workload shell --cmd "$bin acquire --detached $name" --cmd "$bin release $name" >"$_file"
-		"$vsetcd" shell --workload shell-run --cmd "$bin run $name -- true" >>"$_file"
+		_name=bench/vs-etcd/shell
+		{ sidecar_up &&
+			"$vsetcd" shell --workload shell --cmd "$bin acquire --detached $_name" --cmd "$bin release $_name" >"$_file" &&
+			"$vsetcd" shell --workload shell-run --cmd "$bin run $_name -- true" >>"$_file"; } || _rc=1
 		;;
-	socket)
-		sidecar_up
-		"$vsetcd" socket --socket "$LEASESIDE_SOCKET" --clients 16 >"$_file"
-		;;
+	socket) { sidecar_up && "$vsetcd" socket --socket "$LEASESIDE_SOCKET" --clients 16 >"$_file"; } || _rc=1 ;;
 	esac
 	cluster_down
+	return $_rc
 }
 
 # etcd_side W FILE measures workload W on a fresh etcd cluster (or, for
-# socket, the bare JSON echo) and writes its reports to FILE.
+# socket, the bare JSON echo) and writes its reports to FILE. It fails if
+# the measurement does.
 etcd_side() {
-	_w=$1 _file=$2
+	_w=$1 _file=$2 _rc=0
 	rm -rf "$work/c"
 	mkdir -p "$work/c"
 	if [ "$_w" = socket ]; then
 		"$vsetcd" echo --socket "$work/c/echo.sock" 2>"$work/c/echo.log" &
 		cluster_pids="$cluster_pids $!"
-		until [ -S "$work/c/echo.sock" ]; do cluster_alive "$work/c/echo.log" || return 1; sleep 0.05; done
-		"$vsetcd" socket --socket "$work/c/echo.sock" --clients 16 >"$_file"
+		until [ -S "$work/c/echo.sock" ]; do cluster_alive "$work/c/echo.log" || { cluster_down; return 1; }; sleep 0.05; done
+		"$vsetcd" socket --socket "$work/c/echo.sock" --clients 16 >"$_file" || _rc=1
 		cluster_down
-		return
+		return $_rc
 	fi
-	etcd_up "$work/c" 3 "$etcdbase"
+	etcd_up "$work/c" 3 "$etcdbase" || { cluster_down; return 1; }
 	set -- "$vsetcd" etcd --endpoints "$etcd_endpoints" --pids "$etcd_pids"
 	case $_w in
-	locks64) "$@" --workload locks --owners 64 >"$_file" ;;
-	locks16) "$@" --workload locks --owners 16 >"$_file" ;;
-	handoffs) "$@" --workload handoffs --contenders 16 >"$_file" ;;
-	keepalives) "$@" --workload keepalives --sessions 1000 >"$_file" ;;
-	memory) "$@" --workload memory --leases 100000 --mem-sessions 1000 --settle "$settle" >"$_file" ;;
-	shell) "$vsetcd" shell --workload shell --cmd "etcdctl --endpoints $etcd_endpoints lock bench/vs-etcd/shell -- true" >"$_file" ;;
+	locks64) "$@" --workload locks --owners 64 >"$_file" || _rc=1 ;;
+	locks16) "$@" --workload locks --owners 16 >"$_file" || _rc=1 ;;
+	handoffs) "$@" --workload handoffs --contenders 16 >"$_file" || _rc=1 ;;
+	keepalives) "$@" --workload keepalives --sessions 1000 >"$_file" || _rc=1 ;;
+	memory) "$@" --workload memory --leases 100000 --mem-sessions 1000 --settle "$settle" >"$_file" || _rc=1 ;;
+	shell) "$vsetcd" shell --workload shell --cmd "etcdctl --endpoints $etcd_endpoints lock bench/vs-etcd/shell -- true" >"$_file" || _rc=1 ;;
 	esac
 	cluster_down
+	return $_rc
 }
 
+# side S W P runs side S (leaseside or etcd) of pair P of workload W; if
+# it fails, the cluster's logs are kept in $out and the pair is marked
+# failed.
+side() {
+	"$1_side" "$2" "$out/$2-$3-$1.json" && return 0
+	mkdir -p "$out/$2-$3-$1-logs"
+	cp "$work"/c/*.log "$out/$2-$3-$1-logs/" 2>/dev/null || true
+	echo "vs-etcd: $2 pair $3: $1 failed; logs in $out/$2-$3-$1-logs" >&2
+	return 1
+}
+
+failed=
 for w in $workloads; do
 	p=1
 	while [ "$p" -le "$pairs" ]; do
 		load=$(cut -d' ' -f1 /proc/loadavg)
-		ls=$out/$w-$p-leaseside.json
-		et=$out/$w-$p-etcd.json
 		echo "vs-etcd: $w, pair $p of $pairs (load $load)" >&2
 		if [ $((p % 2)) -eq 1 ]; then
-			leaseside_side "$w" "$ls"
-			etcd_side "$w" "$et"
+			first=leaseside second=etcd
 		else
-			etcd_side "$w" "$et"
-			leaseside_side "$w" "$ls"
+			first=etcd second=leaseside
 		fi
-		compared=$w
-		[ "$w" != shell ] || compared="shell shell-run"
-		for c in $compared; do
-			"$vsetcd" pair --workload "$c" --pair "$p" --leaseside "$ls" --etcd "$et" \
-				--load-before "$load" --commit "$commit" | tee -a "$out/vs-etcd.jsonl"
-		done
+		if side "$first" "$w" "$p" && side "$second" "$w" "$p"; then
+			compared=$w
+			[ "$w" != shell ] || compared="shell shell-run"
+			for c in $compared; do
+				if "$vsetcd" pair --workload "$c" --pair "$p" --leaseside "$out/$w-$p-leaseside.json" \
+					--etcd "$out/$w-$p-etcd.json" --load-before "$load" --commit "$commit" >"$work/lines"; then
+					tee -a "$out/vs-etcd.jsonl" <"$work/lines"
+				else
+					failed="$failed $c/$p"
+				fi
+			done
+		else
+			failed="$failed $w/$p"
+		fi
 		p=$((p + 1))
 	done
 done
-"$vsetcd" chart --out "$out/vs-etcd.png" \
-	--title "leaseside $commit / etcd $(etcd --version | sed -n 's/^etcd Version: //p'), 3 nodes each, $(date -u +%Y-%m-%d)" \
-	"$out/vs-etcd.jsonl"
-echo "vs-etcd: chart in $out/vs-etcd.png" >&2
+if [ -s "$out/vs-etcd.jsonl" ]; then
+	"$vsetcd" chart --out "$out/vs-etcd.png" \
+		--title "leaseside $commit / etcd $(etcd --version | sed -n 's/^etcd Version: //p'), 3 nodes each, $(date -u +%Y-%m-%d)" \
+		"$out/vs-etcd.jsonl"
+	echo "vs-etcd: chart in $out/vs-etcd.png" >&2
+fi
+if [ -n "$failed" ]; then
+	echo "vs-etcd: failed pairs (workload/pair):$failed" >&2
+	exit 1
+fi

@@ -136,6 +136,7 @@ func runPair(_ context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	enc := json.NewEncoder(stdout)
+	enc.SetEscapeHTML(false)
 	for _, l := range lines {
 		l.Pair, l.LoadAvg, l.Commit, l.Time = *pair, [2]float64{*loadBefore, loadAfter}, *commit, time.Now().UTC().Truncate(time.Second)
 		if err := enc.Encode(l); err != nil {
