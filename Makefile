@@ -3,6 +3,11 @@ GO ?= go
 PROTOC_GEN_GO_GRPC ?= google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
 PROTOC_GEN_GO ?= google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 
+# The side-by-side bench against etcd is a module of its own (its etcd
+# client and plotting library stay out of ours); it is vetted and tested
+# with the rest.
+VSETCD := internal/bench/vsetcd
+
 .PHONY: all build run test deps lint generate bench
 
 all: build
@@ -15,20 +20,24 @@ run:
 
 # Debian packages the tests use: python3 (the Python client and protocol
 # examples), socat (the shell example), iproute2 and util-linux (network
-# namespaces for the fault tests: ip, unshare, nsenter).
+# namespaces for the fault tests: ip, unshare, nsenter), etcd-server (the
+# side-by-side bench's etcd workloads, internal/bench/vsetcd).
 deps:
 	@if ! command -v python3 >/dev/null || ! command -v socat >/dev/null || ! command -v ip >/dev/null \
-		|| ! command -v nsenter >/dev/null || ! command -v unshare >/dev/null; then \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 socat iproute2 util-linux >/dev/null; \
+		|| ! command -v nsenter >/dev/null || ! command -v unshare >/dev/null || ! command -v etcd >/dev/null; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 socat iproute2 util-linux etcd-server >/dev/null; \
 	fi
 	$(GO) mod download
+	$(GO) -C $(VSETCD) mod download
 
 lint:
 	$(GO) vet ./...
+	$(GO) -C $(VSETCD) vet ./...
 	@out=$$(gofmt -l . | grep -v '\.pb\.go$$'); if [ -n "$$out" ]; then echo "gofmt -l lists:"; echo "$$out"; exit 1; fi
 
 test: deps lint
 	$(GO) test -race -count=1 -timeout 14m ./...
+	$(GO) -C $(VSETCD) test -race -count=1 -timeout 5m ./...
 
 # Regenerates the committed gRPC code from grantor/grantorpb/grantor.proto.
 generate:

@@ -61,7 +61,7 @@ leaseside_up() {
 		_i=0
 		for _pid in $ls_pids; do
 			_i=$((_i + 1))
-			if grep -q "grantor: took office" "$_dir/g$_i.log"; then
+			if grep -qs "grantor: took office" "$_dir/g$_i.log"; then
 				ls_leader_pid=$_pid
 				ls_leader_metrics=http://127.0.0.1:$((_base + 4 * (_i - 1) + 3))/metrics
 			fi
