@@ -141,6 +141,9 @@ func smallConfig(d dev) bench.Config {
 	cfg.SessionLeases = 10
 	cfg.Leases = 400
 	cfg.MemSessions = 8
+	cfg.LiveFew = 20
+	cfg.LiveMany = 200
+	cfg.LiveSessions = 4
 	cfg.Concurrency = 8
 	cfg.LeaderPID = d.pid
 	cfg.LeaderMetrics = d.metrics
@@ -202,6 +205,19 @@ func TestWorkloads(t *testing.T) {
 				}
 			},
 		},
+		{
+			workload: bench.GrantsGrowth,
+			positive: []string{"grants/s with 20 live leases", "grants/s with 200 live leases", "acquire latency p50 with 200 live leases",
+				"grants/s with 200 over grants/s with 20 live leases"},
+			check: func(t *testing.T, res *bench.Result) {
+				few, _ := res.Figure("grants/s with 20 live leases")
+				many, _ := res.Figure("grants/s with 200 live leases")
+				r, _ := res.Figure("grants/s with 200 over grants/s with 20 live leases")
+				if math.Abs(r.Value-many.Value/few.Value) > 1e-9 || r.Target == nil {
+					t.Errorf("ratio %+v is not %v / %v with a target", r, many.Value, few.Value)
+				}
+			},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.workload, func(t *testing.T) {
@@ -239,6 +255,7 @@ func TestCLIJSON(t *testing.T) {
 	cmd := exec.CommandContext(ctx, bin, "bench", "--grantors", d.rpc, "--json",
 		"--duration", "200ms", "--warmup", "50ms", "--conns", "2", "--owners", "2", "--contenders", "3",
 		"--sessions", "4", "--session-leases", "5", "--leases", "100", "--mem-sessions", "4", "--concurrency", "4",
+		"--live-few", "10", "--live-many", "30", "--live-sessions", "2",
 		"--leader-pid", strconv.Itoa(d.pid))
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

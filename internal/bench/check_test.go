@@ -91,6 +91,8 @@ func TestValidate(t *testing.T) {
 		{name: "ttl below 1s", edit: func(c *Config) { c.LeaseTTL = time.Millisecond }, wantErr: true},
 		{name: "too many leases per keepalive", edit: func(c *Config) { c.SessionLeases = 70000 }, wantErr: true},
 		{name: "one contender", edit: func(c *Config) { c.HandoffOwners = 1 }, wantErr: true},
+		{name: "growth: many not above few", edit: func(c *Config) { c.LiveMany = c.LiveFew }, wantErr: true},
+		{name: "growth: no sessions", edit: func(c *Config) { c.LiveSessions = 0 }, wantErr: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := base

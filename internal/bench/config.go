@@ -22,10 +22,13 @@ const (
 	// Memory: the leader's memory before and after a great many live
 	// leases.
 	Memory = "memory"
+	// GrantsGrowth: the grants workload with few and then with a great
+	// many live leases held by other sessions.
+	GrantsGrowth = "grants-growth"
 )
 
 // Workloads lists every workload in the order Run runs them.
-var Workloads = []string{Grants, Handoffs, KeepAlives, Memory}
+var Workloads = []string{Grants, Handoffs, KeepAlives, Memory, GrantsGrowth}
 
 // Config says what to measure and how hard. Start from DefaultConfig.
 type Config struct {
@@ -71,9 +74,16 @@ type Config struct {
 	// garbage is not counted as leases; 0 reads at once.
 	Settle time.Duration
 
+	// LiveFew and LiveMany are the live leases the grants-growth workload
+	// measures grants next to, held by LiveSessions sessions (and as many
+	// again for the leases added to reach LiveMany).
+	LiveFew      int
+	LiveMany     int
+	LiveSessions int
+
 	// Concurrency is the number of sessions that set up (acquire) and
-	// clean up (release) the leases of the keepalives and memory
-	// workloads at once.
+	// clean up (release) the leases of the keepalives, memory and
+	// grants-growth workloads at once.
 	Concurrency int
 	// LeaseTTL is the term of leases that must outlive a workload.
 	LeaseTTL time.Duration
@@ -99,6 +109,9 @@ func DefaultConfig() Config {
 		Leases:            1_000_000,
 		MemSessions:       1000,
 		Settle:            150 * time.Second, // the Go runtime forces a GC every 2 minutes
+		LiveFew:           1000,
+		LiveMany:          1_000_000,
+		LiveSessions:      1000,
 		Concurrency:       256,
 		LeaseTTL:          time.Hour,
 	}
@@ -143,6 +156,8 @@ func (c Config) Validate() error {
 		return bad("memory needs 1.. leases over 1..leases sessions, have %d over %d", c.Leases, c.MemSessions)
 	case (c.Leases+c.MemSessions-1)/c.MemSessions > maxKeepAliveLeases:
 		return bad("%d leases over %d sessions is more than %d a session", c.Leases, c.MemSessions, maxKeepAliveLeases)
+	case c.LiveFew < 0, c.LiveSessions < 1, c.LiveMany <= c.LiveFew:
+		return bad("grants-growth needs 0 <= few < many live leases over 1.. sessions, have %d, %d over %d", c.LiveFew, c.LiveMany, c.LiveSessions)
 	case memory && c.LeaderPID == 0 && c.LeaderMetrics == "":
 		return bad("the memory workload needs the leader's pid or metrics endpoint")
 	case c.Settle < 0:

@@ -42,10 +42,7 @@ func (l *leaseLock) Release(ctx context.Context, token uint64) error {
 // loop (LockCycles). Every acquire must be granted (nobody else uses the
 // name) and every release must release.
 func (b *bencher) grants(ctx context.Context) (*Result, error) {
-	locks := make([]Lock, b.cfg.GrantOwners)
-	for i := range locks {
-		locks[i] = &leaseLock{b: b, i: i, s: newSession(b.run, "g", i), lease: fmt.Sprintf("bench/%s/grants/%d", b.run, i)}
-	}
+	locks := b.grantLocks("g")
 	res, err := LockCycles(ctx, locks, b.cfg.Warmup, b.cfg.Duration, b.cfg.LeaderPID)
 	if err != nil {
 		return nil, err

@@ -23,8 +23,9 @@ func newBenchCmd(e *env) *cobra.Command {
 		Use:   "bench --grantors ADDR[,ADDR...]",
 		Short: "measure a grantor cluster's throughput and latency",
 		Long: `Measures a grantor cluster as a client of its gRPC contract: grants per
-second, handoffs of one contended name, keepalives, and the leader's memory
-per live lease, each against its target. It starts nothing: the cluster is
+second, handoffs of one contended name, keepalives, the leader's memory
+per live lease, and grants per second with few and with a great many live
+leases (grants-growth), each against its target. It starts nothing: the cluster is
 the caller's (README, "Performance"). Exit 1 when a check of the grantors'
 answers finds a violation.`,
 		Example: `  leaseside bench --grantors 127.0.0.1:7401,127.0.0.1:7411,127.0.0.1:7421
@@ -47,7 +48,7 @@ answers finds a violation.`,
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&grantors, "grantors", "", "the grantors' gRPC addresses, comma-separated (required)")
-	fs.StringVar(&workload, "workload", "all", "what to measure: grants, handoffs, keepalives, memory, a comma-separated list, or all")
+	fs.StringVar(&workload, "workload", "all", "what to measure: "+strings.Join(bench.Workloads, ", ")+", a comma-separated list, or all")
 	fs.BoolVar(&jsonOut, "json", false, "print the report as JSON")
 	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long each timed workload is measured")
 	fs.DurationVar(&cfg.Warmup, "warmup", cfg.Warmup, "how long each timed workload runs before it is measured")
@@ -63,7 +64,10 @@ answers finds a violation.`,
 	fs.IntVar(&cfg.LeaderPID, "leader-pid", 0, "memory: the leader's pid on this host (VmRSS from /proc)")
 	fs.StringVar(&cfg.LeaderMetrics, "leader-metrics", "", "memory: the leader's Prometheus URL, e.g. http://127.0.0.1:9464/metrics (Go heap in use)")
 	fs.DurationVar(&cfg.Settle, "settle", cfg.Settle, "memory: longest wait for a leader GC before each reading (needs --leader-metrics)")
-	fs.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "keepalives, memory: sessions acquiring or releasing at once")
+	fs.IntVar(&cfg.LiveFew, "live-few", cfg.LiveFew, "grants-growth: live leases held by other sessions in the first measurement")
+	fs.IntVar(&cfg.LiveMany, "live-many", cfg.LiveMany, "grants-growth: live leases held by other sessions in the second measurement")
+	fs.IntVar(&cfg.LiveSessions, "live-sessions", cfg.LiveSessions, "grants-growth: sessions the live leases are spread over (each time leases are added)")
+	fs.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "keepalives, memory, grants-growth: sessions acquiring or releasing at once")
 	return cmd
 }
 
@@ -134,6 +138,8 @@ func formatValue(v float64, unit string) string {
 		return fmt.Sprintf("%.1f MiB", v)
 	case "B/lease":
 		return fmt.Sprintf("%.0f B/lease", v)
+	case "x":
+		return fmt.Sprintf("%.2fx", v)
 	case "/s":
 		return thousands(int64(v+0.5)) + "/s"
 	}

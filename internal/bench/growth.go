@@ -1,0 +1,69 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+)
+
+// grantLocks returns GrantOwners lease locks, each in its own session
+// (named kind-i) on its own name, for LockCycles.
+func (b *bencher) grantLocks(kind string) []Lock {
+	locks := make([]Lock, b.cfg.GrantOwners)
+	for i := range locks {
+		locks[i] = &leaseLock{b: b, i: i, s: newSession(b.run, kind, i), lease: fmt.Sprintf("bench/%s/%s/%d", b.run, kind, i)}
+	}
+	return locks
+}
+
+// grantsGrowth measures how the cost of a grant grows with the leases the
+// cluster holds: the grants workload (LockCycles, GrantOwners owners) with
+// LiveFew live leases held by LiveSessions other sessions, then again
+// after LiveSessions more sessions took leases up to LiveMany in all. The
+// live leases are checked like the memory workload's (distinct tokens) and
+// released at the end.
+func (b *bencher) grantsGrowth(ctx context.Context) (*Result, error) {
+	few, many, sessions := b.cfg.LiveFew, b.cfg.LiveMany, b.cfg.LiveSessions
+	var live []holding
+	defer func() {
+		if len(live) > 0 {
+			if err := b.cleanup(context.WithoutCancel(ctx), "live", live); err != nil {
+				b.progress("live: releasing: %v", err)
+			}
+		}
+	}()
+	res := &Result{Setup: fmt.Sprintf("the grants workload (%d owners on their own names, %v measured after %v warmup) with %d and then %d live leases (ttl %v) held by other sessions (%d, then %d)",
+		b.cfg.GrantOwners, b.cfg.Duration, b.cfg.Warmup, few, many, b.cfg.LeaseTTL, sessions, 2*sessions)}
+	var rates [2]float64
+	for k, step := range []struct {
+		kind  string
+		total int // live leases held during the measurement
+		add   int // leases to acquire before it
+	}{{"lf", few, few}, {"lm", many, many - few}} {
+		if step.add > 0 {
+			hs, err := b.setup(ctx, step.kind, min(sessions, step.add), step.add, func(i, j int) string {
+				return fmt.Sprintf("bench/%s/%s/%d/%d", b.run, step.kind, i, j)
+			})
+			live = append(live, hs...)
+			if err != nil {
+				return nil, err
+			}
+		}
+		b.progress("live: grants with %d live leases", step.total)
+		r, err := LockCycles(ctx, b.grantLocks("g"+step.kind), b.cfg.Warmup, b.cfg.Duration, b.cfg.LeaderPID)
+		if err != nil {
+			return nil, err
+		}
+		rate, _ := r.Figure("grants/s (each with its release)")
+		p50, _ := r.Figure("acquire latency p50")
+		rates[k] = rate.Value
+		res.Add(fmt.Sprintf("grants/s with %d live leases", step.total), rate.Value, "/s")
+		res.Add(fmt.Sprintf("acquire latency p50 with %d live leases", step.total), p50.Value, "ms")
+		if cpu, ok := r.Figure("leader CPU"); ok {
+			res.Add(fmt.Sprintf("leader CPU with %d live leases", step.total), cpu.Value, "cores")
+		}
+		res.Notes = append(res.Notes, r.Notes...)
+	}
+	res.addTarget(fmt.Sprintf("grants/s with %d over grants/s with %d live leases", many, few), rates[1]/rates[0], "x", ">=", 0.9)
+	res.Note("the two measurements ran minutes apart (the setup in between): on a shared machine, read the ratio next to the load")
+	return res, nil
+}
