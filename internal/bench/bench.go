@@ -37,11 +37,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			continue
 		}
 		f := map[string]func(context.Context) (*Result, error){
-			Grants:       b.grants,
-			Handoffs:     b.handoffs,
-			KeepAlives:   b.keepAlives,
-			Memory:       b.memory,
-			GrantsGrowth: b.grantsGrowth,
+			Grants:           b.grants,
+			Handoffs:         b.handoffs,
+			KeepAlives:       b.keepAlives,
+			Memory:           b.memory,
+			GrantsGrowth:     b.grantsGrowth,
+			KeepAlivesGrowth: b.keepAlivesGrowth,
 		}[w]
 		t0 := time.Now()
 		res, err := f(ctx)

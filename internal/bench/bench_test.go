@@ -144,6 +144,9 @@ func smallConfig(d dev) bench.Config {
 	cfg.LiveFew = 20
 	cfg.LiveMany = 200
 	cfg.LiveSessions = 4
+	cfg.GrowthHosts = 2
+	cfg.HostLeasesFew = 2
+	cfg.HostLeasesMany = 20
 	cfg.Concurrency = 8
 	cfg.LeaderPID = d.pid
 	cfg.LeaderMetrics = d.metrics
@@ -163,6 +166,18 @@ func positive(t *testing.T, res *bench.Result, names ...string) {
 		if !(f.Value > 0) {
 			t.Errorf("%s: %s = %v, want > 0", res.Workload, n, f.Value)
 		}
+	}
+}
+
+// ratioOf fails unless figure ratio of res is figure num over figure den,
+// with a target.
+func ratioOf(t *testing.T, res *bench.Result, ratio, num, den string) {
+	t.Helper()
+	r, _ := res.Figure(ratio)
+	n, _ := res.Figure(num)
+	d, _ := res.Figure(den)
+	if math.Abs(r.Value-n.Value/d.Value) > 1e-9*r.Value || r.Target == nil {
+		t.Errorf("%s = %+v is not %v / %v with a target", ratio, r, n.Value, d.Value)
 	}
 }
 
@@ -210,12 +225,18 @@ func TestWorkloads(t *testing.T) {
 			positive: []string{"grants/s with 20 live leases", "grants/s with 200 live leases", "acquire latency p50 with 200 live leases",
 				"grants/s with 200 over grants/s with 20 live leases"},
 			check: func(t *testing.T, res *bench.Result) {
-				few, _ := res.Figure("grants/s with 20 live leases")
-				many, _ := res.Figure("grants/s with 200 live leases")
-				r, _ := res.Figure("grants/s with 200 over grants/s with 20 live leases")
-				if math.Abs(r.Value-many.Value/few.Value) > 1e-9 || r.Target == nil {
-					t.Errorf("ratio %+v is not %v / %v with a target", r, many.Value, few.Value)
-				}
+				ratioOf(t, res, "grants/s with 200 over grants/s with 20 live leases",
+					"grants/s with 200 live leases", "grants/s with 20 live leases")
+			},
+		},
+		{
+			workload: bench.KeepAlivesGrowth,
+			positive: []string{"keepalive messages/s, 2 leases a host", "keepalive messages/s, 20 leases a host",
+				"leader CPU per keepalive message, 2 leases a host", "leader CPU per keepalive message, 20 leases a host",
+				"leader CPU per host, 20 over 2 leases a host"},
+			check: func(t *testing.T, res *bench.Result) {
+				ratioOf(t, res, "leader CPU per host, 20 over 2 leases a host",
+					"leader CPU per keepalive message, 20 leases a host", "leader CPU per keepalive message, 2 leases a host")
 			},
 		},
 	}
@@ -256,6 +277,7 @@ func TestCLIJSON(t *testing.T) {
 		"--duration", "200ms", "--warmup", "50ms", "--conns", "2", "--owners", "2", "--contenders", "3",
 		"--sessions", "4", "--session-leases", "5", "--leases", "100", "--mem-sessions", "4", "--concurrency", "4",
 		"--live-few", "10", "--live-many", "30", "--live-sessions", "2",
+		"--growth-hosts", "2", "--host-leases-few", "1", "--host-leases-many", "5",
 		"--leader-pid", strconv.Itoa(d.pid))
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -86,13 +86,20 @@ func TestValidate(t *testing.T) {
 		{name: "no grantor", edit: func(c *Config) { c.Grantors = nil }, wantErr: true},
 		{name: "unknown workload", edit: func(c *Config) { c.Workloads = []string{"nap"} }, wantErr: true},
 		{name: "memory needs pid or metrics", edit: func(c *Config) { c.LeaderPID = 0 }, wantErr: true},
-		{name: "metrics alone will do", edit: func(c *Config) { c.LeaderPID, c.LeaderMetrics = 0, "http://127.0.0.1:9/metrics" }},
+		{name: "metrics alone will do for memory", edit: func(c *Config) {
+			c.Workloads, c.LeaderPID, c.LeaderMetrics = []string{Memory}, 0, "http://127.0.0.1:9/metrics"
+		}},
 		{name: "metrics not a URL", edit: func(c *Config) { c.LeaderMetrics = "127.0.0.1:9" }, wantErr: true},
 		{name: "ttl below 1s", edit: func(c *Config) { c.LeaseTTL = time.Millisecond }, wantErr: true},
 		{name: "too many leases per keepalive", edit: func(c *Config) { c.SessionLeases = 70000 }, wantErr: true},
 		{name: "one contender", edit: func(c *Config) { c.HandoffOwners = 1 }, wantErr: true},
 		{name: "growth: many not above few", edit: func(c *Config) { c.LiveMany = c.LiveFew }, wantErr: true},
 		{name: "growth: no sessions", edit: func(c *Config) { c.LiveSessions = 0 }, wantErr: true},
+		{name: "keepalives-growth: many below few", edit: func(c *Config) { c.HostLeasesMany = c.HostLeasesFew - 1 }, wantErr: true},
+		{name: "keepalives-growth: above a keepalive's limit", edit: func(c *Config) { c.HostLeasesMany = 70000 }, wantErr: true},
+		{name: "keepalives-growth needs the pid", edit: func(c *Config) {
+			c.Workloads, c.LeaderPID, c.LeaderMetrics = []string{KeepAlivesGrowth}, 0, "http://127.0.0.1:9/metrics"
+		}, wantErr: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := base

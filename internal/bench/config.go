@@ -25,10 +25,13 @@ const (
 	// GrantsGrowth: the grants workload with few and then with a great
 	// many live leases held by other sessions.
 	GrantsGrowth = "grants-growth"
+	// KeepAlivesGrowth: the leader's CPU per keepalive message with few
+	// and then with a great many leases a host.
+	KeepAlivesGrowth = "keepalives-growth"
 )
 
 // Workloads lists every workload in the order Run runs them.
-var Workloads = []string{Grants, Handoffs, KeepAlives, Memory, GrantsGrowth}
+var Workloads = []string{Grants, Handoffs, KeepAlives, Memory, GrantsGrowth, KeepAlivesGrowth}
 
 // Config says what to measure and how hard. Start from DefaultConfig.
 type Config struct {
@@ -80,6 +83,11 @@ type Config struct {
 	LiveFew      int
 	LiveMany     int
 	LiveSessions int
+	// GrowthHosts sessions (hosts) hold HostLeasesFew and then
+	// HostLeasesMany leases each in the keepalives-growth workload.
+	GrowthHosts    int
+	HostLeasesFew  int
+	HostLeasesMany int
 
 	// Concurrency is the number of sessions that set up (acquire) and
 	// clean up (release) the leases of the keepalives, memory and
@@ -112,6 +120,9 @@ func DefaultConfig() Config {
 		LiveFew:           1000,
 		LiveMany:          1_000_000,
 		LiveSessions:      1000,
+		GrowthHosts:       10,
+		HostLeasesFew:     10,
+		HostLeasesMany:    10_000,
 		Concurrency:       256,
 		LeaseTTL:          time.Hour,
 	}
@@ -158,6 +169,10 @@ func (c Config) Validate() error {
 		return bad("%d leases over %d sessions is more than %d a session", c.Leases, c.MemSessions, maxKeepAliveLeases)
 	case c.LiveFew < 0, c.LiveSessions < 1, c.LiveMany <= c.LiveFew:
 		return bad("grants-growth needs 0 <= few < many live leases over 1.. sessions, have %d, %d over %d", c.LiveFew, c.LiveMany, c.LiveSessions)
+	case c.GrowthHosts < 1, c.HostLeasesFew < 1, c.HostLeasesMany < c.HostLeasesFew, c.HostLeasesMany > maxKeepAliveLeases:
+		return bad("keepalives-growth needs 1.. hosts of 1 <= few <= many <= %d leases, have %d of %d and %d", maxKeepAliveLeases, c.GrowthHosts, c.HostLeasesFew, c.HostLeasesMany)
+	case slices.Contains(c.Workloads, KeepAlivesGrowth) && c.LeaderPID == 0:
+		return bad("the keepalives-growth workload needs the leader's pid (its CPU is the figure)")
 	case memory && c.LeaderPID == 0 && c.LeaderMetrics == "":
 		return bad("the memory workload needs the leader's pid or metrics endpoint")
 	case c.Settle < 0:

@@ -67,3 +67,58 @@ func (b *bencher) grantsGrowth(ctx context.Context) (*Result, error) {
 	res.Note("the two measurements ran minutes apart (the setup in between): on a shared machine, read the ratio next to the load")
 	return res, nil
 }
+
+// keepAlivesGrowth measures how the leader's keepalive cost per host grows
+// with the leases a host holds: GrowthHosts sessions (one per host) holding
+// HostLeasesFew leases each renew them as fast as replies come (the
+// keepalives workload's loop) while the leader's CPU is metered, then the
+// same with HostLeasesMany leases each. A host sends one keepalive per
+// renewal interval (a third of the term) whatever it holds, so the
+// leader's CPU per host is its CPU per keepalive message times that rate:
+// the two per-message figures, and their ratio, say how it grows.
+func (b *bencher) keepAlivesGrowth(ctx context.Context) (*Result, error) {
+	hosts := b.cfg.GrowthHosts
+	res := &Result{Setup: fmt.Sprintf("%d hosts (one session and KeepAlive stream each, %d message(s) in flight) holding %d and then %d leases each (ttl %v), renewing as fast as replies come; %v measured after %v warmup; leader pid %d",
+		hosts, b.cfg.KeepAliveInFlight, b.cfg.HostLeasesFew, b.cfg.HostLeasesMany, b.cfg.LeaseTTL, b.cfg.Duration, b.cfg.Warmup, b.cfg.LeaderPID)}
+	var perMsg [2]float64
+	for k, per := range []int{b.cfg.HostLeasesFew, b.cfg.HostLeasesMany} {
+		kind := fmt.Sprintf("kg%d", k)
+		hs, err := b.setup(ctx, kind, hosts, hosts*per, func(i, j int) string {
+			return fmt.Sprintf("bench/%s/%s/%d/%d", b.run, kind, i, j)
+		})
+		if err != nil {
+			return nil, err
+		}
+		b.progress("%s: %d hosts of %d leases renewing for %v", kind, hosts, per, b.cfg.Duration)
+		lat := make([]Latencies, hosts)
+		w := NewWindow(b.cfg.Warmup, b.cfg.Duration)
+		cpu := MeterCPU(ctx, b.cfg.LeaderPID, w)
+		err = Parallel(ctx, hosts, func(ctx context.Context, i int) error {
+			var err error
+			lat[i], err = b.renewLoop(ctx, i, hs[i], w)
+			return err
+		})
+		var r Result
+		cpu.Report(&r)
+		cpu.Stop()
+		if err != nil {
+			return nil, err
+		}
+		if err := b.cleanup(ctx, kind, hs); err != nil {
+			return nil, err
+		}
+		msgs := w.Rate(len(Merge(lat)))
+		leader, ok := r.Figure("leader CPU")
+		if !ok || !(msgs > 0) {
+			return nil, fmt.Errorf("%s: no leader CPU or no keepalive answered in the window", kind)
+		}
+		perMsg[k] = leader.Value / msgs * 1e6
+		res.Add(fmt.Sprintf("keepalive messages/s, %d leases a host", per), msgs, "/s")
+		res.Add(fmt.Sprintf("leader CPU per keepalive message, %d leases a host", per), perMsg[k], "µs")
+		res.Add(fmt.Sprintf("leader CPU, %d leases a host", per), leader.Value, "cores")
+	}
+	res.addTarget(fmt.Sprintf("leader CPU per host, %d over %d leases a host", b.cfg.HostLeasesMany, b.cfg.HostLeasesFew), perMsg[1]/perMsg[0], "x", "<=", 1.1)
+	res.Note("every reply renewed all the leases its session holds, none lost; all released afterwards")
+	res.Note("leader CPU per host = leader CPU per keepalive message x one message per renewal interval (a third of the term), whatever the host holds")
+	return res, nil
+}

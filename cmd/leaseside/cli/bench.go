@@ -24,8 +24,9 @@ func newBenchCmd(e *env) *cobra.Command {
 		Short: "measure a grantor cluster's throughput and latency",
 		Long: `Measures a grantor cluster as a client of its gRPC contract: grants per
 second, handoffs of one contended name, keepalives, the leader's memory
-per live lease, and grants per second with few and with a great many live
-leases (grants-growth), each against its target. It starts nothing: the cluster is
+per live lease, grants per second with few and with a great many live
+leases (grants-growth), and the leader's keepalive CPU per host with few
+and with many leases a host (keepalives-growth), each against its target. It starts nothing: the cluster is
 the caller's (README, "Performance"). Exit 1 when a check of the grantors'
 answers finds a violation.`,
 		Example: `  leaseside bench --grantors 127.0.0.1:7401,127.0.0.1:7411,127.0.0.1:7421
@@ -61,12 +62,15 @@ answers finds a violation.`,
 	fs.IntVar(&cfg.KeepAliveInFlight, "in-flight", cfg.KeepAliveInFlight, "keepalives: messages in flight per stream")
 	fs.IntVar(&cfg.Leases, "leases", cfg.Leases, "memory: live leases")
 	fs.IntVar(&cfg.MemSessions, "mem-sessions", cfg.MemSessions, "memory: sessions the leases are spread over")
-	fs.IntVar(&cfg.LeaderPID, "leader-pid", 0, "memory: the leader's pid on this host (VmRSS from /proc)")
+	fs.IntVar(&cfg.LeaderPID, "leader-pid", 0, "the leader's pid on this host: its CPU (every timed workload; keepalives-growth needs it) and VmRSS (memory) from /proc")
 	fs.StringVar(&cfg.LeaderMetrics, "leader-metrics", "", "memory: the leader's Prometheus URL, e.g. http://127.0.0.1:9464/metrics (Go heap in use)")
 	fs.DurationVar(&cfg.Settle, "settle", cfg.Settle, "memory: longest wait for a leader GC before each reading (needs --leader-metrics)")
 	fs.IntVar(&cfg.LiveFew, "live-few", cfg.LiveFew, "grants-growth: live leases held by other sessions in the first measurement")
 	fs.IntVar(&cfg.LiveMany, "live-many", cfg.LiveMany, "grants-growth: live leases held by other sessions in the second measurement")
 	fs.IntVar(&cfg.LiveSessions, "live-sessions", cfg.LiveSessions, "grants-growth: sessions the live leases are spread over (each time leases are added)")
+	fs.IntVar(&cfg.GrowthHosts, "growth-hosts", cfg.GrowthHosts, "keepalives-growth: hosts (sessions), each with one KeepAlive stream")
+	fs.IntVar(&cfg.HostLeasesFew, "host-leases-few", cfg.HostLeasesFew, "keepalives-growth: leases a host in the first measurement")
+	fs.IntVar(&cfg.HostLeasesMany, "host-leases-many", cfg.HostLeasesMany, "keepalives-growth: leases a host in the second measurement")
 	fs.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "keepalives, memory, grants-growth: sessions acquiring or releasing at once")
 	return cmd
 }

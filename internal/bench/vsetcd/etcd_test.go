@@ -137,17 +137,25 @@ func TestEtcdWorkloads(t *testing.T) {
 	}
 }
 
-// A release whose lock key is gone (its session's lease expired or was
-// revoked) is a violation, not a release.
-func TestMutexReleaseGoneKey(t *testing.T) {
+// etcdClient starts an etcd member and returns a client of it and a
+// context bounded by timeout; both end with the test.
+func etcdClient(t *testing.T) (context.Context, *clientv3.Client) {
+	t.Helper()
 	m := startEtcd(t)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
+	t.Cleanup(cancel)
 	cli, err := newClient(m.url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cli.Close()
+	t.Cleanup(func() { cli.Close() })
+	return ctx, cli
+}
+
+// A release whose lock key is gone (its session's lease expired or was
+// revoked) is a violation, not a release.
+func TestMutexReleaseGoneKey(t *testing.T) {
+	ctx, cli := etcdClient(t)
 	s, err := concurrency.NewSession(cli)
 	if err != nil {
 		t.Fatal(err)
@@ -168,14 +176,7 @@ func TestMutexReleaseGoneKey(t *testing.T) {
 
 // A keepalive etcd answers with TTL 0 (the lease is gone) is a lost lease.
 func TestKeepAliveLostLease(t *testing.T) {
-	m := startEtcd(t)
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	cli, err := newClient(m.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	ctx, cli := etcdClient(t)
 	g, err := cli.Grant(ctx, 60)
 	if err != nil {
 		t.Fatal(err)
