@@ -48,12 +48,16 @@ func (l *Lab) Isolate(i int) {
 	l.Partition(i)
 }
 
-// Heal reconnects every host to every other, undoing all partitions.
-// Connections that stalled resume when TCP next retransmits.
+// Heal reconnects every host to every other, undoing all partitions and
+// one-way blocks. Connections that stalled resume when TCP next
+// retransmits.
 func (l *Lab) Heal() {
 	l.t.Helper()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if err := l.healBlocksLocked(); err != nil {
+		l.t.Fatalf("netlab: Heal: %v", err)
+	}
 	if len(l.islands) == 0 {
 		return
 	}

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strconv"
 	"syscall"
+	"time"
 )
 
 // Host is one machine of a lab: a network namespace with a loopback and an
@@ -71,6 +72,23 @@ func (h *Host) Command(name string, arg ...string) *exec.Cmd {
 func (h *Host) CommandContext(ctx context.Context, name string, arg ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, "nsenter", append([]string{"--net=" + h.ns.path(), "--", name}, arg...)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	return cmd
+}
+
+// CommandWithClocks is Command for a program that also runs in a time
+// namespace of its own, whose CLOCK_BOOTTIME and CLOCK_MONOTONIC read
+// boottime and monotonic (whole seconds, possibly negative) more than
+// the machine's: a host that booted at another time. CLOCK_REALTIME is
+// not namespaced: it stays the machine's. The program is started through
+// `unshare --time`, which, like nsenter, execs it in place (the kernel
+// moves a process into its new time namespace at exec), so
+// cmd.Process.Pid is still the program's own. A negative offset may not
+// take either clock below zero.
+func (h *Host) CommandWithClocks(boottime, monotonic time.Duration, name string, arg ...string) *exec.Cmd {
+	cmd := h.Command("unshare", append([]string{"--time",
+		"--boottime", strconv.FormatInt(int64(boottime/time.Second), 10),
+		"--monotonic", strconv.FormatInt(int64(monotonic/time.Second), 10),
+		"--", name}, arg...)...)
 	return cmd
 }
 

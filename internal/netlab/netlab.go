@@ -1,7 +1,10 @@
 // Package netlab builds small networks of "hosts" for integration tests:
 // each host is a Linux network namespace with an address of its own on a
 // shared switch, and the test can cut hosts off from one another (kill the
-// leader's network, partition it from the majority) and heal the network.
+// leader's network, partition it from the majority, drop one direction
+// only) and heal the network. It can also starve a process of a host of
+// CPU or of disk writes (cgroups), and start a program with clocks of its
+// own (a time namespace with BOOTTIME and MONOTONIC offsets).
 //
 // A lab is made only of network namespaces that belong to the test binary
 // and of devices inside them: one "switch" namespace holding the bridges,
@@ -10,16 +13,20 @@
 // static ARP entries for all the other hosts. Nothing
 // is created in the machine's own namespace: no device, no route, no named
 // namespace under /var/run/netns. The hosts have no default route, so their
-// traffic cannot leave the lab.
+// traffic cannot leave the lab. Resource limits are the exception: their
+// cgroups live in the machine's cgroup hierarchies, named netlab-PID-N.
 //
 // Nothing outlives the test either. Cleanup kills every process in the
 // lab's namespaces and drops the test binary's hold on them, and the kernel
 // then destroys them with their devices. If the test binary dies without
 // cleaning up (a test timeout, SIGKILL), the kernel drops that hold itself,
-// and processes started with [Host.Command] die with it.
+// and processes started with [Host.Command] die with it (only empty
+// netlab-PID-N cgroups can be left behind then).
 //
 // A lab needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN), and the `ip` and
 // `nsenter` commands; [New] skips the test when it cannot build one.
+// [Lab.Block] also needs `tc`, [Host.CommandWithClocks] `unshare` (all
+// from iproute2 and util-linux).
 package netlab
 
 import (
@@ -53,10 +60,13 @@ type Lab struct {
 	sw    *netns // the switch: bridge "main", island bridges, ports h0, h1, ...
 	hosts []*Host
 
-	mu      sync.Mutex
-	closed  bool
-	islands []string    // bridges made by Partition since the last Heal
-	closers []io.Closer // sockets made by hosts' Listen and DialContext
+	mu       sync.Mutex
+	closed   bool
+	islands  []string      // bridges made by Partition since the last Heal
+	blocks   map[int][]int // one-way blocks since the last Heal: receiver -> senders
+	closers  []io.Closer   // sockets made by hosts' Listen and DialContext
+	limits   []*limit      // cgroups made by LimitCPU and LimitDiskWrites
+	limitSeq int
 }
 
 // New builds a lab of n hosts, 1 <= n <= MaxHosts, all connected, and
@@ -156,15 +166,26 @@ func (l *Lab) Len() int {
 
 // ip runs `ip -batch` with the commands in the namespace ns.
 func (l *Lab) ip(ns *netns, cmds ...string) error {
-	var batch []byte
+	return batch(ns, "ip", cmds)
+}
+
+// tc runs `tc -batch` with the commands in the switch's namespace.
+func (l *Lab) tc(cmds ...string) error {
+	return batch(l.sw, "tc", cmds)
+}
+
+// batch runs the iproute2 tool (ip, tc) in the namespace ns with the
+// commands on its standard input, one a line.
+func batch(ns *netns, tool string, cmds []string) error {
+	var in []byte
 	for _, c := range cmds {
-		batch = append(batch, c...)
-		batch = append(batch, '\n')
+		in = append(in, c...)
+		in = append(in, '\n')
 	}
-	cmd := exec.Command("nsenter", "--net="+ns.path(), "--", "ip", "-batch", "-")
-	cmd.Stdin = bytes.NewReader(batch)
+	cmd := exec.Command("nsenter", "--net="+ns.path(), "--", tool, "-batch", "-")
+	cmd.Stdin = bytes.NewReader(in)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("ip in the %s namespace: %w: %s", ns.name, err, out)
+		return fmt.Errorf("%s in the %s namespace: %w: %s", tool, ns.name, err, out)
 	}
 	return nil
 }
@@ -198,6 +219,9 @@ func (l *Lab) cleanup() {
 		nss = append(nss, h.ns)
 	}
 	if err := killAllIn(nss); err != nil {
+		l.t.Errorf("netlab cleanup: %v", err)
+	}
+	if err := l.removeLimits(); err != nil {
 		l.t.Errorf("netlab cleanup: %v", err)
 	}
 	for _, c := range closers {

@@ -458,3 +458,110 @@ func nsRefs(t *testing.T, nss []*netns) []string {
 	}
 	return refs
 }
+
+// udpReach reports whether a datagram from host from arrives at host to
+// within d: it sends one every 50ms until one arrives or d passes.
+func udpReach(t *testing.T, from, to *Host, d time.Duration) bool {
+	t.Helper()
+	var rx, tx net.PacketConn
+	if err := to.ns.run(func() (err error) {
+		rx, err = net.ListenPacket("udp4", to.HostPort(0))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer rx.Close()
+	if err := from.ns.run(func() (err error) {
+		tx, err = net.ListenPacket("udp4", from.HostPort(0))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Close()
+	got := make(chan bool, 1)
+	go func() {
+		rx.SetReadDeadline(time.Now().Add(d))
+		_, _, err := rx.ReadFrom(make([]byte, 16))
+		got <- err == nil
+	}()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if _, err := tx.WriteTo([]byte("x"), rx.LocalAddr()); err != nil {
+			t.Fatalf("send from host %d: %v", from.Index(), err)
+		}
+		select {
+		case ok := <-got:
+			return ok
+		case <-tick.C:
+		}
+	}
+}
+
+// Block cuts one direction only: datagrams from host 0 to host 1 are
+// lost, those from 1 to 0 arrive; a TCP connection needs both ways, so
+// neither side can open one. Blocks add up, Heal undoes them.
+func TestBlockOneWay(t *testing.T) {
+	l := New(t, 3)
+	for _, h := range l.Hosts() {
+		startEchoInProcess(t, h)
+	}
+	h0, h1, h2 := l.Host(0), l.Host(1), l.Host(2)
+	l.Block(0, 1)
+	if udpReach(t, h0, h1, cutTimeout) {
+		t.Errorf("after Block(0, 1): a datagram from host 0 reached host 1")
+	}
+	if !udpReach(t, h1, h0, timeout) {
+		t.Errorf("after Block(0, 1): no datagram from host 1 reached host 0")
+	}
+	checkReach(t, l, "Block(0, 1)", [][]bool{
+		{true, false, true},
+		{false, true, true},
+		{true, true, true},
+	})
+	l.Block(2, 1)
+	l.Block(0, 1) // again: no change
+	if udpReach(t, h2, h1, cutTimeout) {
+		t.Errorf("after Block(2, 1): a datagram from host 2 reached host 1")
+	}
+	if !udpReach(t, h2, h0, timeout) {
+		t.Errorf("after Block(2, 1): no datagram from host 2 reached host 0")
+	}
+	l.Heal()
+	checkReach(t, l, "Heal", all(3))
+	if !udpReach(t, h0, h1, timeout) {
+		t.Errorf("after Heal: no datagram from host 0 reached host 1")
+	}
+}
+
+// A program started with CommandWithClocks reads BOOTTIME ahead of the
+// machine's by the offset, and its pid is cmd.Process.Pid.
+func TestCommandWithClocks(t *testing.T) {
+	l := New(t, 1)
+	before, err := os.ReadFile("/proc/uptime")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := l.Host(0).CommandWithClocks(48*time.Hour, time.Hour, "sh", "-c", `echo $$; cat /proc/uptime`)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v: %v", cmd.Args, err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("output %q", out)
+	}
+	if lines[0] != strconv.Itoa(cmd.Process.Pid) {
+		t.Errorf("the program's pid is %s, cmd.Process.Pid %d", lines[0], cmd.Process.Pid)
+	}
+	up := func(s string) float64 {
+		v, err := strconv.ParseFloat(strings.Fields(s)[0], 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if got, min := up(lines[1]), up(string(before))+48*3600; got < min {
+		t.Errorf("uptime in the time namespace %.2fs, want at least %.2fs", got, min)
+	}
+}
