@@ -61,20 +61,23 @@ func TestOnePackageDocEach(t *testing.T) {
 // project but what a rule allows.
 func TestDependencyDirection(t *testing.T) {
 	allowed := map[string][]string{
-		"ipc":                  {},
-		"clockwatch":           {},
-		"fence":                {},
-		"grantor/grantorpb":    {},
-		"grantor/gossip":       {},
-		"grantor":              {"clockwatch", "grantor/grantorpb", "grantor/gossip"},
-		"daemon":               {"ipc", "clockwatch", "grantor/grantorpb", "grantor/gossip"},
-		"cmd/leaseside/cli":    {"daemon", "grantor", "grantor/gossip", "ipc", "clockwatch", "fence", "grantor/grantorpb", "internal/bench"},
-		"cmd/leaseside":        {"cmd/leaseside/cli"},
-		"internal/layout":      {},
-		"internal/integration": {},
-		"internal/bench":       {"grantor/grantorpb"},
-		"internal/netlab":      {},
-		"packaging":            {},
+		"ipc":                        {},
+		"clockwatch":                 {},
+		"fence":                      {},
+		"grantor/grantorpb":          {},
+		"grantor/gossip":             {},
+		"grantor":                    {"clockwatch", "grantor/grantorpb", "grantor/gossip"},
+		"daemon":                     {"ipc", "clockwatch", "grantor/grantorpb", "grantor/gossip"},
+		"cmd/leaseside/cli":          {"daemon", "grantor", "grantor/gossip", "ipc", "clockwatch", "fence", "grantor/grantorpb", "internal/bench"},
+		"cmd/leaseside":              {"cmd/leaseside/cli"},
+		"internal/layout":            {},
+		"internal/integration":       {},
+		"internal/bench":             {"grantor/grantorpb"},
+		"internal/netlab":            {},
+		"internal/chaos":             {"internal/netlab", "internal/chaos/workload", "fence", "ipc", "clockwatch"},
+		"internal/chaos/workload":    {"ipc", "clockwatch"},
+		"internal/chaos/chaosclient": {"internal/chaos/workload"},
+		"packaging":                  {},
 	}
 	for _, p := range listPackages(t) {
 		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")

@@ -1,0 +1,93 @@
+package chaos
+
+import (
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+var (
+	flagSeed      = flag.Uint64("chaos.seed", 0, "replay this seed (0: the short mode's fixed seed and a random one)")
+	flagDuration  = flag.Duration("chaos.duration", 0, "how long the nemesis runs (0: the short mode, 60s a seed)")
+	flagOut       = flag.String("chaos.out", "", "directory for the report, the timeline picture and the logs (default: a new temporary directory)")
+	flagGrantors  = flag.Int("chaos.grantors", 3, "grantors: 3 or 5")
+	flagSidecars  = flag.Int("chaos.sidecars", 2, "sidecar hosts: 2 to 4")
+	flagClients   = flag.Int("chaos.clients", 3, "client processes per sidecar host")
+	flagFaults    = flag.String("chaos.faults", "", "comma-separated cluster fault kinds to use (default: all)")
+	flagClockStep = flag.Duration("chaos.clockstep", 0, "largest CLOCK_REALTIME step, machine-wide (0: none; long runs default to 2m)")
+	flagRace      = flag.Bool("chaos.race", true, "build leaseside with the race detector")
+	flagRecheck   = flag.String("chaos.recheck", "", "run the checkers again on the history a run saved in this directory, and nothing else")
+)
+
+// fixedSeed is the short mode's fixed seed.
+const fixedSeed = 20261201
+
+// shortDuration is how long the nemesis runs for each seed of the short
+// mode.
+const shortDuration = 60 * time.Second
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	RemoveBinaries()
+	os.Exit(code)
+}
+
+// TestChaos runs the suite: in the short mode (no -chaos.seed, no
+// -chaos.duration), the fixed seed and a random one for a minute each;
+// otherwise the seed given (or a random one) for the duration given.
+func TestChaos(t *testing.T) {
+	if *flagRecheck != "" {
+		Recheck(t, *flagRecheck)
+		return
+	}
+	if testing.Short() {
+		t.Skip("the chaos suite runs real clusters for minutes")
+	}
+	cfg := DefaultConfig()
+	cfg.Grantors, cfg.Sidecars, cfg.ClientsPerHost, cfg.Race = *flagGrantors, *flagSidecars, *flagClients, *flagRace
+	if *flagFaults != "" {
+		for _, k := range strings.Split(*flagFaults, ",") {
+			cfg.Kinds = append(cfg.Kinds, Kind(strings.TrimSpace(k)))
+		}
+	}
+	cfg.ClockStepMax = *flagClockStep
+	if *flagSeed == 0 && *flagDuration == 0 {
+		for _, seed := range []uint64{fixedSeed, rand.Uint64N(1 << 40)} {
+			t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+				c := cfg
+				c.Seed, c.Duration, c.LinearTimeout = seed, shortDuration, 20*time.Second
+				if *flagOut != "" {
+					c.Out = filepath.Join(*flagOut, fmt.Sprint(seed))
+				}
+				Run(t, c)
+			})
+		}
+		return
+	}
+	cfg.Seed, cfg.Duration, cfg.Out = *flagSeed, *flagDuration, *flagOut
+	if cfg.Seed == 0 {
+		cfg.Seed = rand.Uint64N(1 << 40)
+	}
+	if cfg.Duration == 0 {
+		cfg.Duration = shortDuration
+	}
+	if cfg.Duration >= 10*time.Minute {
+		cfg.LinearTimeout = 5 * time.Minute
+		if !isSet("chaos.clockstep") {
+			cfg.ClockStepMax = 2 * time.Minute
+		}
+	}
+	Run(t, cfg)
+}
+
+// isSet reports whether a flag was given on the command line.
+func isSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}

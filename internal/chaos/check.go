@@ -1,0 +1,242 @@
+package chaos
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/leaseside/leaseside/fence"
+	"github.com/leaseside/leaseside/internal/chaos/workload"
+)
+
+// Checkers, by the name violations carry.
+const (
+	CheckIntervals = "intervals"
+	CheckRegister  = "register"
+	CheckTokens    = "tokens"
+	CheckLinear    = "linearizable"
+	CheckLiveness  = "liveness"
+	CheckCrash     = "crash"
+)
+
+// Violation is something a checker found that must not happen.
+type Violation struct {
+	Checker string `json:"checker"`
+	Name    string `json:"name,omitempty"`
+	Message string `json:"message"`
+	// At is the instant of the violation (CLOCK_BOOTTIME ns); A and B the
+	// grants involved, when two are.
+	At int64  `json:"t"`
+	A  *Grant `json:"a,omitempty"`
+	B  *Grant `json:"b,omitempty"`
+	// Faults lists the faults active at At.
+	Faults []string `json:"faults,omitempty"`
+}
+
+// Describe renders a violation with both intervals and tokens, relative
+// to the run's start, and the faults active then.
+func (v *Violation) Describe(start int64) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %s at %s", v.Checker, v.Message, rel(v.At, start))
+	for _, g := range []*Grant{v.A, v.B} {
+		if g != nil {
+			fmt.Fprintf(&b, "\n  %s: [%s, %s) ended by %s", g, rel(g.Start, start), rel(g.End, start), g.EndWhy)
+		}
+	}
+	if len(v.Faults) > 0 {
+		fmt.Fprintf(&b, "\n  faults active: %s", strings.Join(v.Faults, "; "))
+	} else {
+		fmt.Fprintf(&b, "\n  no fault active")
+	}
+	return b.String()
+}
+
+// rel renders an instant as seconds since start.
+func rel(at, start int64) string {
+	return fmt.Sprintf("%+.3fs", time.Duration(at-start).Seconds())
+}
+
+// activeFaults describes the faults active at an instant.
+func activeFaults(h *History, at int64) []string {
+	var out []string
+	for _, f := range h.Faults {
+		if f.Skipped == "" && f.Start <= at && (f.End == 0 || at <= f.End) {
+			s := string(f.Kind)
+			if f.Target != "" {
+				s += " " + f.Target
+			}
+			if f.Leader {
+				s += " (leader)"
+			}
+			out = append(out, fmt.Sprintf("%s [%s, %s]", s, rel(f.Start, h.Start), rel(f.End, h.Start)))
+		}
+	}
+	return out
+}
+
+// checkIntervals finds two holders of one name whose believed intervals
+// overlap.
+func checkIntervals(gs []*Grant) []Violation {
+	var vs []Violation
+	var active []*Grant // of the current name, still believed at the sweep's instant
+	name := ""
+	for _, g := range gs {
+		if g.Name != name {
+			name, active = g.Name, nil
+		}
+		if g.End <= g.Start {
+			continue // read after its deadline: never believed
+		}
+		kept := active[:0]
+		for _, a := range active {
+			if a.End > g.Start {
+				kept = append(kept, a)
+			}
+		}
+		active = kept
+		for _, a := range active {
+			if a.Token != g.Token {
+				vs = append(vs, Violation{Checker: CheckIntervals, Name: g.Name, At: g.Start, A: a, B: g,
+					Message: fmt.Sprintf("%s believed it held %s (token %d) when %s read its grant (token %d)", a.Holder, g.Name, a.Token, g.Holder, g.Token)})
+			}
+		}
+		active = append(active, g)
+	}
+	return vs
+}
+
+// checkRegister checks the fenced register's history: fence.CheckHistory
+// per name, and no write accepted from a holder after its believed
+// interval ended (among the writes that a check of the holder vouches
+// for: every write right after a check found the lease valid, and every
+// write right before a check that found it valid).
+func checkRegister(h *History, gs []*Grant) []Violation {
+	var vs []Violation
+	regs := registerHistories(h)
+	names := make([]string, 0, len(regs))
+	for n := range regs {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		if err := fence.CheckHistory(regs[n]); err != nil {
+			vs = append(vs, Violation{Checker: CheckRegister, Name: n, Message: err.Error()})
+		}
+	}
+	byOp := map[string]*Grant{}
+	for _, g := range gs {
+		for _, op := range g.Ops {
+			byOp[op] = g
+		}
+	}
+	// A "pre" write is vouched for when the first check after it found
+	// the lease valid.
+	type check struct {
+		at int64
+		ok bool
+	}
+	checks := map[string][]check{} // op -> its checks, in order
+	for _, r := range h.Records {
+		if r.Kind == workload.KindCheck {
+			checks[r.Op] = append(checks[r.Op], check{r.At, r.Code == ""})
+		}
+	}
+	for _, w := range h.Writes {
+		if !w.Accepted {
+			continue
+		}
+		g := byOp[w.Holder]
+		if g == nil {
+			vs = append(vs, Violation{Checker: CheckRegister, Name: w.Name, At: w.At,
+				Message: fmt.Sprintf("a write with token %d by %s, which the history shows no grant of", w.Token, w.Holder)})
+			continue
+		}
+		vouched := w.Kind == "post"
+		if !vouched {
+			cs := checks[w.Holder]
+			i, _ := slices.BinarySearchFunc(cs, w.At, func(c check, at int64) int { return cmp.Compare(c.at, at) })
+			vouched = i < len(cs) && cs[i].ok
+		}
+		if vouched && w.At > g.Ended {
+			vs = append(vs, Violation{Checker: CheckRegister, Name: w.Name, At: w.At, A: g,
+				Message: fmt.Sprintf("register accepted a %s-check write with token %d from %s %s after its believed interval ended (%s)",
+					w.Kind, w.Token, g.Holder, time.Duration(w.At-g.Ended), g.EndWhy)})
+		}
+	}
+	return vs
+}
+
+// registerHistories are the fenced registers' own histories, by name:
+// the writes that passed the deadline check and met the token guard.
+func registerHistories(h *History) map[string][]fence.Write {
+	regs := map[string][]fence.Write{}
+	for _, w := range h.Writes {
+		if w.Seq > 0 {
+			regs[w.Name] = append(regs[w.Name], fence.Write{Seq: w.Seq, Writer: w.Holder, Token: w.Token, Accepted: w.Accepted})
+		}
+	}
+	return regs
+}
+
+// checkTokens checks that tokens strictly increase per name: no token
+// granted to two holders, and a grant read before another was asked for
+// has the lower token.
+func checkTokens(gs []*Grant, probes []Probe) []Violation {
+	var vs []Violation
+	byName := map[string][]*Grant{}
+	for _, g := range gs {
+		byName[g.Name] = append(byName[g.Name], g)
+	}
+	for _, p := range probes {
+		if p.Err == "" {
+			byName[p.Name] = append(byName[p.Name], &Grant{Name: p.Name, Token: p.Token, Holder: "probe " + p.Sidecar, Op: "probe", Call: p.Call, Start: p.Return})
+		}
+	}
+	names := make([]string, 0, len(byName))
+	for n := range byName {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		list := byName[n]
+		seen := map[uint64]*Grant{}
+		for _, g := range list {
+			if o := seen[g.Token]; o != nil && o.Holder != g.Holder {
+				vs = append(vs, Violation{Checker: CheckTokens, Name: n, At: g.Start, A: o, B: g,
+					Message: fmt.Sprintf("token %d granted to %s and to %s", g.Token, o.Holder, g.Holder)})
+			}
+			seen[g.Token] = g
+		}
+		// In the order of the reads; for each grant, in the order of the
+		// calls, the highest token read before it was asked for.
+		byStart := slices.Clone(list)
+		slices.SortFunc(byStart, func(a, b *Grant) int { return cmp.Compare(a.Start, b.Start) })
+		byCall := slices.Clone(list)
+		slices.SortFunc(byCall, func(a, b *Grant) int { return cmp.Compare(a.Call, b.Call) })
+		var top *Grant
+		i := 0
+		for _, g := range byCall {
+			for ; i < len(byStart) && byStart[i].Start < g.Call; i++ {
+				if top == nil || byStart[i].Token > top.Token {
+					top = byStart[i]
+				}
+			}
+			if top != nil && top != g && top.Token >= g.Token {
+				vs = append(vs, Violation{Checker: CheckTokens, Name: n, At: g.Start, A: top, B: g,
+					Message: fmt.Sprintf("token %d granted after token %d was read", g.Token, top.Token)})
+			}
+		}
+	}
+	return vs
+}
+
+// checkCrashes reports the crashes and races of product processes.
+func checkCrashes(h *History) []Violation {
+	var vs []Violation
+	for _, c := range h.Crashes {
+		vs = append(vs, Violation{Checker: CheckCrash, At: c.At, Message: c.Process + ": " + c.Line})
+	}
+	return vs
+}

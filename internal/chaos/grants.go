@@ -1,0 +1,210 @@
+package chaos
+
+import (
+	"cmp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/leaseside/leaseside/internal/chaos/workload"
+	"github.com/leaseside/leaseside/ipc"
+)
+
+// Grant is one holder's hold of a lease, as the history shows it: from
+// reading the grant to the earliest of its deadline (the latest one it
+// was told in time), its release, its lost: its believed interval, on the
+// one CLOCK_BOOTTIME of the machine.
+type Grant struct {
+	Name  string `json:"name"`
+	Token uint64 `json:"token"`
+	// Op is the call that got it (an acquire, or a run); Ops all the
+	// calls that returned it (the same owner acquiring it again).
+	Op  string   `json:"op"`
+	Ops []string `json:"-"`
+	// Holder is the process that believed it held the lease: a client
+	// incarnation ("s1c2#3") or the command of a run ("run s1c2.3.17").
+	Holder string `json:"holder"`
+	// Call is when the call that got it was sent; Start when the grant
+	// was read.
+	Call  int64 `json:"call"`
+	Start int64 `json:"start"`
+	// Deadline is the latest deadline the holder was told before the one
+	// it had passed (grant, check replies, renewed events).
+	Deadline int64 `json:"deadline"`
+	// End is when the holder's belief ended, EndWhy says what ended it.
+	End    int64  `json:"end"`
+	EndWhy string `json:"end_why"`
+	// Ended is the end that the holder recorded or was told (release,
+	// close, exit, lost, a failed check) or its deadline: End without the
+	// bound put on a holder killed before it could say (its last record),
+	// which the fenced register's check uses.
+	Ended int64 `json:"-"`
+
+	// Collected from the history before the interval is worked out.
+	updates []update // later deadlines, and when they were told
+	ends    []update // explicit ends (deadline unused)
+	last    int64    // the holder's last record
+	killed  bool     // the holder was killed without saying it let go
+}
+
+// update is a deadline told, or an end, at an instant.
+type update struct {
+	at, deadline int64
+	why          string
+}
+
+func (g *Grant) String() string {
+	return g.Name + " token " + strconv.FormatUint(g.Token, 10) + " held by " + g.Holder + " (" + g.Op + ")"
+}
+
+// holderOf names a client incarnation as a holder.
+func holderOf(client, incarnation string) string { return client + "#" + incarnation }
+
+// incarnationOf is the holder name of the client incarnation that made
+// an Op, CLIENT.INCARNATION.SEQ.
+func incarnationOf(op string) string {
+	parts := strings.Split(op, ".")
+	if len(parts) != 3 {
+		return op
+	}
+	return holderOf(parts[0], parts[1])
+}
+
+// grants works out every grant of the history with its believed
+// interval, sorted by name, start and token.
+func grants(h *History) []*Grant {
+	type key struct {
+		name  string
+		token uint64
+	}
+	byKey := map[key]*Grant{}
+	byOp := map[string]*Grant{}
+	calls := map[string]int64{} // op -> when the acquire or run was sent
+	last := map[string]int64{}  // holder -> its last record
+	held := map[string]map[string]*Grant{}
+	var all []*Grant
+
+	add := func(name string, token uint64, op, holder string, call, start, deadline int64) {
+		k := key{name, token}
+		if g := byKey[k]; g != nil && g.Holder == holder {
+			// The same owner got the grant it holds again.
+			g.Ops = append(g.Ops, op)
+			g.updates = append(g.updates, update{at: start, deadline: deadline})
+			byOp[op] = g
+			return
+		}
+		g := &Grant{Name: name, Token: token, Op: op, Ops: []string{op}, Holder: holder, Call: call, Start: start, Deadline: deadline}
+		if byKey[k] == nil {
+			byKey[k] = g
+		}
+		byOp[op] = g
+		all = append(all, g)
+		if held[holder] == nil {
+			held[holder] = map[string]*Grant{}
+		}
+		// A new grant of a name ends the one the holder had: the grantor
+		// ended the old one in the step that made the new one.
+		if old := held[holder][name]; old != nil {
+			old.ends = append(old.ends, update{at: start, why: "replaced"})
+		}
+		held[holder][name] = g
+	}
+
+	for _, r := range h.Records {
+		holder := incarnationOf(r.Op)
+		switch r.Kind {
+		case workload.KindChild, workload.KindChildEnd:
+			holder = "run " + r.Op
+		case workload.KindCheck, workload.KindGone:
+			if g := byOp[r.Op]; g != nil {
+				holder = g.Holder
+			}
+		}
+		if r.Op != "" {
+			last[holder] = max(last[holder], r.At, r.End)
+		}
+		switch r.Kind {
+		case workload.KindAcquire, workload.KindRun:
+			calls[r.Op] = r.At
+		case workload.KindAcquired:
+			add(r.Name, r.Token, r.Op, holder, calls[r.Op], r.At, r.Deadline)
+		case workload.KindChild:
+			add(r.Name, r.Token, r.Op, holder, calls[r.Op], r.At, r.Deadline)
+		case workload.KindCheck:
+			if g := byOp[r.Op]; g != nil {
+				if r.Code == "" {
+					g.updates = append(g.updates, update{at: r.End, deadline: r.Deadline})
+				} else {
+					g.ends = append(g.ends, update{at: r.End, why: "check: " + r.Code})
+				}
+			}
+		case workload.KindRelease, workload.KindClose, workload.KindExit, workload.KindGone:
+			if g := byOp[r.Op]; g != nil {
+				g.ends = append(g.ends, update{at: r.At, why: r.Kind})
+			}
+		case workload.KindChildEnd:
+			if g := byOp[r.Op]; g != nil {
+				g.ends = append(g.ends, update{at: r.At, why: strings.TrimSpace("child_end " + r.Code)})
+			}
+		}
+	}
+	// Renewed deadlines and lost leases, as the sidecars told watchers.
+	for _, e := range h.Events {
+		tok, err := strconv.ParseUint(e.Event.Token, 10, 64)
+		if err != nil {
+			continue
+		}
+		g := byKey[key{e.Event.Lease, tok}]
+		if g == nil || e.At < g.Start {
+			continue
+		}
+		switch e.Event.Event {
+		case ipc.EventRenewed:
+			g.updates = append(g.updates, update{at: e.At, deadline: e.Event.DeadlineBoottimeNs})
+		case ipc.EventLost:
+			g.ends = append(g.ends, update{at: e.At, why: "lost: " + e.Event.Reason})
+		}
+	}
+	killed := map[string]bool{}
+	for _, x := range h.Exits {
+		if x.Killed {
+			killed[holderOf(x.Client, strconv.Itoa(x.Incarnation))] = true
+		}
+	}
+	for _, g := range all {
+		g.last = last[g.Holder]
+		// A command of run that recorded no end was killed (by run, or
+		// with its client).
+		g.killed = killed[g.Holder] || strings.HasPrefix(g.Holder, "run ")
+		g.settle()
+	}
+	slices.SortFunc(all, func(a, b *Grant) int {
+		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Start, b.Start), cmp.Compare(a.Token, b.Token))
+	})
+	return all
+}
+
+// settle works out the grant's deadline and ends from what was
+// collected. A deadline told after the one before had passed extends
+// nothing: the holder had stopped believing by then.
+func (g *Grant) settle() {
+	slices.SortFunc(g.updates, func(a, b update) int { return cmp.Compare(a.at, b.at) })
+	for _, u := range g.updates {
+		if u.at >= g.Deadline {
+			break
+		}
+		g.Deadline = max(g.Deadline, u.deadline)
+	}
+	g.End, g.EndWhy = g.Deadline, "deadline"
+	for _, e := range g.ends {
+		if e.at < g.End {
+			g.End, g.EndWhy = max(e.at, g.Start), e.why
+		}
+	}
+	g.Ended = g.End
+	if g.EndWhy == "deadline" && g.killed && g.last < g.End {
+		// Killed before it said it let go: after its last record it did
+		// nothing, so it believed no longer than that.
+		g.End, g.EndWhy = max(g.last, g.Start), "killed (last record)"
+	}
+}

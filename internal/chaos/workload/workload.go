@@ -1,0 +1,282 @@
+// Package workload is what the clients of the chaos suite do: real
+// processes on the sidecar hosts that use the daemon's socket the way
+// users do. A client contends for a few lease names with random terms and
+// waits, holds what it gets for a random time, checks the lease and
+// writes to a fenced register with its token right before and after each
+// check, and lets go by releasing, by closing its connection, or by
+// exiting (as the lease's owner process); now and then it runs a command
+// under `leaseside run` instead, which does the same from inside.
+//
+// Everything a client does or sees is a Record on its standard output,
+// stamped with CLOCK_BOOTTIME, for the suite's checkers.
+package workload
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/leaseside/leaseside/ipc"
+)
+
+// Environment variables that make a program a client (or a command of
+// run): the chaos client binary calls Main, which reads them.
+const (
+	// EnvConfig holds the client's Config as JSON.
+	EnvConfig = "CHAOS_WORKLOAD"
+	// EnvRunOp is set for the command that a client runs under
+	// `leaseside run`: the Op of that run.
+	EnvRunOp = "CHAOS_RUN_OP"
+)
+
+// Config says what a client does.
+type Config struct {
+	// Client names the client ("s1c2"); Incarnation counts its restarts.
+	Client      string `json:"client"`
+	Incarnation int    `json:"incarnation"`
+	// Socket is the daemon's socket, Register the fenced register's.
+	Socket   string `json:"socket"`
+	Register string `json:"register"`
+	// Names are the leases to contend for, TTLs the terms to pick from.
+	Names []string        `json:"names"`
+	TTLs  []time.Duration `json:"ttls"`
+	// MaxWait and MaxHold bound the random wait of an acquire and how
+	// long a grant is held.
+	MaxWait time.Duration `json:"max_wait"`
+	MaxHold time.Duration `json:"max_hold"`
+	// Seed seeds the client's choices (with Incarnation).
+	Seed uint64 `json:"seed"`
+	// Leaseside is the leaseside binary, for run; Self this program.
+	Leaseside string `json:"leaseside"`
+	Self      string `json:"self"`
+	// RunShare is the share of acquisitions made through `leaseside run`.
+	RunShare float64 `json:"run_share"`
+}
+
+// Main runs the program as what its environment says: a client, or the
+// command of a client's run. It does not return.
+func Main() {
+	var cfg Config
+	if err := json.Unmarshal([]byte(os.Getenv(EnvConfig)), &cfg); err != nil {
+		fmt.Fprintf(os.Stderr, "chaos client: %s: %v\n", EnvConfig, err)
+		os.Exit(2)
+	}
+	if op := os.Getenv(EnvRunOp); op != "" {
+		runChild(cfg, op)
+	} else {
+		runClient(cfg)
+	}
+	os.Exit(0)
+}
+
+// client is one client process.
+type client struct {
+	cfg      Config
+	rng      *rand.Rand
+	rec      *recorder
+	reg      *register
+	seq      int
+	stopping atomic.Bool // SIGTERM: let go of what is held and exit
+}
+
+// callTimeout bounds a socket call beyond its wait: the daemon answers
+// within the wait plus its request timeout.
+const callTimeout = 15 * time.Second
+
+func runClient(cfg Config) {
+	c := &client{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, uint64(cfg.Incarnation))),
+		rec: &recorder{client: cfg.Client}, reg: &register{path: cfg.Register}}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM)
+	go func() {
+		<-sigs
+		c.stopping.Store(true)
+	}()
+	c.rec.add(Record{Kind: KindStart, Pid: os.Getpid(), At: now()})
+	for !c.stopping.Load() {
+		if c.rng.Float64() < cfg.RunShare {
+			c.run()
+		} else {
+			c.hold()
+		}
+		c.pause(0, 300*time.Millisecond)
+	}
+}
+
+// nextOp names the next call.
+func (c *client) nextOp() string {
+	c.seq++
+	return c.cfg.Client + "." + strconv.Itoa(c.cfg.Incarnation) + "." + strconv.Itoa(c.seq)
+}
+
+// pause sleeps a random time in [lo, hi): think time between actions.
+func (c *client) pause(lo, hi time.Duration) {
+	time.Sleep(lo + time.Duration(c.rng.Int64N(int64(hi-lo))))
+}
+
+// pick returns a random element.
+func pick[T any](r *rand.Rand, xs []T) T { return xs[r.IntN(len(xs))] }
+
+// Ways a client lets go of a lease.
+const (
+	endRelease = iota
+	endClose
+	endExit
+)
+
+// hold acquires a lease, uses it for a while and lets it go.
+func (c *client) hold() {
+	name, ttl := pick(c.rng, c.cfg.Names), pick(c.rng, c.cfg.TTLs)
+	wait := time.Duration(c.rng.Int64N(int64(c.cfg.MaxWait)))
+	owner := ipc.OwnerConnection
+	if c.rng.IntN(5) < 2 {
+		owner = ipc.OwnerPID
+	}
+	end := endRelease
+	switch r := c.rng.IntN(20); {
+	case r < 5:
+		end = endExit
+	case r < 10 && owner == ipc.OwnerConnection:
+		end = endClose
+	}
+	holdFor := time.Duration(c.rng.Int64N(int64(c.cfg.MaxHold)))
+
+	cl := &ipc.Client{Socket: c.cfg.Socket}
+	defer cl.Close()
+	opts := ipc.AcquireOptions{TTL: ttl, Wait: wait, Owner: owner}
+	if owner == ipc.OwnerPID {
+		opts.OwnerPID = os.Getpid()
+	}
+	op, lease := c.acquire(cl, name, opts)
+	if lease == nil {
+		return
+	}
+	token, _ := strconv.ParseUint(lease.Token, 10, 64)
+	until := now() + holdFor.Nanoseconds()
+	for !c.stopping.Load() {
+		if !lease.Valid() {
+			c.rec.add(Record{Kind: KindGone, Op: op, Name: name, Token: token, Code: CodeDeadline, Err: reasonOf(lease), At: now()})
+			return
+		}
+		c.reg.write(Write{Name: name, Holder: op, Token: token, Deadline: lease.Deadline(), Kind: "pre"})
+		dl, ok := c.check(cl, op, name, token)
+		if !ok {
+			return
+		}
+		c.reg.write(Write{Name: name, Holder: op, Token: token, Deadline: dl, Kind: "post"})
+		if now() > until {
+			break
+		}
+		c.pause(20*time.Millisecond, 300*time.Millisecond)
+		if c.rng.IntN(25) == 0 {
+			// The same owner asks again for what it holds.
+			if op2, l2 := c.acquire(cl, name, opts); l2 != nil {
+				op, lease = op2, l2
+				token, _ = strconv.ParseUint(lease.Token, 10, 64)
+			} else {
+				return
+			}
+		}
+	}
+	if c.stopping.Load() {
+		end = endRelease
+	}
+	switch end {
+	case endRelease:
+		c.rec.add(Record{Kind: KindRelease, Op: op, Name: name, Token: token, At: now()})
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		err := cl.ReleaseToken(ctx, name, lease.Token)
+		cancel()
+		if err != nil {
+			c.rec.add(Record{Kind: KindReleaseFailed, Op: op, Name: name, Token: token, Code: code(err, ctx.Err() != nil), Err: err.Error(), At: now()})
+		} else {
+			c.rec.add(Record{Kind: KindReleased, Op: op, Name: name, Token: token, At: now()})
+		}
+	case endClose:
+		c.rec.add(Record{Kind: KindClose, Op: op, Name: name, Token: token, At: now()})
+		cl.Close()
+	case endExit:
+		c.rec.add(Record{Kind: KindExit, Op: op, Name: name, Token: token, At: now()})
+		os.Exit(0)
+	}
+}
+
+// acquire records and makes an acquire; it returns the grant's Op and
+// lease, or a nil lease when it failed.
+func (c *client) acquire(cl *ipc.Client, name string, opts ipc.AcquireOptions) (string, *ipc.Lease) {
+	op := c.nextOp()
+	c.rec.add(Record{Kind: KindAcquire, Op: op, Name: name, Owner: opts.Owner, TTLMs: opts.TTL.Milliseconds(), WaitMs: opts.Wait.Milliseconds(), At: now()})
+	ctx, cancel := context.WithTimeout(context.Background(), opts.Wait+callTimeout)
+	defer cancel()
+	lease, err := cl.Acquire(ctx, name, opts)
+	at := now()
+	if err != nil {
+		r := Record{Kind: KindAcquireFailed, Op: op, Name: name, Code: code(err, ctx.Err() != nil), Err: err.Error(), At: at}
+		if ie, ok := err.(*ipc.Error); ok && ie.HolderToken != "" {
+			r.Holder, _ = strconv.ParseUint(ie.HolderToken, 10, 64)
+		}
+		c.rec.add(r)
+		return op, nil
+	}
+	token, _ := strconv.ParseUint(lease.Token, 10, 64)
+	c.rec.add(Record{Kind: KindAcquired, Op: op, Name: name, Token: token, Deadline: lease.Deadline(), At: at})
+	return op, lease
+}
+
+// check asks the daemon whether the grant is still valid; on a failure it
+// records that the lease is gone.
+func (c *client) check(cl *ipc.Client, op, name string, token uint64) (deadline int64, ok bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	at := now()
+	g, err := cl.Check(ctx, name, strconv.FormatUint(token, 10))
+	r := Record{Kind: KindCheck, Op: op, Name: name, Token: token, At: at, End: now()}
+	if err != nil {
+		r.Code, r.Err = code(err, ctx.Err() != nil), err.Error()
+		c.rec.add(r)
+		c.rec.add(Record{Kind: KindGone, Op: op, Name: name, Token: token, Code: r.Code, At: r.End})
+		return 0, false
+	}
+	r.Deadline = g.DeadlineBoottimeNs
+	c.rec.add(r)
+	return g.DeadlineBoottimeNs, true
+}
+
+// reasonOf says why the Go client ended a lease, if it did.
+func reasonOf(l *ipc.Lease) string {
+	select {
+	case <-l.Done():
+		return l.Reason()
+	default:
+		return "deadline passed"
+	}
+}
+
+// register is a client of the fenced register, one connection per write.
+type register struct{ path string }
+
+// write sends w and waits for the register's answer. Failures are the
+// test's own (the register lives in the test binary): they are ignored,
+// the register records only what it received.
+func (r *register) write(w Write) {
+	conn, err := net.DialTimeout("unix", r.path, callTimeout)
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(callTimeout))
+	b, _ := json.Marshal(w)
+	if _, err := conn.Write(append(b, '\n')); err != nil {
+		return
+	}
+	bufio.NewReader(conn).ReadString('\n')
+}
