@@ -2,9 +2,11 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -193,14 +195,30 @@ func (c *cluster) operatorArgs(grantors []string) []string {
 	return []string{"--grantors", strings.Join(grantors, ",")}
 }
 
+// leaveArgs are the flags of `leaseside grantor leave` for grantor g,
+// run on g's host.
+func (c *cluster) leaveArgs(g *grantor) []string {
+	return []string{"--rpc-addr", g.host.HostPort(rpcPort)}
+}
+
+// commandOn returns the command of a leaseside process on host: the race
+// detector's exit sleep off (a second more in every stop it would
+// otherwise add).
+func (c *cluster) commandOn(ctx context.Context, host *netlab.Host, args ...string) *exec.Cmd {
+	cmd := host.CommandContext(ctx, c.bin, args...)
+	cmd.Env = append(os.Environ(), "GORACE=atexit_sleep_ms=0")
+	return cmd
+}
+
 // startGrantor starts g's process (again), in a time namespace whose
 // BOOTTIME is clocks ahead of the machine's when clocks is not 0. It does
 // not wait for it to be ready.
 func (c *cluster) startGrantor(g *grantor, bootstrap int, clocks time.Duration) error {
 	args := c.grantorArgs(g, bootstrap)
-	cmd := g.host.Command(c.bin, args...)
+	cmd := c.commandOn(context.Background(), g.host, args...)
 	if clocks != 0 {
 		cmd = g.host.CommandWithClocks(clocks, clocks/2, c.bin, args...)
+		cmd.Env = append(os.Environ(), "GORACE=atexit_sleep_ms=0")
 	}
 	ready := make(chan struct{})
 	var once sync.Once
@@ -348,7 +366,7 @@ func (c *cluster) startSidecar(s *sidecar) error {
 	os.Remove(s.socket) // a daemon killed with -9 leaves its socket behind
 	ready := make(chan struct{})
 	var once sync.Once
-	p, err := startProc("sidecar "+s.name, s.host.Command(c.bin, c.sidecarArgs(s)...), s.log, func(line string, at int64) {
+	p, err := startProc("sidecar "+s.name, c.commandOn(context.Background(), s.host, c.sidecarArgs(s)...), s.log, func(line string, at int64) {
 		if strings.Contains(line, "leaseside daemon ready") {
 			once.Do(func() { close(ready) })
 		}
@@ -510,11 +528,37 @@ func (c *cluster) rpcAddrs() []string {
 	return a
 }
 
-// command runs a leaseside command on the host of sidecar s (an operator
-// there) and returns its output.
-func (c *cluster) command(s *sidecar, args ...string) (string, error) {
+// command runs a leaseside command on host (an operator there) and
+// returns its output.
+func (c *cluster) command(host *netlab.Host, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
 	defer cancel()
-	out, err := s.host.CommandContext(ctx, c.bin, args...).CombinedOutput()
+	out, err := c.commandOn(ctx, host, args...).CombinedOutput()
 	return string(out), err
+}
+
+// waitGossipGone waits until the grantors' gossip no longer calls grantor
+// id alive (`leaseside members --json`, asked every half second: gossip
+// gives the suite no event), or d passes; it reports whether it did.
+func (c *cluster) waitGossipGone(id string, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		args := append([]string{"members", "--json"}, c.operatorArgs(c.rpcAddrs())...)
+		if out, err := c.command(c.sidecars[0].host, args...); err == nil {
+			var m struct {
+				Members []ipc.Member `json:"members"`
+			}
+			if json.Unmarshal([]byte(out), &m) == nil {
+				alive := false
+				for _, mb := range m.Members {
+					alive = alive || mb.Role == "grantor" && (mb.Name == id || mb.NodeID == id) && mb.GossipState == "alive"
+				}
+				if !alive {
+					return true
+				}
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	return false
 }

@@ -361,9 +361,7 @@ func (r *run) rolling(f Fault, rng *rand.Rand) {
 	i := r.rec.fault(f)
 	var how []string
 	for _, g := range members {
-		since := boottime()
-		left := rng.IntN(2) == 0
-		if left {
+		if rng.IntN(2) == 0 {
 			how = append(how, g.id+" SIGTERM")
 			r.term(g)
 		} else {
@@ -374,11 +372,7 @@ func (r *run) rolling(f Fault, rng *rand.Rand) {
 			how = append(how, d)
 			continue
 		}
-		// Back as a voter (a grantor that left is added back), and a
-		// leader, before the next one goes.
-		if left && !r.cl.waitPromoted(g.id, since, readyTimeout/2) {
-			how = append(how, g.id+" not promoted back to voter within "+(readyTimeout/2).String())
-		}
+		// A leader before the next one goes.
 		if r.cl.waitLeader(0, readyTimeout/2) == nil {
 			how = append(how, "no leader within "+(readyTimeout/2).String())
 		}
@@ -386,8 +380,8 @@ func (r *run) rolling(f Fault, rng *rand.Rand) {
 	r.rec.endFault(i, boottime(), strings.Join(how, ", "))
 }
 
-// term sends g SIGTERM (it leaves the cluster, handing leadership over)
-// and waits for it to exit, killing it if it does not.
+// term sends g SIGTERM (it stops, handing leadership over, and stays a
+// voter) and waits for it to exit, killing it if it does not.
 func (r *run) term(g *grantor) {
 	g.mu.Lock()
 	g.expectExit = true
@@ -400,8 +394,9 @@ func (r *run) term(g *grantor) {
 }
 
 // membership adds the spare grantor, waits until it is a voter, and
-// removes another member: gracefully (SIGTERM), or by kill -9 and
-// `leaseside members remove`. The one removed is the next spare.
+// removes another member: gracefully (`leaseside grantor leave`, after
+// which it exits), or by kill -9 and `leaseside members remove`. The one
+// removed is the next spare.
 func (r *run) membership(f Fault, rng *rand.Rand) {
 	var spare *grantor
 	for _, g := range r.cl.grantors {
@@ -430,15 +425,30 @@ func (r *run) membership(f Fault, rng *rand.Rand) {
 		how = append(how, "removing the leader")
 	}
 	if rng.IntN(2) == 0 {
-		how = append(how, "remove "+victim.id+" by SIGTERM")
-		r.term(victim)
+		how = append(how, "remove "+victim.id+" by grantor leave")
+		victim.mu.Lock()
+		victim.expectExit = true
+		victim.mu.Unlock()
+		args := append([]string{"grantor", "leave"}, r.cl.leaveArgs(victim)...)
+		if out, err := r.cl.command(victim.host, args...); err != nil {
+			how = append(how, "grantor leave failed: "+err.Error()+": "+firstLine(out))
+		}
+		if victim.current().wait(readyTimeout) != nil {
+			how = append(how, victim.id+" still runs after leaving; killed")
+			r.killGrantor(victim)
+		}
 	} else {
 		r.killGrantor(victim)
+		// As an operator does: once gossip no longer calls it alive
+		// (before that, the leader would add it back).
+		if !r.cl.waitGossipGone(victim.id, readyTimeout) {
+			how = append(how, victim.id+" still alive in gossip after "+readyTimeout.String())
+		}
 		var out string
 		var err error
 		for _, s := range r.cl.sidecars {
 			args := append([]string{"members", "remove", victim.id}, r.cl.operatorArgs(r.cl.rpcAddrs())...)
-			if out, err = r.cl.command(s, args...); err == nil {
+			if out, err = r.cl.command(s.host, args...); err == nil {
 				break
 			}
 		}

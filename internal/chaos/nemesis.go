@@ -169,6 +169,9 @@ func plan(seed uint64, length, maxTTL time.Duration, kinds []Kind) Schedule {
 		case Rolling, Membership:
 			st.For = 0 // as long as it takes
 		}
+		if at+st.For > length-cool {
+			break
+		}
 		s.Cluster = append(s.Cluster, st)
 		at += st.For + between(maxTTL/3, 3*maxTTL/2)
 	}
@@ -179,6 +182,9 @@ func plan(seed uint64, length, maxTTL time.Duration, kinds []Kind) Schedule {
 			st.Kind = KillClient
 		} else {
 			st.For = maxTTL/4 + time.Duration(crng.Int64N(int64(3*maxTTL)))
+		}
+		if at+st.For > length-cool {
+			break
 		}
 		s.Clients = append(s.Clients, st)
 		at += st.For + maxTTL/2 + time.Duration(crng.Int64N(int64(2*maxTTL)))

@@ -107,6 +107,12 @@ var faultGroups = []struct {
 // drawTimeline writes the picture of a run to path (PNG).
 func drawTimeline(path string, cfg Config, h *History, gs []*Grant, vs []Violation) error {
 	names := cfg.names()
+	for _, g := range gs {
+		if !slices.Contains(names, g.Name) {
+			names = append(names, g.Name)
+		}
+	}
+	slices.Sort(names)
 	row := map[string]float64{}
 	var ticks []string
 	ticks = append(ticks, "client faults")

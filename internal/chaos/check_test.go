@@ -1,0 +1,288 @@
+package chaos
+
+import (
+	"image/png"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leaseside/leaseside/internal/chaos/workload"
+	"github.com/leaseside/leaseside/ipc"
+)
+
+// Tests of the checkers on histories written by hand: each checker
+// finds what it must and passes what it must pass. Instants are seconds.
+
+const s = int64(time.Second)
+
+// hist builds a History.
+type hist struct{ h History }
+
+func newHist() *hist { return &hist{h: History{Start: 0, End: 100 * s}} }
+
+func (b *hist) rec(r workload.Record) *hist {
+	if r.Client == "" {
+		r.Client, _, _ = strings.Cut(r.Op, ".")
+	}
+	b.h.Records = append(b.h.Records, r)
+	return b
+}
+
+// hold records a whole hold by op: acquire called at call, granted token
+// at start with deadline dl, a valid check at start, released at end.
+func (b *hist) hold(op, name string, token uint64, call, start, dl, end int64) *hist {
+	b.rec(workload.Record{Kind: workload.KindAcquire, Op: op, Name: name, At: call})
+	b.rec(workload.Record{Kind: workload.KindAcquired, Op: op, Name: name, Token: token, Deadline: dl, At: start})
+	b.rec(workload.Record{Kind: workload.KindCheck, Op: op, Name: name, Token: token, Deadline: dl, At: start, End: start})
+	b.rec(workload.Record{Kind: workload.KindRelease, Op: op, Name: name, Token: token, At: end})
+	return b.rec(workload.Record{Kind: workload.KindReleased, Op: op, Name: name, Token: token, At: end})
+}
+
+func checkers(vs []Violation) []string {
+	var cs []string
+	for _, v := range vs {
+		cs = append(cs, v.Checker)
+	}
+	return cs
+}
+
+func TestGrantIntervals(t *testing.T) {
+	b := newHist().
+		hold("a.1.1", "x", 1, 0, 1*s, 4*s, 3*s).
+		// b holds token 2 from 5s; a renewed event moves its deadline from
+		// 7s to 9s before 7s; one that comes after the deadline passed
+		// moves nothing.
+		rec(workload.Record{Kind: workload.KindAcquire, Op: "b.1.1", Name: "x", At: 4 * s}).
+		rec(workload.Record{Kind: workload.KindAcquired, Op: "b.1.1", Name: "x", Token: 2, Deadline: 7 * s, At: 5 * s})
+	b.h.Events = []SidecarEvent{
+		{Event: ipc.Event{Event: ipc.EventRenewed, Lease: "x", Token: "2", DeadlineBoottimeNs: 9 * s}, At: 6 * s},
+		{Event: ipc.Event{Event: ipc.EventRenewed, Lease: "x", Token: "2", DeadlineBoottimeNs: 20 * s}, At: 10 * s},
+	}
+	// c is killed after its last check at 12s; its deadline was 15s.
+	b.rec(workload.Record{Kind: workload.KindAcquire, Op: "c.1.1", Name: "x", At: 10 * s}).
+		rec(workload.Record{Kind: workload.KindAcquired, Op: "c.1.1", Name: "x", Token: 3, Deadline: 15 * s, At: 11 * s}).
+		rec(workload.Record{Kind: workload.KindCheck, Op: "c.1.1", Name: "x", Token: 3, Deadline: 15 * s, At: 12 * s, End: 12 * s})
+	b.h.Exits = []ClientExit{{Client: "c", Incarnation: 1, Killed: true, At: 13 * s}}
+	// d's grant is lost at 22s.
+	b.rec(workload.Record{Kind: workload.KindAcquire, Op: "d.1.1", Name: "x", At: 16 * s}).
+		rec(workload.Record{Kind: workload.KindAcquired, Op: "d.1.1", Name: "x", Token: 4, Deadline: 25 * s, At: 17 * s})
+	b.h.Events = append(b.h.Events, SidecarEvent{Event: ipc.Event{Event: ipc.EventLost, Lease: "x", Token: "4", Reason: "renew_failed"}, At: 22 * s})
+
+	gs := grants(&b.h)
+	want := []struct {
+		token      uint64
+		start, end int64
+		why        string
+	}{
+		{1, 1 * s, 3 * s, "rel"},
+		{2, 5 * s, 9 * s, "deadline"},
+		{3, 11 * s, 12 * s, "killed (last record)"},
+		{4, 17 * s, 22 * s, "lost: renew_failed"},
+	}
+	if len(gs) != len(want) {
+		t.Fatalf("%d grants, want %d", len(gs), len(want))
+	}
+	for i, w := range want {
+		g := gs[i]
+		if g.Token != w.token || g.Start != w.start || g.End != w.end || g.EndWhy != w.why {
+			t.Errorf("grant %d: token %d [%v, %v) %q; want token %d [%v, %v) %q", i, g.Token,
+				time.Duration(g.Start), time.Duration(g.End), g.EndWhy, w.token, time.Duration(w.start), time.Duration(w.end), w.why)
+		}
+	}
+	if vs := checkIntervals(gs); len(vs) != 0 {
+		t.Errorf("intervals that do not overlap: %v", vs)
+	}
+}
+
+func TestCheckIntervalsOverlap(t *testing.T) {
+	h := newHist().
+		hold("a.1.1", "x", 1, 0, 1*s, 10*s, 6*s).
+		hold("b.1.1", "x", 2, 2*s, 5*s, 15*s, 8*s).
+		hold("c.1.1", "x", 3, 7*s, 8*s, 15*s, 9*s) // starts exactly when b ends: fine
+	vs := checkIntervals(grants(&h.h))
+	if len(vs) != 1 || vs[0].A.Token != 1 || vs[0].B.Token != 2 || vs[0].At != 5*s {
+		t.Fatalf("violations %+v; want one, tokens 1 and 2 at 5s", vs)
+	}
+	if d := vs[0].Describe(0); !strings.Contains(d, "token 1") || !strings.Contains(d, "token 2") || !strings.Contains(d, "[+1.000s, +6.000s)") {
+		t.Errorf("description lacks both intervals and tokens:\n%s", d)
+	}
+}
+
+func TestCheckRegister(t *testing.T) {
+	b := newHist().hold("a.1.1", "x", 1, 0, 1*s, 10*s, 5*s)
+	// a's lease ends when it releases at 5s; the failed check at 4s
+	// vouches for no write before it.
+	b.rec(workload.Record{Kind: workload.KindCheck, Op: "a.1.1", Name: "x", Token: 1, At: 4 * s, End: 4 * s})
+	w := func(kind string, at int64, seq uint64, ok bool) RegisterWrite {
+		return RegisterWrite{Write: workload.Write{Name: "x", Holder: "a.1.1", Token: 1, Deadline: 10 * s, Kind: kind}, Seq: seq, At: at, Accepted: ok}
+	}
+	b.h.Writes = []RegisterWrite{
+		w("pre", 2*s, 1, true),   // the next check, at 4s, failed: not vouched for
+		w("post", 3*s, 2, true),  // within the interval
+		w("pre", 5*s, 3, true),   // after the end, vouched by no valid check: the fence's business
+		w("post", 6*s, 4, true),  // after the end, after a valid check: the violation
+		w("post", 7*s, 0, false), // refused as late
+	}
+	vs := checkRegister(&b.h, grants(&b.h))
+	if len(vs) != 1 || vs[0].At != 6*s || vs[0].Checker != CheckRegister {
+		t.Fatalf("violations %+v; want one, the post write at 6s", vs)
+	}
+
+	// The fence: a lower token accepted after a higher one.
+	b = newHist().hold("a.1.1", "x", 1, 0, 1*s, 10*s, 5*s).hold("b.1.1", "x", 2, 5*s, 6*s, 10*s, 8*s)
+	b.h.Writes = []RegisterWrite{
+		{Write: workload.Write{Name: "x", Holder: "b.1.1", Token: 2, Deadline: 10 * s, Kind: "post"}, Seq: 1, At: 7 * s, Accepted: true},
+		{Write: workload.Write{Name: "x", Holder: "a.1.1", Token: 1, Deadline: 10 * s, Kind: "pre"}, Seq: 2, At: 7 * s, Accepted: true},
+	}
+	if vs := checkRegister(&b.h, grants(&b.h)); len(vs) != 1 || !strings.Contains(vs[0].Message, "accepted after") {
+		t.Fatalf("violations %+v; want fence.CheckHistory's", vs)
+	}
+}
+
+func TestCheckTokens(t *testing.T) {
+	ok := newHist().hold("a.1.1", "x", 1, 0, 1*s, 10*s, 3*s).hold("b.1.1", "x", 2, 2*s, 4*s, 10*s, 6*s)
+	if vs := checkTokens(grants(&ok.h), []Probe{{Name: "x", Call: 7 * s, Return: 8 * s, Token: 3}}); len(vs) != 0 {
+		t.Errorf("increasing tokens: %v", vs)
+	}
+	twice := newHist().hold("a.1.1", "x", 1, 0, 1*s, 10*s, 3*s).hold("b.1.1", "x", 1, 4*s, 5*s, 10*s, 6*s)
+	if vs := checkTokens(grants(&twice.h), nil); !slices.ContainsFunc(vs, func(v Violation) bool { return strings.Contains(v.Message, "granted to") }) {
+		t.Errorf("token 1 granted twice: %v", vs)
+	}
+	backwards := newHist().hold("a.1.1", "x", 5, 0, 1*s, 10*s, 3*s).hold("b.1.1", "x", 4, 4*s, 5*s, 10*s, 6*s)
+	if vs := checkTokens(grants(&backwards.h), nil); len(vs) != 1 || vs[0].B.Token != 4 {
+		t.Errorf("token 4 after token 5: %v", vs)
+	}
+	probe := newHist().hold("a.1.1", "x", 5, 0, 1*s, 10*s, 3*s)
+	if vs := checkTokens(grants(&probe.h), []Probe{{Name: "x", Call: 7 * s, Return: 8 * s, Token: 5}}); len(vs) == 0 {
+		t.Errorf("the final probe got token 5 again, unseen")
+	}
+}
+
+func TestCheckLinear(t *testing.T) {
+	dir := t.TempDir()
+	held := func(b *hist, op string, holder uint64, call, ret int64) *hist {
+		b.rec(workload.Record{Kind: workload.KindAcquire, Op: op, Name: "x", At: call})
+		return b.rec(workload.Record{Kind: workload.KindAcquireFailed, Op: op, Name: "x", Code: ipc.CodeLeaseHeld, Holder: holder, At: ret})
+	}
+	tests := []struct {
+		name string
+		h    *hist
+		bad  bool
+	}{
+		{name: "grants and a refusal naming the holder",
+			h: held(newHist().hold("a.1.1", "x", 1, 0, 1*s, 10*s, 5*s), "b.1.1", 1, 2*s, 3*s)},
+		{name: "a refusal naming a released token",
+			h: held(newHist().hold("a.1.1", "x", 1, 0, 1*s, 10*s, 2*s), "b.1.1", 1, 3*s, 4*s), bad: true},
+		{name: "a refusal naming a superseded token",
+			h: held(newHist().hold("a.1.1", "x", 1, 0, 1*s, 10*s, 2*s).hold("c.1.1", "x", 2, 3*s, 4*s, 10*s, 8*s), "b.1.1", 1, 5*s, 6*s), bad: true},
+		{name: "a refusal naming the token of an acquire that timed out",
+			h: held(newHist().
+				rec(workload.Record{Kind: workload.KindAcquire, Op: "a.1.1", Name: "x", At: 0}).
+				rec(workload.Record{Kind: workload.KindAcquireFailed, Op: "a.1.1", Name: "x", Code: workload.CodeTimeout, At: 2 * s}),
+				"b.1.1", 7, 5*s, 6*s)},
+		{name: "a release acknowledged after a newer grant",
+			h: newHist().
+				rec(workload.Record{Kind: workload.KindAcquire, Op: "a.1.1", Name: "x", At: 0}).
+				rec(workload.Record{Kind: workload.KindAcquired, Op: "a.1.1", Name: "x", Token: 1, Deadline: 10 * s, At: 1 * s}).
+				hold("b.1.1", "x", 2, 2*s, 3*s, 10*s, 9*s).
+				rec(workload.Record{Kind: workload.KindRelease, Op: "a.1.1", Name: "x", Token: 1, At: 4 * s}).
+				rec(workload.Record{Kind: workload.KindReleased, Op: "a.1.1", Name: "x", Token: 1, At: 5 * s}), bad: true},
+		{name: "the same owner gets its grant again",
+			h: newHist().hold("a.1.1", "x", 1, 0, 1*s, 10*s, 5*s).
+				rec(workload.Record{Kind: workload.KindAcquire, Op: "a.1.2", Name: "x", At: 2 * s}).
+				rec(workload.Record{Kind: workload.KindAcquired, Op: "a.1.2", Name: "x", Token: 1, Deadline: 10 * s, At: 3 * s})},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			vs, unknown := checkLinear(&tt.h.h, dir, 10*time.Second)
+			if len(unknown) > 0 {
+				t.Fatalf("undecided: %v", unknown)
+			}
+			if (len(vs) > 0) != tt.bad {
+				t.Fatalf("violations %v, want some: %v", vs, tt.bad)
+			}
+			if tt.bad && !strings.Contains(vs[0].Message, "no order explains") {
+				t.Errorf("the message does not name the operation: %s", vs[0].Message)
+			}
+		})
+	}
+}
+
+func TestCheckProbes(t *testing.T) {
+	h := &History{Probes: []Probe{
+		{Name: "a", Call: 0, Return: 1 * s, Token: 3},
+		{Name: "b", Call: 0, Return: 9 * s, Token: 3},
+		{Name: "c", Call: 0, Return: 2 * s, Err: "lease_held: ..."},
+	}}
+	vs := checkProbes(h, []string{"a", "b", "c", "d"}, 5*time.Second)
+	var names []string
+	for _, v := range vs {
+		names = append(names, v.Name)
+	}
+	if !slices.Equal(names, []string{"b", "c", "d"}) {
+		t.Fatalf("liveness violations for %v, want b (slow), c (refused), d (no probe)", names)
+	}
+}
+
+// A schedule is a function of its seed; a long one has every kind of
+// fault, the leader's most; a list of kinds keeps to them.
+func TestPlan(t *testing.T) {
+	a, b := plan(7, 30*time.Minute, 3*time.Second, nil), plan(7, 30*time.Minute, 3*time.Second, nil)
+	if !slices.Equal(a.Cluster, b.Cluster) || !slices.Equal(a.Clients, b.Clients) {
+		t.Fatal("two schedules of one seed differ")
+	}
+	if c := plan(8, 30*time.Minute, 3*time.Second, nil); slices.Equal(a.Cluster, c.Cluster) {
+		t.Fatal("two seeds, one schedule")
+	}
+	count := map[Kind]int{}
+	for _, st := range append(a.Cluster, a.Clients...) {
+		count[st.Kind]++
+		if st.At < 0 || st.At+st.For > 30*time.Minute {
+			t.Errorf("step %+v outside the run", st)
+		}
+	}
+	for _, k := range AllKinds() {
+		if count[k] == 0 {
+			t.Errorf("no %s in 30 minutes", k)
+		}
+	}
+	if count[KillGrantor]+count[StopGrantor] <= count[KillSidecar]+count[StopSidecar] {
+		t.Errorf("grantors hit %d times, sidecars %d", count[KillGrantor]+count[StopGrantor], count[KillSidecar]+count[StopSidecar])
+	}
+	only := plan(7, 5*time.Minute, 3*time.Second, []Kind{Split, StopGrantor})
+	for _, st := range only.Cluster {
+		if st.Kind != Split && st.Kind != StopGrantor {
+			t.Errorf("a %s in a schedule of splits and stops", st.Kind)
+		}
+	}
+}
+
+func TestTimelinePicture(t *testing.T) {
+	b := newHist().
+		hold("a.1.1", "x", 1, 0, 1*s, 10*s, 6*s).
+		hold("b.1.1", "x", 2, 2*s, 5*s, 15*s, 8*s)
+	b.h.Faults = []Fault{{Kind: LeaderAlone, Target: "g1", Start: 3 * s, End: 7 * s}, {Kind: KillClient, Target: "a", Start: 4 * s, End: 4 * s}}
+	gs := grants(&b.h)
+	path := filepath.Join(t.TempDir(), "t.png")
+	cfg := DefaultConfig()
+	cfg.Names = 1
+	b.h.Records = append(b.h.Records, workload.Record{}) // a record of no kind is ignored
+	if err := drawTimeline(path, cfg, &b.h, gs, checkIntervals(gs)); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img.Bounds().Dx() < 1000 {
+		t.Errorf("picture %v wide", img.Bounds())
+	}
+}
