@@ -26,12 +26,11 @@ var (
 )
 
 // shortModeOff, when not empty, says why the short mode does not run in
-// a plain `go test` yet: it fails on every seed until the product bugs
-// it found are fixed (then this is emptied, and the short mode runs in
-// make test). -chaos.short runs it anyway.
-const shortModeOff = "the short mode fails on every seed until two product bugs it found are fixed: " +
-	"a data race in the sidecar's socket writer (ipc/queue.go ageValidity mutates an *ipc.Event shared by connections) and " +
-	"a grantor that cannot restart after raft cleared its log suffix (raft-wal v0.4.0, fixed in v0.4.1); -chaos.short runs it"
+// a plain `go test` yet: it fails on every seed until the product bug it
+// found is fixed (then this is emptied, and the short mode runs in make
+// test). -chaos.short runs it anyway.
+const shortModeOff = "the short mode fails on every seed until a product bug it found is fixed: " +
+	"a data race in the sidecar's socket writer (ipc/queue.go ageValidity mutates an *ipc.Event shared by connections); -chaos.short runs it"
 
 // fixedSeed is the short mode's fixed seed.
 const fixedSeed = 20261201
