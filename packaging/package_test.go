@@ -181,7 +181,7 @@ func TestDeb(t *testing.T) {
 			t.Fatal(err)
 		}
 		keys := slices.Sorted(maps.Keys(cfg))
-		want := []string{"bootstrap_expect", "data_dir", "epsilon", "gossip_addr", "gossip_key_file", "join", "metrics_addr", "node_id", "raft_addr", "rho", "rpc_addr"}
+		want := []string{"bootstrap_expect", "data_dir", "epsilon", "gossip_addr", "gossip_key_file", "join", "max_leases_per_sidecar", "metrics_addr", "node_id", "raft_addr", "rho", "rpc_addr"}
 		if !slices.Equal(keys, want) {
 			t.Errorf("grantor.json keys %q, want %q", keys, want)
 		}

@@ -35,17 +35,20 @@ type grantorOptions struct {
 	GossipKeyFile   string
 	MetricsAddr     string
 	Timing          clockwatch.Timing
+	// MaxLeasesPerSidecar is the config file's max_leases_per_sidecar.
+	MaxLeasesPerSidecar int
 }
 
 func defaultGrantorOptions() grantorOptions {
 	host, _ := os.Hostname()
 	return grantorOptions{
-		NodeID:     host,
-		DataDir:    defaultGrantorDataDir(),
-		RPCAddr:    "127.0.0.1:7401",
-		RaftAddr:   "127.0.0.1:7402",
-		GossipAddr: "127.0.0.1:7403",
-		Timing:     clockwatch.DefaultTiming(),
+		NodeID:              host,
+		DataDir:             defaultGrantorDataDir(),
+		RPCAddr:             "127.0.0.1:7401",
+		RaftAddr:            "127.0.0.1:7402",
+		GossipAddr:          "127.0.0.1:7403",
+		Timing:              clockwatch.DefaultTiming(),
+		MaxLeasesPerSidecar: grantor.DefaultMaxLeasesPerSidecar,
 	}
 }
 
@@ -79,6 +82,8 @@ type grantorFileConfig struct {
 	MetricsAddr     string   `json:"metrics_addr"`
 	Rho             *float64 `json:"rho"`
 	Epsilon         string   `json:"epsilon"`
+	// MaxLeasesPerSidecar: live leases one sidecar identity may hold.
+	MaxLeasesPerSidecar *int `json:"max_leases_per_sidecar"`
 }
 
 // loadGrantorConfig applies the config file at path to o.
@@ -110,6 +115,9 @@ func loadGrantorConfig(path string, o *grantorOptions) error {
 	}
 	if fc.Rho != nil {
 		o.Timing.Rho = *fc.Rho
+	}
+	if fc.MaxLeasesPerSidecar != nil {
+		o.MaxLeasesPerSidecar = *fc.MaxLeasesPerSidecar
 	}
 	if fc.Epsilon != "" {
 		d, err := time.ParseDuration(fc.Epsilon)
@@ -268,6 +276,7 @@ func runGrantor(ctx context.Context, e *env, o grantorOptions, verbose bool) err
 	cfg.RaftAddr = o.RaftAddr
 	cfg.BootstrapExpect = o.BootstrapExpect
 	cfg.Timing = o.Timing
+	cfg.MaxLeasesPerSidecar = o.MaxLeasesPerSidecar
 	cfg.Logger = log
 	gc := &gossip.Config{
 		Name:     o.NodeID,

@@ -444,7 +444,8 @@ func TestGrantorConfigFile(t *testing.T) {
 	}
 	want := grantorOptions{NodeID: "grantor1", DataDir: "/var/lib/leaseside", RPCAddr: "0.0.0.0:7401", RaftAddr: "192.0.2.1:7402",
 		GossipAddr: "192.0.2.1:7403", Join: []string{"192.0.2.2:7403", "192.0.2.3:7403"}, BootstrapExpect: 3,
-		MetricsAddr: "127.0.0.1:7404", Timing: clockwatch.Timing{Rho: 0.0005, Epsilon: 100 * time.Millisecond}}
+		MetricsAddr: "127.0.0.1:7404", Timing: clockwatch.Timing{Rho: 0.0005, Epsilon: 100 * time.Millisecond},
+		MaxLeasesPerSidecar: 100000}
 	if fmt.Sprint(o) != fmt.Sprint(want) {
 		t.Errorf("packaged config read as\n%+v\nwant\n%+v", o, want)
 	}
