@@ -8,14 +8,6 @@ import (
 	"github.com/leaseside/leaseside/ipc"
 )
 
-// timing is the timing model deadlines are computed with now: the
-// configured one, with rho raised to the drift observed against the
-// grantor when that is larger, and rho and epsilon raised to the largest
-// a grantor stated (grantortiming.go). It can only make deadlines earlier.
-func (d *Daemon) timing() clockwatch.Timing {
-	return d.withGrantorTiming(d.watcher.EffectiveTiming(d.cfg.Timing))
-}
-
 // checkSuspend reads the daemon's own suspend detector, so that a request
 // answered right after a resume, before the watcher's next tick, still
 // knows that the host slept. It returns the current BOOTTIME.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 
@@ -31,6 +32,14 @@ type Daemon struct {
 	watchers map[*ipc.Conn]string // connection -> lease name filter ("" for all)
 
 	kick chan struct{} // wakes the renew loop when the table changed
+
+	// turns serialises the requests of one owner for one name;
+	// unreleased holds the releases waiting for their turn (giveback.go),
+	// under mu.
+	turns      turns
+	unreleased map[turnKey][]queuedRelease
+	// floor is the largest timing model assumed in the daemon's life.
+	floor timingFloor
 
 	// detached numbers detached acquires: each is an owner of its own.
 	detached atomic.Uint64
@@ -68,7 +77,7 @@ func New(cfg Config) (*Daemon, error) {
 	life, stop := context.WithCancel(context.Background())
 	wcfg := cfg.Watch
 	wcfg.Clock, wcfg.Rho = cfg.Clock, cfg.Timing.Rho
-	return &Daemon{
+	d := &Daemon{
 		watcher:  clockwatch.NewWatcher(wcfg),
 		susp:     clockwatch.NewSuspendDetector(cfg.Clock),
 		life:     life,
@@ -80,7 +89,9 @@ func New(cfg Config) (*Daemon, error) {
 		leases:   map[string]*lease{},
 		watchers: map[*ipc.Conn]string{},
 		kick:     make(chan struct{}, 1),
-	}, nil
+	}
+	d.floor.set(cfg.Timing)
+	return d, nil
 }
 
 // Session returns the daemon's grantor session id.
@@ -143,6 +154,12 @@ func (d *Daemon) Handle(ctx context.Context, c *ipc.Conn, req *ipc.Request) *ipc
 		return d.status()
 	case ipc.OpClock:
 		return &ipc.Response{Clock: d.clockStatus(true)}
+	case ipc.OpResetRho:
+		if c.Cred.UID != 0 && c.Cred.UID != os.Getuid() {
+			return &ipc.Response{Error: ipc.Errorf(ipc.CodePermissionDenied, "reset_rho is for root or the daemon's own uid (%d), not uid %d", os.Getuid(), c.Cred.UID)}
+		}
+		d.resetRho()
+		return &ipc.Response{Clock: d.clockStatus(false)}
 	case ipc.OpMembers:
 		return d.members(ctx)
 	case ipc.OpAcquire:
@@ -211,17 +228,6 @@ func (d *Daemon) Closed(c *ipc.Conn) {
 	for _, l := range gone {
 		d.ownerEnded(l, ipc.ReasonOwnerDisconnected)
 	}
-}
-
-// background runs f on its own goroutine under the daemon's lifetime.
-func (d *Daemon) background(f func(ctx context.Context)) {
-	d.bg.Add(1)
-	go func() {
-		defer d.bg.Done()
-		ctx, cancel := context.WithTimeout(d.life, d.cfg.RequestTimeout)
-		defer cancel()
-		f(ctx)
-	}()
 }
 
 func (d *Daemon) wake() {

@@ -191,14 +191,47 @@ func retryable(err error) bool {
 	return false
 }
 
-// acquire relays an acquire; attempts counts every request sent.
-func (g *grantorConn) acquire(ctx context.Context, name, owner string, ttl, wait time.Duration, attempts *atomic.Uint64) (*grantorpb.AcquireResponse, error) {
+// acquire relays an acquire; attempts counts every request sent. Every
+// attempt asks the grantor to wait only for what is left of wait.
+//
+// When abandon is closed before the answer came (the owner ended, or the
+// requester left), the attempt in flight is cancelled, which takes the
+// acquire out of the grantor's queue, and one more attempt with the same
+// request id and no wait settles what became of it: the grant, if the
+// grantor had made one (a retry is answered from its record), else a
+// fresh answer. The caller gives back whatever it got.
+func (g *grantorConn) acquire(ctx context.Context, name, owner string, ttl, wait time.Duration, attempts *atomic.Uint64, abandon <-chan struct{}) (*grantorpb.AcquireResponse, error) {
 	id, done := g.newID()
 	defer done()
-	req := &grantorpb.AcquireRequest{Id: id, Lease: name, Owner: owner, TtlNs: int64(ttl), WaitNs: int64(wait)}
-	return retry(ctx, g, wait+attemptTimeout, func(ctx context.Context, api grantorpb.GrantorClient) (*grantorpb.AcquireResponse, error) {
+	waitUntil := time.Now().Add(wait)
+	call := func(ctx context.Context, api grantorpb.GrantorClient, wait time.Duration) (*grantorpb.AcquireResponse, error) {
 		attempts.Add(1)
-		return api.Acquire(ctx, req)
+		return api.Acquire(ctx, &grantorpb.AcquireRequest{Id: id, Lease: name, Owner: owner, TtlNs: int64(ttl), WaitNs: int64(max(wait, 0))})
+	}
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-abandon:
+			cancel()
+		case <-actx.Done():
+		}
+	}()
+	resp, err := retry(actx, g, wait+attemptTimeout, func(ctx context.Context, api grantorpb.GrantorClient) (*grantorpb.AcquireResponse, error) {
+		return call(ctx, api, time.Until(waitUntil))
+	})
+	if err == nil {
+		return resp, nil
+	}
+	select {
+	case <-abandon:
+	default:
+		return resp, err
+	}
+	sctx, scancel := context.WithTimeout(ctx, attemptTimeout)
+	defer scancel()
+	return retry(sctx, g, attemptTimeout, func(ctx context.Context, api grantorpb.GrantorClient) (*grantorpb.AcquireResponse, error) {
+		return call(ctx, api, 0)
 	})
 }
 

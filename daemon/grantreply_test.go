@@ -123,7 +123,7 @@ func TestConcurrentAcquiresComputeWithTheGrantorsTerm(t *testing.T) {
 			t0 := clock.Now()
 			var resps []*grantorpb.AcquireResponse
 			for _, ttl := range terms {
-				resp, err := d.g.acquire(ctxT(t), "x", "conn:1", ttl, 0, &d.metrics.acquireRPCs)
+				resp, err := d.g.acquire(ctxT(t), "x", "conn:1", ttl, 0, &d.metrics.acquireRPCs, nil)
 				if err != nil || !resp.Granted {
 					t.Fatalf("acquire ttl %v: %v %v", ttl, resp, err)
 				}
@@ -168,7 +168,7 @@ func TestGrantorTimingRaisesTheSidecars(t *testing.T) {
 		t.Fatal("mismatch before any reply")
 	}
 	t0 := clock.Now()
-	resp, err := d.g.acquire(ctxT(t), "x", "conn:1", 10*time.Second, 0, &d.metrics.acquireRPCs)
+	resp, err := d.g.acquire(ctxT(t), "x", "conn:1", 10*time.Second, 0, &d.metrics.acquireRPCs, nil)
 	if err != nil || !resp.Granted {
 		t.Fatalf("acquire: %v %v", resp, err)
 	}

@@ -31,12 +31,16 @@ type scriptedGrantor struct {
 	// acquireDelay moves the fake clock this much more while an acquire
 	// is "on the wire" (a long wait in the queue).
 	acquireDelay time.Duration
-	// silent makes keepalives go unanswered.
+	// silent makes keepalives go unanswered (acquires and releases are
+	// still answered).
 	silent bool
 	// stall, when set, holds acquires of that lease name until it is
 	// closed: a slow request path.
 	stallName string
 	stall     chan struct{}
+	// releaseStall, when set, holds every release's answer until it is
+	// closed.
+	releaseStall chan struct{}
 	// rate skews the grantor's clock against the fake one: it reads
 	// start + (now-start)*(1+rate).
 	rate float64
@@ -44,9 +48,16 @@ type scriptedGrantor struct {
 	keepalives chan *grantorpb.KeepAliveRequest
 	// releases receives every release request.
 	releases chan *grantorpb.ReleaseRequest
+	// acquires receives acquire requests as they arrive (before any
+	// stall), while it has room.
+	acquires chan *grantorpb.AcquireRequest
 }
 
 func (s *scriptedGrantor) Acquire(ctx context.Context, req *grantorpb.AcquireRequest) (*grantorpb.AcquireResponse, error) {
+	select {
+	case s.acquires <- req:
+	default: // a test that does not look at them
+	}
 	s.mu.Lock()
 	stallName, stall := s.stallName, s.stall
 	s.mu.Unlock()
@@ -61,14 +72,21 @@ func (s *scriptedGrantor) Acquire(ctx context.Context, req *grantorpb.AcquireReq
 	defer s.mu.Unlock()
 	s.clock.Advance(s.delay + s.acquireDelay)
 	s.token++
-	if s.silent {
-		return &grantorpb.AcquireResponse{Granted: true, Token: s.token, GrantorTimeNs: int64(s.clock.Now())}, nil
-	}
 	return &grantorpb.AcquireResponse{Granted: true, Token: s.token, GrantorTimeNs: int64(s.clock.Now())}, nil
 }
 
 func (s *scriptedGrantor) Release(ctx context.Context, req *grantorpb.ReleaseRequest) (*grantorpb.ReleaseResponse, error) {
 	s.releases <- req
+	s.mu.Lock()
+	stall := s.releaseStall
+	s.mu.Unlock()
+	if stall != nil {
+		select {
+		case <-stall:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	return &grantorpb.ReleaseResponse{Released: true}, nil
 }
 
@@ -134,7 +152,8 @@ func newRig(t *testing.T) *rig {
 func newRigWith(t *testing.T, adjust func(*Config)) *rig {
 	t.Helper()
 	clock := clockwatch.NewFake(start)
-	g := &scriptedGrantor{clock: clock, keepalives: make(chan *grantorpb.KeepAliveRequest, 64), releases: make(chan *grantorpb.ReleaseRequest, 64)}
+	g := &scriptedGrantor{clock: clock, keepalives: make(chan *grantorpb.KeepAliveRequest, 64), releases: make(chan *grantorpb.ReleaseRequest, 64),
+		acquires: make(chan *grantorpb.AcquireRequest, 64)}
 	gl, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -204,6 +223,17 @@ func (r *rig) waitEvent(t *testing.T, kind string) *ipc.Event {
 			r.backlog = append(r.backlog, ev)
 		case <-ctx.Done():
 			t.Fatalf("no %s event", kind)
+		}
+	}
+}
+
+// waitLeaseEvent returns the next event of the given kind about the named
+// lease, dropping those about others.
+func (r *rig) waitLeaseEvent(t *testing.T, kind, lease string) *ipc.Event {
+	t.Helper()
+	for {
+		if ev := r.waitEvent(t, kind); ev.Lease == lease {
+			return ev
 		}
 	}
 }

@@ -36,6 +36,11 @@ type lease struct {
 	releaseAt clockwatch.Instant
 	// noRenew leases are renewed only on request.
 	noRenew bool
+	// listed is set when the lease entered the table; until then, an
+	// owner that ends leaves its reason in endedEarly, and the acquire
+	// gives back what it gets (acquire.go).
+	listed     bool
+	endedEarly string
 
 	// t0 is when the request behind the last successful grant or renewal
 	// was sent; deadline is the holder's validity that follows from it:

@@ -15,6 +15,7 @@ type counters struct {
 	acquireRPCs      atomic.Uint64 // acquire attempts sent to the grantor, retries included
 	grants           atomic.Uint64
 	refusals         atomic.Uint64
+	givenBack        atomic.Uint64 // grants whose owner ended before they came
 
 	mu   sync.Mutex
 	lost map[string]uint64 // by reason
@@ -77,6 +78,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descAcquireRPC, m.acquireRPCs.Load())
 	counter(descAcquires, m.grants.Load(), "granted")
 	counter(descAcquires, m.refusals.Load(), "held")
+	counter(descAcquires, m.givenBack.Load(), "given_back")
 	m.mu.Lock()
 	for reason, v := range m.lost {
 		counter(descLost, v, reason)

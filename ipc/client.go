@@ -89,7 +89,8 @@ func (l *Lease) Reason() string {
 }
 
 // Deadline returns the current deadline on CLOCK_BOOTTIME, in nanoseconds:
-// the first grant's, moved later by every renewal the daemon reported.
+// the first grant's, moved later by every renewal the daemon reported and
+// earlier by every shortening (a drift found after it was told).
 func (l *Lease) Deadline() int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -112,6 +113,17 @@ func (l *Lease) renewed(deadline int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.deadline = max(l.deadline, deadline)
+}
+
+// shortened moves the deadline earlier (EventShortened) and wakes the
+// watchdog for it.
+func (l *Lease) shortened(deadline int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if deadline < l.deadline {
+		l.deadline = deadline
+		l.timer.Reset(time.Duration(deadline - boottime()))
+	}
 }
 
 // watchdog ends the lease when its deadline has passed, and otherwise
@@ -252,6 +264,17 @@ func (c *Client) Members(ctx context.Context) ([]Member, string, error) {
 // Clock returns the daemon's view of its clock.
 func (c *Client) Clock(ctx context.Context) (*ClockStatus, error) {
 	resp, err := c.call(ctx, &Request{Op: OpClock})
+	if err != nil {
+		return nil, err
+	}
+	return resp.Clock, nil
+}
+
+// ResetRho lowers the drift bound the daemon computes deadlines with back
+// to what is configured and observed now, and returns the clock view
+// after it (root or the daemon's uid only).
+func (c *Client) ResetRho(ctx context.Context) (*ClockStatus, error) {
+	resp, err := c.call(ctx, &Request{Op: OpResetRho})
 	if err != nil {
 		return nil, err
 	}
@@ -424,22 +447,20 @@ func (c *Client) readLoop(conn *net.UnixConn) {
 	}
 }
 
+// deliver applies ev to this client's leases first, then hands it to the
+// Notify channels: a subscriber that sees an event finds the lease
+// already following it.
 func (c *Client) deliver(ev *Event) {
-	c.mu.Lock()
-	subs := append([]chan<- *Event(nil), c.events...)
-	c.mu.Unlock()
-	for _, ch := range subs {
-		select {
-		case ch <- ev:
-		default:
-		}
-	}
-	if ev.Event == EventRenewed {
+	if ev.Event == EventRenewed || ev.Event == EventShortened {
 		c.mu.Lock()
 		l := c.leases[ev.Lease]
 		c.mu.Unlock()
-		if l != nil && l.Token == ev.Token {
+		switch {
+		case l == nil || l.Token != ev.Token:
+		case ev.Event == EventRenewed:
 			l.renewed(ev.DeadlineBoottimeNs)
+		default:
+			l.shortened(ev.DeadlineBoottimeNs)
 		}
 	}
 	if ev.Event == EventLost || ev.Event == EventReleased {
@@ -449,6 +470,15 @@ func (c *Client) deliver(ev *Event) {
 				c.orphans[ev.Lease] = ev
 			}
 			c.mu.Unlock()
+		}
+	}
+	c.mu.Lock()
+	subs := append([]chan<- *Event(nil), c.events...)
+	c.mu.Unlock()
+	for _, ch := range subs {
+		select {
+		case ch <- ev:
+		default:
 		}
 	}
 }

@@ -15,15 +15,16 @@ import (
 // opFields lists, per op, the fields a request may carry besides id and op,
 // and which of them it must carry.
 var opFields = map[string]struct{ allowed, required []string }{
-	OpHello:   {},
-	OpStatus:  {},
-	OpAcquire: {allowed: []string{"lease", "ttl_ms", "wait_ms", "owner", "owner_pid", "lock_delay_ms", "no_renew"}, required: []string{"lease", "ttl_ms"}},
-	OpRelease: {allowed: []string{"lease", "token"}, required: []string{"lease"}},
-	OpRenew:   {allowed: []string{"lease", "token"}, required: []string{"lease"}},
-	OpCheck:   {allowed: []string{"lease", "token"}, required: []string{"lease"}},
-	OpWatch:   {allowed: []string{"lease"}},
-	OpClock:   {},
-	OpMembers: {},
+	OpHello:    {},
+	OpStatus:   {},
+	OpAcquire:  {allowed: []string{"lease", "ttl_ms", "wait_ms", "owner", "owner_pid", "lock_delay_ms", "no_renew"}, required: []string{"lease", "ttl_ms"}},
+	OpRelease:  {allowed: []string{"lease", "token"}, required: []string{"lease"}},
+	OpRenew:    {allowed: []string{"lease", "token"}, required: []string{"lease"}},
+	OpCheck:    {allowed: []string{"lease", "token"}, required: []string{"lease"}},
+	OpWatch:    {allowed: []string{"lease"}},
+	OpClock:    {},
+	OpMembers:  {},
+	OpResetRho: {},
 }
 
 // requestFields are the keys a request object may have, spelled exactly.

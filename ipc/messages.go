@@ -7,7 +7,7 @@ import (
 
 // ProtocolVersion is the version of the socket protocol this package speaks.
 // PROTOCOL.md keeps the history.
-const ProtocolVersion = 1
+const ProtocolVersion = 2
 
 // MaxLineBytes is the longest request line the server reads; longer lines
 // are answered with CodeLineTooLong and skipped.
@@ -24,6 +24,10 @@ const (
 	OpWatch   = "watch"
 	OpClock   = "clock"
 	OpMembers = "members"
+	// OpResetRho lowers the drift bound the daemon computes deadlines
+	// with back to what is configured and observed now (root or the
+	// daemon's own uid only).
+	OpResetRho = "reset_rho"
 )
 
 // Owner bindings an acquire may ask for.
@@ -239,6 +243,10 @@ const (
 	EventDrift = "drift"
 	// EventUnsynced: the kernel reports its clock unsynchronised.
 	EventUnsynced = "unsynced"
+	// EventShortened: the lease's deadline moved earlier (a drift found
+	// after it was told); the event carries the new deadline, which
+	// replaces the old one even though it is earlier.
+	EventShortened = "shortened"
 )
 
 // Reasons a lease is lost.
@@ -255,6 +263,9 @@ const (
 	ReasonReleasedByAdmin = "released_by_admin"
 	// ReasonSuspended: the host was suspended past the deadline.
 	ReasonSuspended = "suspended"
+	// ReasonDrift: the clock drift observed against the grantor is larger
+	// than the rate the deadline was computed with (shortened).
+	ReasonDrift = "drift"
 )
 
 // Reasons a lease is released (event released), or its owner gone (event
@@ -281,9 +292,13 @@ type Event struct {
 	Lease  string `json:"lease,omitempty"`
 	Token  string `json:"token,omitempty"`
 	Reason string `json:"reason,omitempty"`
-	// DeadlineBoottimeNs and ValidMs are the new deadline, for renewed.
+	// DeadlineBoottimeNs and ValidMs are the new deadline, for renewed
+	// and shortened.
 	DeadlineBoottimeNs int64 `json:"deadline_boottime_ns,omitempty"`
 	ValidMs            int64 `json:"valid_ms,omitempty"`
+	// LateMs, for lost, is how long after the deadline the loss was
+	// declared (the daemon or the host stalled), when it was.
+	LateMs int64 `json:"late_ms,omitempty"`
 	// LengthMs is the length of a suspend or pause.
 	LengthMs int64 `json:"length_ms,omitempty"`
 	// RatePPM is the observed drift, for drift.

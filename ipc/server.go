@@ -207,7 +207,7 @@ func (s *Server) serveConn(ctx context.Context, nc *net.UnixConn) {
 
 // quickOps never wait on the network; they are answered on the reading
 // goroutine, in order, which saves two goroutine hand-offs per request.
-var quickOps = map[string]bool{OpHello: true, OpStatus: true, OpCheck: true, OpWatch: true, OpClock: true}
+var quickOps = map[string]bool{OpHello: true, OpStatus: true, OpCheck: true, OpWatch: true, OpClock: true, OpResetRho: true}
 
 func (s *Server) answer(ctx context.Context, c *Conn, req *Request, id *uint64) {
 	resp := s.Handler.Handle(ctx, c, req)

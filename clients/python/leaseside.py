@@ -61,7 +61,8 @@ class LeasesideError(Exception):
 class Lease:
     """A lease held through this client.
 
-    deadline_boottime_ns follows the renewals the daemon reports. lost is a
+    deadline_boottime_ns follows the renewals the daemon reports, and moves
+    earlier when the daemon shortens it (a drift found late). lost is a
     threading.Event set when the lease is lost or released, or when its
     deadline passes by this process's own reading of CLOCK_BOOTTIME (so a
     hung daemon cannot keep it valid); reason then says why.
@@ -85,6 +86,16 @@ class Lease:
     def _renewed(self, deadline_ns):
         with self._lock:
             self.deadline_boottime_ns = max(self.deadline_boottime_ns, deadline_ns)
+
+    def _shortened(self, deadline_ns):
+        # A drift found after the deadline was told: the earlier one holds.
+        with self._lock:
+            if deadline_ns >= self.deadline_boottime_ns:
+                return
+            self.deadline_boottime_ns = deadline_ns
+            if self._timer:
+                self._timer.cancel()
+        self._arm()
 
     def _arm(self):
         # A timer only wakes us; BOOTTIME decides (_watchdog).
@@ -263,11 +274,14 @@ class Client:
                 lease._end("connection_closed")
 
     def _event(self, msg):
-        if msg["event"] == "renewed":
+        if msg["event"] in ("renewed", "shortened"):
             with self._lock:
                 lease = self._leases.get(msg.get("lease"))
             if lease is not None and lease.token == msg.get("token"):
-                lease._renewed(msg.get("deadline_boottime_ns", 0))
+                if msg["event"] == "renewed":
+                    lease._renewed(msg.get("deadline_boottime_ns", 0))
+                else:
+                    lease._shortened(msg.get("deadline_boottime_ns", 0))
         if msg["event"] in ("lost", "released"):
             if not self._end(msg.get("lease"), msg.get("token"), msg.get("reason") or msg["event"]):
                 with self._lock:

@@ -1,0 +1,212 @@
+package daemon
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/leaseside/leaseside/clockwatch"
+	"github.com/leaseside/leaseside/grantor/grantorpb"
+	"github.com/leaseside/leaseside/ipc"
+)
+
+// ownerID names the owner of a grant to the grantor, unique within the
+// daemon's session: a connection, a process (pid and start time, so that a
+// reused pid is another owner), or, for detached leases, the acquire
+// itself: two detached acquires are two owners, and the second is refused.
+func (d *Daemon) ownerID(c *ipc.Conn, req *ipc.Request) (string, *ipc.Error) {
+	switch req.Owner {
+	case ipc.OwnerPID:
+		start, uid, err := processIdentity(req.OwnerPID)
+		if err != nil {
+			return "", ipc.Errorf(ipc.CodeBadRequest, "owner_pid: %v", err)
+		}
+		if c.Cred.UID != 0 && c.Cred.UID != uid {
+			return "", ipc.Errorf(ipc.CodePermissionDenied, "owner_pid %d belongs to uid %d, not to the caller (uid %d)", req.OwnerPID, uid, c.Cred.UID)
+		}
+		return "pid:" + strconv.Itoa(req.OwnerPID) + ":" + strconv.FormatUint(start, 10), nil
+	case ipc.OwnerDetached:
+		return "detached:" + strconv.FormatUint(d.detached.Add(1), 10), nil
+	}
+	return "conn:" + strconv.FormatUint(c.ID, 10), nil
+}
+
+// ownerEndedEarly is the end of the owner of l, an acquire's lease. Before
+// l entered the table it records why in l.endedEarly and calls abandon, and
+// the acquire gives back what it gets; after, it is an ordinary
+// ownerEnded. Both sides decide under d.mu, so an owner that ended before
+// its grant came never has a lease in the table.
+func (d *Daemon) ownerEndedEarly(l *lease, why string, abandon func()) {
+	d.mu.Lock()
+	if l.listed {
+		d.mu.Unlock()
+		d.ownerEnded(l, why)
+		return
+	}
+	l.endedEarly = why
+	d.mu.Unlock()
+	abandon()
+}
+
+// acquire takes a lease for an owner. The requests of one owner for one
+// name take turns (DESIGN.md: one owner, one request per name in flight):
+// a second acquire waits for the first and then finds its lease. An
+// acquire whose owner ends, or whose answer nobody can receive any more
+// (the requesting connection went), before the grant came gives back
+// what it got.
+func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*ipc.Grant, *ipc.Error) {
+	if req.TTLMs < d.cfg.MinTTL.Milliseconds() || req.TTLMs > d.cfg.MaxTTL.Milliseconds() {
+		return nil, ipc.TTLError(req.TTLMs, d.cfg.MinTTL, d.cfg.MaxTTL) // the server checked already; this is for other callers
+	}
+	ttl := req.TTL()
+	owner := req.Owner
+	if owner == "" {
+		owner = ipc.OwnerConnection
+	}
+	id, ierr := d.ownerID(c, req)
+	if ierr != nil {
+		return nil, ierr
+	}
+	rctx, cancel := context.WithTimeout(ctx, req.Wait()+d.cfg.RequestTimeout)
+	defer cancel()
+	done, err := d.turns.take(rctx, id, req.Lease)
+	if err != nil {
+		return nil, ipc.Errorf(ipc.CodeUnavailable, "an earlier request of this owner for %q did not finish in time", req.Lease)
+	}
+	defer done()
+	// Whatever this owner's earlier grants of the name left to release
+	// goes first: a release landing after the new grant could end it.
+	d.sendReleases(rctx, id, req.Lease)
+
+	now := d.checkSuspend()
+	d.mu.Lock()
+	if l := d.validLocked(req.Lease, now); l != nil && l.ownerID == id && l.uid == c.Cred.UID && l.releaseAt == never {
+		defer d.mu.Unlock()
+		if l.ttl != ttl || l.lockDelay != req.LockDelay() || l.noRenew != req.NoRenew {
+			return nil, ipc.Errorf(ipc.CodeBadRequest, "this owner holds %q already, with other options (ttl, lock_delay, no_renew); release it first", req.Lease)
+		}
+		return l.grant(now), nil // this owner holds it already: a no-op
+	}
+	d.mu.Unlock()
+
+	l := &lease{name: req.Lease, ttl: ttl, owner: owner, ownerID: id, ownerPID: req.OwnerPID, uid: c.Cred.UID,
+		conn: c, lockDelay: req.LockDelay(), releaseAt: never, noRenew: req.NoRenew, renewed: make(chan struct{}), stopWatch: func() {}}
+	// abandon is closed when nobody can take the grant any more: the
+	// owner ended, or the requester left.
+	abandon := make(chan struct{})
+	var once sync.Once
+	closeAbandon := func() { once.Do(func() { close(abandon) }) }
+	if owner == ipc.OwnerPID {
+		stop, err := watchPID(req.OwnerPID, func() { d.ownerEndedEarly(l, ipc.ReasonOwnerExited, closeAbandon) })
+		if err != nil {
+			return nil, ipc.Errorf(ipc.CodeBadRequest, "owner_pid: %v", err)
+		}
+		l.stopWatch = stop
+	}
+	fail := func(e *ipc.Error) (*ipc.Grant, *ipc.Error) {
+		l.stopWatch()
+		return nil, e
+	}
+	defer context.AfterFunc(ctx, closeAbandon)()
+
+	// The grantor call does not end with the request: an abandoned
+	// acquire learns what became of it, so that a grant is given back.
+	deadline, _ := rctx.Deadline()
+	gctx, gcancel := context.WithDeadline(d.life, deadline)
+	defer gcancel()
+	t0 := d.clock.Now() // rule 1: read before the request is sent
+	resp, gerr := d.g.acquire(gctx, req.Lease, id, ttl, req.Wait(), &d.metrics.acquireRPCs, abandon)
+	if gerr != nil {
+		return fail(grantorError(gerr))
+	}
+	if !resp.Granted {
+		d.metrics.refusals.Add(1)
+		by := "another owner"
+		if resp.HolderName != "" {
+			by = "another owner (sidecar " + strconv.Quote(resp.HolderName) + ")"
+		}
+		e := ipc.Errorf(ipc.CodeLeaseHeld, "lease %q is held by %s with token %d", req.Lease, by, resp.Token)
+		e.HolderToken = strconv.FormatUint(resp.Token, 10)
+		return fail(e)
+	}
+	return d.granted(ctx, l, resp, t0)
+}
+
+// granted enters the grant of resp, whose request left at t0, as lease l
+// and answers the acquire. The term is the one the grantor states it
+// stored, and rho and epsilon the larger of the daemon's and the
+// grantor's (TEAM.md decision 2). A grant's identity is its token: a
+// reply for a name whose listed grant has a higher token was superseded
+// at the grantor (tokens only grow), so it is dropped. A grant whose
+// owner ended before it came, or whose requester (ctx) left, is given
+// back at once and never listed.
+func (d *Daemon) granted(ctx context.Context, l *lease, resp *grantorpb.AcquireResponse, t0 clockwatch.Instant) (*ipc.Grant, *ipc.Error) {
+	d.metrics.grants.Add(1)
+	d.learnTiming(resp.Rho, resp.EpsilonNs)
+	if resp.TtlNs > 0 {
+		l.ttl = time.Duration(resp.TtlNs)
+	}
+	l.token = resp.Token
+	l.t0 = t0
+	l.deadline = d.timing().HolderDeadline(t0, l.ttl) // rule 3
+	l.scheduleRenewal(t0)
+	// A grant that came after a wait in the queue, or after slow retries,
+	// was made at an unknown point after t0: its deadline may be short or
+	// already gone. Such a grant is pending: nobody is told it is valid,
+	// and it is not expired, until a renewal sent after the grant gives it
+	// a deadline of its own (below).
+	l.pending = clockwatch.Until(d.clock, l.deadline) < 2*l.ttl/3
+	d.mu.Lock()
+	switch old := d.leases[l.name]; {
+	case l.endedEarly != "" || ctx.Err() != nil:
+		why := l.endedEarly
+		if why == "" {
+			why = "requester_left"
+		}
+		// Nobody was told of it: no lock-delay to keep.
+		d.queueReleaseLocked(l, "owner ended before the grant came: "+why)
+		d.mu.Unlock()
+		l.stopWatch()
+		d.metrics.givenBack.Add(1)
+		d.log.Info("giving back a grant whose owner ended before it came", "lease", l.name, "token", l.token, "why", why)
+		return nil, ipc.Errorf(ipc.CodeLost, "lease %q was granted (token %d) after its owner ended (%s), and was given back", l.name, l.token, why)
+	case old != nil && old.token >= l.token:
+		// The same grant (a retry of this request got there first), or a
+		// later one: this reply's grant is the listed one or over.
+		d.mu.Unlock()
+		l.stopWatch()
+		l = old
+	default:
+		if old != nil {
+			// A new grant while the old one is still listed: the old one
+			// is over (another owner's, or this owner's lost grant).
+			d.loseLocked(old, ipc.ReasonRevoked)
+		}
+		d.leases[l.name] = l
+		l.listed = true
+		d.emitWatchersLocked(l, &ipc.Event{Event: ipc.EventAcquired})
+		d.mu.Unlock()
+		d.wake()
+	}
+
+	if l.pending {
+		if err := d.renewNow(ctx, l); err != nil {
+			// Nobody was told of this grant: give it back.
+			d.mu.Lock()
+			if d.leases[l.name] == l {
+				d.forgetLocked(l)
+				d.queueReleaseLocked(l, "grant not confirmed")
+			}
+			d.mu.Unlock()
+			return nil, ipc.Errorf(ipc.CodeUnavailable, "%q was granted, but the grantor did not confirm it in time, so it was given back: %s", l.name, err.Message)
+		}
+	}
+	now := d.checkSuspend()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.validLocked(l.name, now) != l {
+		return nil, ipc.Errorf(ipc.CodeLost, "lease %q was lost before the reply could be sent", l.name)
+	}
+	return l.grant(now), nil
+}

@@ -1,0 +1,58 @@
+package daemon
+
+import (
+	"context"
+)
+
+// Releases the daemon sends on its own (a lost lease, an owner that
+// ended, a grant nobody was told of) are requests of the lease's owner for
+// its name, so they take that owner's turn like its acquires: a release
+// still in flight can then never land after the same owner's next grant
+// of the name and end it. Each is queued under d.mu (queueReleaseLocked)
+// and sent by whoever holds the turn next: a background sender started
+// for it, or the owner's next acquire, which sends it before anything
+// else.
+
+// queueReleaseLocked queues l's release at the grantor and starts a sender
+// that waits for the turn. The caller holds d.mu.
+func (d *Daemon) queueReleaseLocked(l *lease, why string) {
+	k := turnKey{l.ownerID, l.name}
+	if d.unreleased == nil {
+		d.unreleased = map[turnKey][]queuedRelease{}
+	}
+	d.unreleased[k] = append(d.unreleased[k], queuedRelease{l, why})
+	d.bg.Add(1)
+	go func() {
+		defer d.bg.Done()
+		done, err := d.turns.take(d.life, k.owner, k.name)
+		if err != nil {
+			return // the daemon stops: the grantor frees it at its expiry
+		}
+		defer done()
+		ctx, cancel := context.WithTimeout(d.life, d.cfg.RequestTimeout)
+		defer cancel()
+		d.sendReleases(ctx, k.owner, k.name)
+	}()
+}
+
+// queuedRelease is a release waiting for its owner's turn.
+type queuedRelease struct {
+	l   *lease
+	why string
+}
+
+// sendReleases sends the queued releases of owner and name. The caller
+// holds their turn.
+func (d *Daemon) sendReleases(ctx context.Context, owner, name string) {
+	k := turnKey{owner, name}
+	d.mu.Lock()
+	qs := d.unreleased[k]
+	delete(d.unreleased, k)
+	d.mu.Unlock()
+	for _, q := range qs {
+		if _, err := d.g.release(ctx, q.l.name, q.l.ownerID, q.l.token); err != nil {
+			d.log.Warn("release failed; the grantor frees the lease when its term ends",
+				"lease", q.l.name, "token", q.l.token, "why", q.why, "err", err)
+		}
+	}
+}
