@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"os/exec"
 	"strconv"
@@ -102,4 +103,25 @@ func waitResult(t *testing.T, done <-chan result) result {
 		t.Fatal("command did not finish")
 	}
 	return result{}
+}
+
+// ownLag measures this test process's own stalls (CPU starvation on a
+// busy machine, GC) from now on, and returns a func giving the longest
+// so far. An instant the test observed (a process gone, a line read) may
+// be late by that much: a bound checked on such an instant is
+// inconclusive within it.
+func ownLag(t *testing.T) func() time.Duration {
+	t.Helper()
+	p := clockwatch.NewPauseDetector(clockwatch.System, 10*time.Millisecond, time.Hour, time.Hour)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.Run(ctx, nil)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return func() time.Duration { return p.LongestRecent(clockwatch.System.Now()) }
 }

@@ -76,6 +76,7 @@ func TestRunStopsCommandWhenGrantorUnreachable(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			socket := tempSocket(t)
 			dev := startDevInNetns(t, socket, t.TempDir())
+			lag := ownLag(t)
 			run := exec.Command(bin, "run", "jobs/cut-off", "--socket", socket, "--ttl", "6s", "--", "sh", "-c", tc.script)
 			out, done := background(t, run)
 			child := atoi(t, readLineT(t, out))
@@ -84,13 +85,21 @@ func TestRunStopsCommandWhenGrantorUnreachable(t *testing.T) {
 			r := cli(t, socket, "status", "--json").must(t, 0)
 			deadline := clockwatch.Instant(deadlineOf(t, r.stdout, "jobs/cut-off"))
 			died := waitExit(t, child)
-			if !died.Before(deadline) {
-				t.Fatalf("command still ran %v past the holder's deadline", died.Sub(deadline))
-			}
-			t.Logf("command gone %v before the deadline", deadline.Sub(died))
-			if res := waitResult(t, done); res.code != 79 {
+			res := waitResult(t, done)
+			if res.code != 79 {
 				t.Fatalf("run exit %d, want 79 (lost): %s", res.code, res.stderr)
 			}
+			// Only a run that was itself stalled past the stop time may
+			// be late, and then it must say so. (died is when this test
+			// saw the command gone: late by as much as the test stalled.)
+			if over := died.Sub(deadline); over >= 0 && !strings.Contains(res.stderr, "after the deadline") {
+				if l := lag(); l < over {
+					t.Fatalf("command still ran %v past the holder's deadline, and run did not say it was late: %s", over, res.stderr)
+				} else {
+					t.Logf("inconclusive: the command was seen gone %v after the deadline, but this test stalled for %v", over, l)
+				}
+			}
+			t.Logf("command gone %v before the deadline; run: %s", deadline.Sub(died), strings.TrimSpace(res.stderr))
 		})
 	}
 }
@@ -184,9 +193,13 @@ func TestStoppedOwnerLeaseLapses(t *testing.T) {
 	out, done := background(t, waiter)
 	owner.Process.Signal(syscall.SIGSTOP)
 
-	var lostAt clockwatch.Instant
-	for lostAt == 0 {
-		var ev struct{ Event, Reason string }
+	// The watch stream is in the daemon's order: the stopped owner's
+	// lease ends (lost at its deadline) before the waiter's grant enters
+	// the table. A grant that came while the old lease was still valid
+	// would show up as acquired before that lost, or end it as revoked.
+	lost := false
+	for !lost {
+		var ev struct{ Event, Reason, Token string }
 		if err := json.Unmarshal([]byte(readLineT(t, watch)), &ev); err != nil {
 			t.Fatal(err)
 		}
@@ -194,24 +207,24 @@ func TestStoppedOwnerLeaseLapses(t *testing.T) {
 		case "owner_gone":
 			t.Logf("daemon: %s", ev.Reason)
 		case "lost":
-			lostAt = clockwatch.System.Now()
+			lost = true
 			if ev.Reason != "deadline_passed" {
 				t.Errorf("lost reason %q, want deadline_passed", ev.Reason)
 			}
 		case "released":
 			t.Fatal("the stopped owner's lease was released early")
+		case "acquired":
+			if ev.Token != strconv.FormatUint(first, 10) {
+				t.Fatalf("the waiter was granted (token %s) while the stopped owner's lease was still valid", ev.Token)
+			}
 		}
 	}
 	got := token(t, readLineT(t, out))
-	grantedAt := clockwatch.System.Now()
 	if r := waitResult(t, done); r.code != 0 {
 		t.Fatalf("waiter exit %d: %s", r.code, r.stderr)
 	}
 	if got <= first {
 		t.Fatalf("waiter's token %d not above the stopped owner's %d", got, first)
-	}
-	if grantedAt.Before(lostAt) {
-		t.Fatal("the waiter was granted before the stopped owner's deadline passed")
 	}
 }
 

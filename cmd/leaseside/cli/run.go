@@ -49,7 +49,8 @@ grant's deadline; renewals extend the lease, and 'leaseside check' tells the
 current one) and LEASESIDE_SOCKET. If the lease is lost, or its deadline
 comes within --margin without a renewal, the group gets SIGTERM, then
 SIGKILL after --grace: both before the deadline, and so before the lease
-could be granted elsewhere. SIGINT, SIGTERM and SIGHUP sent to run are
+could be granted elsewhere. A run that was itself stalled past that point
+sends SIGKILL at once and says how late it was. SIGINT, SIGTERM and SIGHUP sent to run are
 forwarded to the group; on a terminal, the group is in the foreground.
 When CMD exits, whatever is left of its group is killed before the lease is
 released. If run itself dies, CMD is killed with it, and the lease is held
@@ -77,7 +78,7 @@ be started; 2 for usage errors.`,
 	o.client.register(fs, true)
 	fs.DurationVar(&o.ttl, "ttl", 15*time.Second, "lease term")
 	fs.DurationVar(&o.wait, "wait", 0, "how long to wait when the lease is held elsewhere")
-	fs.DurationVar(&o.margin, "margin", 0, "stop CMD this long before the deadline if no renewal came (default 10% of --ttl)")
+	fs.DurationVar(&o.margin, "margin", 0, "stop CMD this long before the deadline if no renewal came (default 10% of the lease's term)")
 	fs.DurationVar(&o.grace, "grace", 0, "time between SIGTERM and SIGKILL (default half the margin; must be shorter than the margin)")
 	fs.DurationVar(&o.lockDelay, "lock-delay", 0, "if run dies without releasing, hold the lease this long first (default: the term, --ttl)")
 	fs.BoolVarP(&o.quiet, "quiet", "q", false, "do not show who holds the lease while --wait runs (shown on a terminal only)")
@@ -91,14 +92,7 @@ func runRun(ctx context.Context, e *env, o *runOptions, name string, argv []stri
 	if err := o.client.checkTerm(ctx, c, o.ttl); err != nil {
 		return err
 	}
-	margin, grace := o.margin, o.grace
-	if margin <= 0 {
-		margin = o.ttl / 10
-	}
-	if grace <= 0 {
-		grace = margin / 2
-	}
-	if margin >= o.ttl || grace >= margin {
+	if _, _, ok := stopMargins(o.ttl, o.margin, o.grace); !ok {
 		return usagef("need --grace < --margin < --ttl, so that SIGKILL lands before the deadline")
 	}
 	if err := cmp.Or(checkRange("wait", o.wait, ipc.MaxWait), checkRange("lock-delay", o.lockDelay, ipc.MaxLockDelay)); err != nil {
@@ -117,6 +111,13 @@ func runRun(ctx context.Context, e *env, o *runOptions, name string, argv []stri
 		rctx, cancel := context.WithTimeout(context.Background(), limit)
 		defer cancel()
 		c.ReleaseToken(rctx, name, l.Token)
+	}
+	// The stop is timed from the lease's own term: the grant's, which
+	// the grantor may have set otherwise than --ttl asked.
+	margin, grace, ok := stopMargins(time.Duration(l.TTLMs)*time.Millisecond, o.margin, o.grace)
+	if !ok {
+		release(cf.timeout)
+		return fail(e, fmt.Errorf("the lease's term is %dms: --margin and --grace do not fit in it", l.TTLMs))
 	}
 
 	cmd := exec.Command(argv[0], argv[1:]...)
@@ -146,19 +147,15 @@ func runRun(ctx context.Context, e *env, o *runOptions, name string, argv []stri
 	go func() { exited <- cmd.Wait() }()
 	group := -cmd.Process.Pid
 
-	// The watchdog: the deadline moves only with renewals of this grant;
-	// BOOTTIME decides, the timer only wakes us.
-	clock := clockwatch.System
-	deadline := clockwatch.Instant(l.DeadlineBoottimeNs)
-	timer := time.NewTimer(clockwatch.Until(clock, deadline.Add(-margin)))
+	// The watchdog: the deadline moves only with renewals (and
+	// shortenings) of this grant; BOOTTIME decides, the timer only wakes
+	// us.
+	w := &runWatchdog{name: name, token: l.Token, group: group, margin: margin, grace: grace,
+		clock: clockwatch.System, stderr: e.stderr, deadline: clockwatch.Instant(l.DeadlineBoottimeNs)}
+	timer := time.NewTimer(clockwatch.Until(w.clock, w.termAt()))
 	defer timer.Stop()
 	stop := func(why string) error {
-		fmt.Fprintf(e.stderr, "leaseside: lease %s (token %s): %s; stopping the command\n", name, l.Token, why)
-		syscall.Kill(group, syscall.SIGTERM)
-		killer := time.AfterFunc(grace, func() { syscall.Kill(group, syscall.SIGKILL) })
-		<-exited
-		killer.Stop()
-		syscall.Kill(group, syscall.SIGKILL) // whatever the leader left behind
+		w.stop(why, w.clock.Now(), exited)
 		// The lease is lost or about to be, likely because the grantor is
 		// out of reach: try to free it, but do not linger.
 		release(time.Second)
@@ -173,20 +170,33 @@ func runRun(ctx context.Context, e *env, o *runOptions, name string, argv []stri
 			release(cf.timeout)
 			return code(exitStatus(err))
 		case ev := <-events:
-			if ev.Event == ipc.EventRenewed && ev.Lease == name && ev.Token == l.Token {
-				deadline = max(deadline, clockwatch.Instant(ev.DeadlineBoottimeNs))
-				timer.Reset(clockwatch.Until(clock, deadline.Add(-margin)))
+			if w.follow(ev) {
+				timer.Reset(clockwatch.Until(w.clock, w.termAt()))
 			}
 		case <-timer.C:
-			if left := clockwatch.Until(clock, deadline); left > margin {
-				timer.Reset(left - margin)
+			if left := clockwatch.Until(w.clock, w.termAt()); left > 0 {
+				timer.Reset(left)
 				continue
 			}
-			return stop("no renewal and the deadline is near")
+			return stop(whyDeadlineNear)
 		case <-l.Done():
 			return stop("lost (" + l.Reason() + ")")
 		}
 	}
+}
+
+// stopMargins returns the margin and grace run stops its command with,
+// for a lease of term ttl: the flags' values, or by default a tenth of
+// the term and half of that. ok is false when they leave no time for
+// SIGKILL before the deadline (grace < margin < ttl).
+func stopMargins(ttl, margin, grace time.Duration) (m, g time.Duration, ok bool) {
+	if margin <= 0 {
+		margin = ttl / 10
+	}
+	if grace <= 0 {
+		grace = margin / 2
+	}
+	return margin, grace, grace > 0 && grace < margin && margin < ttl
 }
 
 // isTerminal reports whether f is a terminal.
