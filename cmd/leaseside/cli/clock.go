@@ -12,28 +12,40 @@ import (
 
 func newClockCmd(e *env) *cobra.Command {
 	var cf clientFlags
+	var reset bool
 	cmd := &cobra.Command{
 		Use:   "clock",
 		Short: "show what the daemon knows about its clock",
 		Long: `Shows what the sidecar's suspend, pause and drift detectors see: whether the
 kernel clock is disciplined, the drift measured against the grantor, the rho
-in use, pauses and suspends, and a histogram of how late its ticks woke.`,
+in use, pauses and suspends, and a histogram of how late its ticks woke.
+
+The rho in use is the largest the daemon has had to assume since it
+started; --reset-rho (root or the daemon's user) sets it back to the
+configured one, or to what is observed now if that is larger.`,
 		Example: `  leaseside clock
-  leaseside clock --json`,
+  leaseside clock --json
+  leaseside clock --reset-rho`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runClock(cmd.Context(), e, &cf)
+			return runClock(cmd.Context(), e, &cf, reset)
 		},
 	}
 	cf.register(cmd.Flags(), false)
+	cmd.Flags().BoolVar(&reset, "reset-rho", false, "lower the drift bound in use back to the configured one (or what is observed now)")
 	return cmd
 }
 
 // runClock prints the daemon's view of its clock: what the suspend, pause
 // and drift detectors see, for an operator.
-func runClock(ctx context.Context, e *env, cf *clientFlags) error {
+func runClock(ctx context.Context, e *env, cf *clientFlags, reset bool) error {
 	ctx, c, done := cf.connect(ctx)
 	defer done()
+	if reset {
+		if _, err := c.ResetRho(ctx); err != nil {
+			return fail(e, err)
+		}
+	}
 	cs, err := c.Clock(ctx)
 	if err != nil {
 		return cf.fail(e, err, asked{})
