@@ -26,7 +26,8 @@ func (h *stubHandler) Handle(ctx context.Context, c *Conn, req *Request) *Respon
 		return &Response{Leases: &[]Grant{}}
 	case OpAcquire:
 		c.Send(&Event{Event: EventLost, Lease: req.Lease, Token: "7", Reason: ReasonRevoked})
-		return &Response{Grant: &Grant{Lease: req.Lease, Token: "7", DeadlineBoottimeNs: boottime() + int64(time.Hour)}}
+		now := boottime()
+		return &Response{Grant: NewGrant(req.Lease, 7, time.Second, now+int64(time.Hour), now)}
 	}
 	return &Response{Hello: &Hello{Server: "stub"}}
 }
@@ -222,27 +223,37 @@ func TestListenReplacesStaleSocketOnly(t *testing.T) {
 
 // deadlineHandler grants leases with a deadline d from now and pushes a
 // renewal when asked to renew.
+// deadlineHandler grants the lease "short" with a deadline d from now and
+// every other with an hour, and renews for two hours, pushing a renewed
+// event.
 type deadlineHandler struct {
 	stubHandler
 	d time.Duration
 }
 
 func (h *deadlineHandler) Handle(ctx context.Context, c *Conn, req *Request) *Response {
+	now := boottime()
 	switch req.Op {
 	case OpAcquire:
-		return &Response{Grant: &Grant{Lease: req.Lease, Token: "1", DeadlineBoottimeNs: boottime() + int64(h.d)}}
+		d := time.Hour
+		if req.Lease == "short" {
+			d = h.d
+		}
+		return &Response{Grant: NewGrant(req.Lease, 1, time.Second, now+int64(d), now)}
 	case OpRenew:
-		dl := boottime() + int64(time.Hour)
+		dl := now + int64(2*time.Hour)
 		c.Send(&Event{Event: EventRenewed, Lease: req.Lease, Token: "1", DeadlineBoottimeNs: dl})
-		return &Response{Grant: &Grant{Lease: req.Lease, Token: "1", DeadlineBoottimeNs: dl}}
+		return &Response{Grant: NewGrant(req.Lease, 1, time.Second, dl, now)}
 	}
 	return h.stubHandler.Handle(ctx, c, req)
 }
 
 // The Go client ends a lease on its own when the deadline passes, even if
-// the daemon says nothing (hung, stopped), and follows renewals.
+// the daemon says nothing (hung, stopped), and follows renewals. (The
+// renewed lease's first deadline is an hour away, so that however slow
+// the machine, the renewal comes first.)
 func TestClientLeaseEndsAtDeadlineWithoutDaemon(t *testing.T) {
-	path := startServer(t, &deadlineHandler{stubHandler: stubHandler{done: make(chan struct{})}, d: 300 * time.Millisecond})
+	path := startServer(t, &deadlineHandler{stubHandler: stubHandler{done: make(chan struct{})}, d: time.Second})
 	c := &Client{Socket: path}
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
