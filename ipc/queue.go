@@ -48,8 +48,11 @@ func ageValidity(v any, age time.Duration) any {
 			*m.Leases = kept
 		}
 	case *Event:
+		// One event goes to many connections: age a copy.
 		if m.ValidMs != 0 {
-			m.ValidMs -= ms
+			e := *m
+			e.ValidMs -= ms
+			return &e
 		}
 	}
 	return v

@@ -66,3 +66,26 @@ func TestQueuedPastDeadlineIsNotOK(t *testing.T) {
 		t.Fatalf("status after a stall: %s", line)
 	}
 }
+
+// One event goes to every watcher's queue: each ages its own copy, and
+// the event itself is left alone (aging it in place was a data race
+// between the connections' writers, and aged it once per connection).
+func TestQueuedEventAgedOnACopy(t *testing.T) {
+	ev := &Event{Event: EventRenewed, Lease: "a", ValidMs: 5000}
+	for i := 0; i < 2; i++ {
+		b, err := queued{v: ev, at: boottime() - int64(time.Second)}.encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got Event
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Fatal(err)
+		}
+		if got.ValidMs > 4000 || got.ValidMs < 3000 {
+			t.Fatalf("written %d: valid_ms %d, want about 4000 (a second in the queue)", i, got.ValidMs)
+		}
+	}
+	if ev.ValidMs != 5000 {
+		t.Fatalf("the queued event itself was changed: valid_ms %d", ev.ValidMs)
+	}
+}
