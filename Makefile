@@ -18,14 +18,17 @@ build:
 run:
 	$(GO) run ./cmd/leaseside dev
 
-# Debian packages the tests use: python3 (the Python client and protocol
-# examples), socat (the shell example), iproute2 and util-linux (network
-# namespaces for the fault tests: ip, unshare, nsenter), etcd-server (the
-# side-by-side bench's etcd workloads, internal/bench/vsetcd).
+# Debian packages the tests use: python3 and python3-venv (the Python
+# client, its pip install and the protocol examples), socat (the shell
+# example), iproute2 and util-linux (network namespaces for the fault
+# tests: ip, unshare, nsenter), etcd-server (the side-by-side bench's etcd
+# workloads, internal/bench/vsetcd), tmux (the terminal of leaseside top's
+# test).
 deps:
-	@if ! command -v python3 >/dev/null || ! command -v socat >/dev/null || ! command -v ip >/dev/null \
-		|| ! command -v nsenter >/dev/null || ! command -v unshare >/dev/null || ! command -v etcd >/dev/null; then \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 socat iproute2 util-linux etcd-server >/dev/null; \
+	@if ! command -v python3 >/dev/null || ! python3 -c 'import ensurepip' 2>/dev/null || ! command -v socat >/dev/null \
+		|| ! command -v ip >/dev/null || ! command -v nsenter >/dev/null || ! command -v unshare >/dev/null \
+		|| ! command -v etcd >/dev/null || ! command -v tmux >/dev/null; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-venv socat iproute2 util-linux etcd-server tmux >/dev/null; \
 	fi
 	$(GO) mod download
 	$(GO) -C $(VSETCD) mod download

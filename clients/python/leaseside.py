@@ -10,6 +10,9 @@
 
 Leases are bound to the client's connection by default: closing the client
 releases them. The protocol is documented in ipc/PROTOCOL.md.
+
+Install with `pip install ./clients/python` (no dependencies), or copy this
+one file next to your program.
 """
 
 import itertools
@@ -21,13 +24,29 @@ import time
 
 __all__ = ["Client", "Lease", "LeasesideError", "default_socket_path", "boottime_ns"]
 
+__version__ = "0.1.0"
+
 
 SYSTEM_SOCKET = "/run/leaseside/leaseside.sock"
 
 
+def _exists(path):
+    """True if path exists, or may exist where this user cannot look (the
+    system socket's directory is for root and the leaseside group): then
+    connecting says "permission denied", which is the truth."""
+    try:
+        os.stat(path)
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
 def default_socket_path():
     """$LEASESIDE_SOCKET, else the daemon's default for this user; a
-    non-root user with no daemon of their own uses the system daemon."""
+    non-root user with no daemon of their own uses the system daemon
+    (as `leaseside` itself does)."""
     path = os.environ.get("LEASESIDE_SOCKET")
     if path:
         return path
@@ -38,7 +57,7 @@ def default_socket_path():
         path = os.path.join(runtime, "leaseside", "leaseside.sock")
     else:
         path = os.path.join("/tmp", "leaseside-%d" % os.geteuid(), "leaseside.sock")
-    if not os.path.exists(path) and os.path.exists(SYSTEM_SOCKET):
+    if not _exists(path) and _exists(SYSTEM_SOCKET):
         return SYSTEM_SOCKET
     return path
 
