@@ -58,13 +58,14 @@ func (b *bencher) grantsGrowth(ctx context.Context) (*Result, error) {
 		rates[k] = rate.Value
 		res.Add(fmt.Sprintf("grants/s with %d live leases", step.total), rate.Value, "/s")
 		res.Add(fmt.Sprintf("acquire latency p50 with %d live leases", step.total), p50.Value, "ms")
-		if cpu, ok := r.Figure("leader CPU"); ok {
+		if cpu, ok := r.Figure("leader CPU"); ok && rate.Value > 0 {
 			res.Add(fmt.Sprintf("leader CPU with %d live leases", step.total), cpu.Value, "cores")
+			res.Add(fmt.Sprintf("leader CPU per grant with %d live leases", step.total), cpu.Value/rate.Value*1e6, "µs")
 		}
 		res.Notes = append(res.Notes, r.Notes...)
 	}
 	res.addTarget(fmt.Sprintf("grants/s with %d over grants/s with %d live leases", many, few), rates[1]/rates[0], "x", ">=", 0.9)
-	res.Note("the two measurements ran minutes apart (the setup in between): on a shared machine, read the ratio next to the load")
+	res.Note("the two measurements ran minutes apart (the setup in between): on a shared machine, read the ratio next to the load, and the leader's CPU per grant, which depends less on it")
 	return res, nil
 }
 

@@ -33,7 +33,8 @@ type Result struct {
 type Figure struct {
 	Name  string  `json:"name"`
 	Value float64 `json:"value"`
-	// Unit is "/s", "ms", "B/lease", "MiB", "cores" or "" for a count.
+	// Unit is "/s", "ms", "µs", "B/lease", "MiB", "cores", "x" (a ratio)
+	// or "" for a count.
 	Unit   string  `json:"unit"`
 	Target *Target `json:"target,omitempty"`
 	// Met says whether Value meets Target; absent without a target.

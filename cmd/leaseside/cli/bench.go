@@ -144,6 +144,8 @@ func formatValue(v float64, unit string) string {
 		return fmt.Sprintf("%.0f B/lease", v)
 	case "x":
 		return fmt.Sprintf("%.2fx", v)
+	case "µs":
+		return thousands(int64(v+0.5)) + " µs"
 	case "/s":
 		return thousands(int64(v+0.5)) + "/s"
 	}
