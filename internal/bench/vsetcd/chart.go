@@ -137,14 +137,17 @@ func chart(lines []Line, title string) (*plot.Plot, error) {
 			targets = append(targets, plotter.XY{X: *g.target, Y: y})
 			lo, hi = min(lo, *g.target), max(hi, *g.target)
 		}
-		ranges.XYs = append(ranges.XYs, plotter.XY{X: slices.Max(g.ratios), Y: y})
+		ranges.XYs = append(ranges.XYs, plotter.XY{Y: y})
 		ranges.Labels = append(ranges.Labels, ratioRange(g.ratios))
 	}
 	p.NominalY(labels...)
-	// Room on the right for the range labels, and a row on top for the
-	// legend.
-	p.X.Min, p.X.Max = lo/1.5, hi*4
-	p.Y.Max = float64(len(gs))
+	// The range labels in a column right of every point and target, and
+	// a row on top for the legend.
+	for i := range ranges.XYs {
+		ranges.XYs[i].X = hi * 1.5
+	}
+	p.X.Min, p.X.Max = lo/1.5, hi*6
+	p.Y.Max = float64(len(gs)) + 0.5
 	parity, err := plotter.NewLine(plotter.XYs{{X: 1, Y: -0.5}, {X: 1, Y: float64(len(gs)) - 0.5}})
 	if err != nil {
 		return nil, err
@@ -175,7 +178,6 @@ func chart(lines []Line, title string) (*plot.Plot, error) {
 		rl.TextStyle[i].XAlign = draw.XLeft
 		rl.TextStyle[i].YAlign = draw.YCenter
 	}
-	rl.Offset = vg.Point{X: vg.Points(8)}
 	p.Add(rl)
 	p.Legend.Add("ratio, one point per pair", s)
 	p.Legend.Add("parity", parity)

@@ -67,8 +67,8 @@ func TestCompareRecorded(t *testing.T) {
 		"handoffs":   {"handoffs/s", "handoff p50", "leader CPU per handoff"},
 		"keepalives": {"messages/s", "renewals/s", "leader CPU per message"},
 		"memory":     {"leader RSS per live lease"},
-		"shell":      {"time per cycle"},
-		"shell-run":  {"time per cycle"},
+		"shell":      {"acquire --detached + release, time"},
+		"shell-run":  {"run -- true, time"},
 		"socket":     {"round trips/s", "round trip p50"},
 	}
 	for _, w := range workloads {
