@@ -64,8 +64,26 @@ type Config struct {
 	// Logger receives the node's and raft's logs; nil discards them.
 	Logger *slog.Logger
 
-	// Raft timings. ElectionTimeout must be at least HeartbeatTimeout and
-	// LeaderLeaseTimeout at most HeartbeatTimeout.
+	// Raft timings. They decide how fast a failover is and how many
+	// needless ones a starved machine sees, never whether a lease is safe:
+	// a new leader waits out every old term, and renewals are
+	// acknowledged only after a quorum round (DESIGN.md section 2). The
+	// README's "Choosing a term" gives the failover time they make and
+	// the term that survives it.
+	//
+	// HeartbeatTimeout: a follower that has heard nothing from the leader
+	// for a random time between it and twice it starts an election (after
+	// a pre-vote); the leader heartbeats every tenth of it, and a follower
+	// that heard from a leader within it refuses to vote for another.
+	// ElectionTimeout (at least HeartbeatTimeout): how long, again up to
+	// twice it, a candidate waits for votes before it tries again.
+	// LeaderLeaseTimeout (at most HeartbeatTimeout): a leader that has not
+	// heard from a quorum within it steps down (hashicorp/raft's check of
+	// its lease, "failed to contact quorum of nodes, stepping down"):
+	// what a starved leader does, so a longer one means fewer leader
+	// changes under CPU starvation. CommitTimeout: how long the leader
+	// waits without new entries before it tells followers the commit
+	// index.
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration
@@ -163,15 +181,15 @@ func (c Config) Validate() error {
 	}
 	switch {
 	case c.HeartbeatTimeout < 5*time.Millisecond:
-		return bad("HeartbeatTimeout %v is below 5ms", c.HeartbeatTimeout)
+		return bad("the raft heartbeat timeout %v is below 5ms", c.HeartbeatTimeout)
 	case c.ElectionTimeout < c.HeartbeatTimeout:
-		return bad("ElectionTimeout %v is below HeartbeatTimeout %v", c.ElectionTimeout, c.HeartbeatTimeout)
+		return bad("the raft election timeout %v is below the raft heartbeat timeout %v", c.ElectionTimeout, c.HeartbeatTimeout)
 	case c.LeaderLeaseTimeout < 5*time.Millisecond:
-		return bad("LeaderLeaseTimeout %v is below 5ms", c.LeaderLeaseTimeout)
+		return bad("the raft leader lease timeout %v is below 5ms", c.LeaderLeaseTimeout)
 	case c.LeaderLeaseTimeout > c.HeartbeatTimeout:
-		return bad("LeaderLeaseTimeout %v exceeds HeartbeatTimeout %v", c.LeaderLeaseTimeout, c.HeartbeatTimeout)
+		return bad("the raft leader lease timeout %v exceeds the raft heartbeat timeout %v", c.LeaderLeaseTimeout, c.HeartbeatTimeout)
 	case c.CommitTimeout < time.Millisecond:
-		return bad("CommitTimeout %v is below 1ms", c.CommitTimeout)
+		return bad("the raft commit timeout %v is below 1ms", c.CommitTimeout)
 	case c.SnapshotThreshold == 0:
 		return bad("SnapshotThreshold is 0")
 	case c.SnapshotInterval < 5*time.Millisecond:

@@ -324,6 +324,7 @@ type grantorNode struct {
 	join              []string // gossip seeds
 	expect            int      // --bootstrap-expect
 	keyFile           string   // --gossip-key-file, when not ""
+	extra             []string // more flags
 	proc              *process // the current (or last) run
 	alive             bool
 }
@@ -347,7 +348,7 @@ func (n *grantorNode) args() []string {
 	if n.keyFile != "" {
 		args = append(args, "--gossip-key-file", n.keyFile)
 	}
-	return args
+	return append(args, n.extra...)
 }
 
 // cluster is a set of grantor nodes of one raft group.

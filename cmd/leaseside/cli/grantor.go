@@ -37,6 +37,13 @@ type grantorOptions struct {
 	Timing          clockwatch.Timing
 	// MaxLeasesPerSidecar is the config file's max_leases_per_sidecar.
 	MaxLeasesPerSidecar int
+	Raft                raftTimeouts
+}
+
+// raftTimeouts are the raft timings a grantor takes from its flags and
+// config file (grantor.Config documents each).
+type raftTimeouts struct {
+	Heartbeat, Election, LeaderLease, Commit time.Duration
 }
 
 func defaultGrantorOptions() grantorOptions {
@@ -49,6 +56,8 @@ func defaultGrantorOptions() grantorOptions {
 		GossipAddr:          "127.0.0.1:7403",
 		Timing:              clockwatch.DefaultTiming(),
 		MaxLeasesPerSidecar: grantor.DefaultMaxLeasesPerSidecar,
+		Raft: raftTimeouts{Heartbeat: grantor.DefaultHeartbeatTimeout, Election: grantor.DefaultElectionTimeout,
+			LeaderLease: grantor.DefaultLeaderLeaseTimeout, Commit: grantor.DefaultCommitTimeout},
 	}
 }
 
@@ -84,6 +93,11 @@ type grantorFileConfig struct {
 	Epsilon         string   `json:"epsilon"`
 	// MaxLeasesPerSidecar: live leases one sidecar identity may hold.
 	MaxLeasesPerSidecar *int `json:"max_leases_per_sidecar"`
+
+	RaftHeartbeatTimeout   string `json:"raft_heartbeat_timeout"`
+	RaftElectionTimeout    string `json:"raft_election_timeout"`
+	RaftLeaderLeaseTimeout string `json:"raft_leader_lease_timeout"`
+	RaftCommitTimeout      string `json:"raft_commit_timeout"`
 }
 
 // loadGrantorConfig applies the config file at path to o.
@@ -119,12 +133,21 @@ func loadGrantorConfig(path string, o *grantorOptions) error {
 	if fc.MaxLeasesPerSidecar != nil {
 		o.MaxLeasesPerSidecar = *fc.MaxLeasesPerSidecar
 	}
-	if fc.Epsilon != "" {
-		d, err := time.ParseDuration(fc.Epsilon)
-		if err != nil {
-			return fmt.Errorf("config %s: epsilon: %w", path, err)
+	for _, d := range []struct {
+		key, v string
+		dst    *time.Duration
+	}{{"epsilon", fc.Epsilon, &o.Timing.Epsilon}, {"raft_heartbeat_timeout", fc.RaftHeartbeatTimeout, &o.Raft.Heartbeat},
+		{"raft_election_timeout", fc.RaftElectionTimeout, &o.Raft.Election},
+		{"raft_leader_lease_timeout", fc.RaftLeaderLeaseTimeout, &o.Raft.LeaderLease},
+		{"raft_commit_timeout", fc.RaftCommitTimeout, &o.Raft.Commit}} {
+		if d.v == "" {
+			continue
 		}
-		o.Timing.Epsilon = d
+		v, err := time.ParseDuration(d.v)
+		if err != nil {
+			return fmt.Errorf("config %s: %s: %w", path, d.key, err)
+		}
+		*d.dst = v
 	}
 	return nil
 }
@@ -144,6 +167,7 @@ type grantorFlagValues struct {
 	metricsAddr string
 	rho         float64
 	eps         time.Duration
+	raft        raftTimeouts
 	verbose     bool
 }
 
@@ -163,6 +187,16 @@ func (g *grantorFlagValues) register(fs *pflag.FlagSet) {
 	fs.StringVar(&g.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (off when empty)")
 	fs.Float64Var(&g.rho, "rho", def.Timing.Rho, "maximum clock drift rate; must match the sidecars'")
 	fs.DurationVar(&g.eps, "epsilon", def.Timing.Epsilon, "safety margin of the timing model; must match the sidecars'")
+	fs.DurationVar(&g.raft.Heartbeat, "raft-heartbeat-timeout", def.Raft.Heartbeat,
+		"a follower that hears nothing from the leader for this long (to twice it) starts an election; the leader heartbeats 10 times as often. "+
+			"Failover takes about 1.5x this; see the README's \"Choosing a term\"")
+	fs.DurationVar(&g.raft.Election, "raft-election-timeout", def.Raft.Election,
+		"how long (to twice it) a candidate waits for votes before it tries again; at least --raft-heartbeat-timeout")
+	fs.DurationVar(&g.raft.LeaderLease, "raft-leader-lease-timeout", def.Raft.LeaderLease,
+		"a leader that has not heard from a quorum for this long steps down (raft's check-quorum); at most --raft-heartbeat-timeout. "+
+			"Raise it on a starved machine (fewer needless leader changes)")
+	fs.DurationVar(&g.raft.Commit, "raft-commit-timeout", def.Raft.Commit,
+		"how long the leader waits without new entries before it tells followers what is committed")
 	fs.BoolVarP(&g.verbose, "verbose", "v", false, "log debug detail")
 }
 
@@ -199,6 +233,14 @@ func (g *grantorFlagValues) options(fs *pflag.FlagSet) (grantorOptions, error) {
 			o.Timing.Rho = g.rho
 		case "epsilon":
 			o.Timing.Epsilon = g.eps
+		case "raft-heartbeat-timeout":
+			o.Raft.Heartbeat = g.raft.Heartbeat
+		case "raft-election-timeout":
+			o.Raft.Election = g.raft.Election
+		case "raft-leader-lease-timeout":
+			o.Raft.LeaderLease = g.raft.LeaderLease
+		case "raft-commit-timeout":
+			o.Raft.Commit = g.raft.Commit
 		}
 	})
 	switch {
@@ -208,6 +250,9 @@ func (g *grantorFlagValues) options(fs *pflag.FlagSet) (grantorOptions, error) {
 		return o, usagef("grantor: --data-dir is empty")
 	case o.BootstrapExpect < 0:
 		return o, usagef("grantor: --bootstrap-expect must not be negative")
+	}
+	if err := o.config().Validate(); err != nil {
+		return o, usagef("%v", err)
 	}
 	return o, nil
 }
@@ -246,6 +291,25 @@ the background.`,
 	return cmd
 }
 
+// config is the grantor.Config of o, without the gossip key and the
+// loggers.
+func (o grantorOptions) config() grantor.Config {
+	cfg := grantor.DefaultConfig()
+	cfg.Gossip = &gossip.Config{Name: o.NodeID, BindAddr: o.GossipAddr, Join: o.Join, Meta: gossip.Meta{Version: Version}}
+	cfg.NodeID = o.NodeID
+	cfg.DataDir = o.DataDir
+	cfg.RPCAddr = o.RPCAddr
+	cfg.RaftAddr = o.RaftAddr
+	cfg.BootstrapExpect = o.BootstrapExpect
+	cfg.Timing = o.Timing
+	cfg.MaxLeasesPerSidecar = o.MaxLeasesPerSidecar
+	cfg.HeartbeatTimeout = o.Raft.Heartbeat
+	cfg.ElectionTimeout = o.Raft.Election
+	cfg.LeaderLeaseTimeout = o.Raft.LeaderLease
+	cfg.CommitTimeout = o.Raft.Commit
+	return cfg
+}
+
 func splitList(s string) []string {
 	var out []string
 	for _, p := range strings.Split(s, ",") {
@@ -269,22 +333,10 @@ func runGrantor(ctx context.Context, e *env, o grantorOptions, verbose bool) err
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 
-	cfg := grantor.DefaultConfig()
-	cfg.NodeID = o.NodeID
-	cfg.DataDir = o.DataDir
-	cfg.RPCAddr = o.RPCAddr
-	cfg.RaftAddr = o.RaftAddr
-	cfg.BootstrapExpect = o.BootstrapExpect
-	cfg.Timing = o.Timing
-	cfg.MaxLeasesPerSidecar = o.MaxLeasesPerSidecar
+	cfg := o.config()
 	cfg.Logger = log
-	gc := &gossip.Config{
-		Name:     o.NodeID,
-		BindAddr: o.GossipAddr,
-		Join:     o.Join,
-		Meta:     gossip.Meta{Version: Version},
-		Logger:   log.With("part", "gossip"),
-	}
+	gc := cfg.Gossip
+	gc.Logger = log.With("part", "gossip")
 	if o.GossipKeyFile != "" {
 		key, err := gossip.LoadKeyFile(o.GossipKeyFile)
 		if err != nil {
@@ -292,7 +344,6 @@ func runGrantor(ctx context.Context, e *env, o grantorOptions, verbose bool) err
 		}
 		gc.SecretKey = key
 	}
-	cfg.Gossip = gc
 	node, err := grantor.New(cfg)
 	if err != nil {
 		return fail(e, err)

@@ -445,7 +445,7 @@ func TestGrantorConfigFile(t *testing.T) {
 	want := grantorOptions{NodeID: "grantor1", DataDir: "/var/lib/leaseside", RPCAddr: "0.0.0.0:7401", RaftAddr: "192.0.2.1:7402",
 		GossipAddr: "192.0.2.1:7403", Join: []string{"192.0.2.2:7403", "192.0.2.3:7403"}, BootstrapExpect: 3,
 		MetricsAddr: "127.0.0.1:7404", Timing: clockwatch.Timing{Rho: 0.0005, Epsilon: 100 * time.Millisecond},
-		MaxLeasesPerSidecar: 100000}
+		MaxLeasesPerSidecar: 100000, Raft: defaultGrantorOptions().Raft}
 	if fmt.Sprint(o) != fmt.Sprint(want) {
 		t.Errorf("packaged config read as\n%+v\nwant\n%+v", o, want)
 	}
@@ -465,6 +465,7 @@ func TestGrantorConfigFile(t *testing.T) {
 	}{
 		{name: "unknown key", body: `{"node_idd": "x"}`, wantErr: "unknown field"},
 		{name: "bad epsilon", body: `{"epsilon": "soon"}`, wantErr: "epsilon"},
+		{name: "bad raft timeout", body: `{"raft_leader_lease_timeout": "5"}`, wantErr: "raft_leader_lease_timeout"},
 		{name: "not json", body: `node_id = x`, wantErr: "invalid character"},
 	}
 	for _, tt := range tests {
@@ -485,6 +486,24 @@ func TestGrantorConfigFile(t *testing.T) {
 	}
 	if o.NodeID != "from-file" || o.RPCAddr != "127.0.0.1:10" || o.BootstrapExpect != 5 || !slices.Equal(o.Join, []string{"b:2", "c:3"}) {
 		t.Errorf("options %+v", o)
+	}
+	// The raft timeouts, from the file and from flags.
+	path = write("raft.json", `{"node_id": "n", "raft_heartbeat_timeout": "2s", "raft_election_timeout": "3s", "raft_leader_lease_timeout": "1s"}`)
+	o, err = parseGrantorFlags("--config", path, "--raft-election-timeout", "4s", "--raft-commit-timeout", "20ms")
+	if err != nil {
+		t.Fatalf("flags: %v", err)
+	}
+	if want := (raftTimeouts{Heartbeat: 2 * time.Second, Election: 4 * time.Second, LeaderLease: time.Second, Commit: 20 * time.Millisecond}); o.Raft != want {
+		t.Errorf("raft timeouts %+v, want %+v", o.Raft, want)
+	}
+	if cfg := o.config(); cfg.HeartbeatTimeout != 2*time.Second || cfg.ElectionTimeout != 4*time.Second ||
+		cfg.LeaderLeaseTimeout != time.Second || cfg.CommitTimeout != 20*time.Millisecond {
+		t.Errorf("grantor config %+v", cfg)
+	}
+	var stderr bytes.Buffer
+	if code := Main([]string{"grantor", "--node-id", "n", "--raft-heartbeat-timeout", "2s", "--raft-election-timeout", "1s"}, io.Discard, &stderr); code != ExitUsage ||
+		!strings.Contains(stderr.String(), "raft election timeout 1s is below the raft heartbeat timeout 2s") {
+		t.Errorf("grantor with an election timeout below the heartbeat timeout: exit %d\n%s", code, stderr.String())
 	}
 	for _, args := range [][]string{{"--bootstrap-expect", "-1"}, {"extra"}, {"--node-id", ""}, {"--bootstrap-expect", "x"}} {
 		var stderr bytes.Buffer
