@@ -8,7 +8,7 @@ PROTOC_GEN_GO ?= google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 # with the rest.
 VSETCD := internal/bench/vsetcd
 
-.PHONY: all build run test deps lint generate bench
+.PHONY: all build run test deps lint generate bench metrics-doc
 
 all: build
 
@@ -23,12 +23,17 @@ run:
 # example), iproute2 and util-linux (network namespaces for the fault
 # tests: ip, unshare, nsenter), etcd-server (the side-by-side bench's etcd
 # workloads, internal/bench/vsetcd), tmux (the terminal of leaseside top's
-# test).
+# test), prometheus (the alert rules and dashboard in packaging/ are tried
+# on a real one; its package may start a prometheus service where systemd
+# runs).
 deps:
 	@if ! command -v python3 >/dev/null || ! python3 -c 'import ensurepip' 2>/dev/null || ! command -v socat >/dev/null \
 		|| ! command -v ip >/dev/null || ! command -v nsenter >/dev/null || ! command -v unshare >/dev/null \
 		|| ! command -v etcd >/dev/null || ! command -v tmux >/dev/null; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-venv socat iproute2 util-linux etcd-server tmux >/dev/null; \
+	fi
+	@if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
 	fi
 	$(GO) mod download
 	$(GO) -C $(VSETCD) mod download
@@ -48,6 +53,11 @@ generate:
 	$(GO) install $(PROTOC_GEN_GO)
 	$(GO) install $(PROTOC_GEN_GO_GRPC)
 	PATH="$$($(GO) env GOPATH)/bin:$$PATH" $(GO) generate ./grantor/grantorpb
+
+# Regenerates METRICS.md from the collectors the metrics ports register
+# (after adding or changing a metric; TestMetricsDoc fails until then).
+metrics-doc:
+	$(GO) generate ./cmd/leaseside/cli
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3s ./...

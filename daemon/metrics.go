@@ -3,8 +3,11 @@ package daemon
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/leaseside/leaseside/ipc"
 )
 
 // counters are the daemon's event counts, kept as atomics on the hot
@@ -19,6 +22,37 @@ type counters struct {
 
 	mu   sync.Mutex
 	lost map[string]uint64 // by reason
+
+	marginOnce sync.Once
+	margin     prometheus.Histogram // made on first use: counters works as its zero value
+}
+
+// renewMarginOpts describe leaseside_sidecar_renewal_margin_ratio: how much
+// of its term a lease had left when a renewal came back. A holder renews
+// every third of the term, so about two thirds when renewals keep up; a
+// share near 0 is a renewal that nearly came too late.
+var renewMarginOpts = prometheus.HistogramOpts{
+	Name: "leaseside_sidecar_renewal_margin_ratio",
+	Help: "Share of its term a lease had left before its holder's deadline when a renewal of it came back " +
+		"(about 2/3 when renewals keep up; near 0: the renewal nearly came too late).",
+	Buckets: []float64{0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1},
+}
+
+// descMargin is the histogram's Desc, for Describe.
+var descMargin = prometheus.NewHistogram(renewMarginOpts).Desc()
+
+// renewMargin is the renewal margin histogram.
+func (c *counters) renewMargin() prometheus.Histogram {
+	c.marginOnce.Do(func() { c.margin = prometheus.NewHistogram(renewMarginOpts) })
+	return c.margin
+}
+
+// renewed records the renewal of a lease that had left before its
+// deadline of its term ttl.
+func (c *counters) renewed(left, ttl time.Duration) {
+	if ttl > 0 {
+		c.renewMargin().Observe(max(float64(left), 0) / float64(ttl))
+	}
 }
 
 func (c *counters) lostOne(reason string) {
@@ -32,10 +66,10 @@ func (c *counters) lostOne(reason string) {
 
 var (
 	descLeases     = prometheus.NewDesc("leaseside_sidecar_leases", "Leases this host holds.", nil, nil)
-	descKeepalives = prometheus.NewDesc("leaseside_sidecar_keepalives_total", "Keepalive batches sent to the grantor, by outcome.", []string{"result"}, nil)
+	descKeepalives = prometheus.NewDesc("leaseside_sidecar_keepalives_total", "Keepalive batches sent to the grantor, by result (ok, failed).", []string{"result"}, nil)
 	descAcquireRPC = prometheus.NewDesc("leaseside_sidecar_grantor_acquire_requests_total", "Acquire requests sent to the grantor, retries included.", nil, nil)
-	descAcquires   = prometheus.NewDesc("leaseside_sidecar_acquires_total", "Acquires answered by the grantor, by outcome.", []string{"result"}, nil)
-	descLost       = prometheus.NewDesc("leaseside_sidecar_leases_lost_total", "Leases lost, by reason.", []string{"reason"}, nil)
+	descAcquires   = prometheus.NewDesc("leaseside_sidecar_acquires_total", "Acquires answered by the grantor, by result (granted; held: by another owner when the wait ran out).", []string{"result"}, nil)
+	descLost       = prometheus.NewDesc("leaseside_sidecar_leases_lost_total", "Leases whose holders were told they lost them, by reason (renew_failed, deadline_passed, revoked, released_by_admin, suspended).", []string{"reason"}, nil)
 	descPause      = prometheus.NewDesc("leaseside_clock_wakeup_lateness_seconds", "Lateness of the clock watcher's wake-ups: stalls of the daemon.", nil, nil)
 	descPauses     = prometheus.NewDesc("leaseside_clock_pauses_total", "Stalls of the daemon past the pause threshold.", nil, nil)
 	descLongest    = prometheus.NewDesc("leaseside_clock_longest_recent_pause_seconds", "Longest stall within the recent window.", nil, nil)
@@ -47,6 +81,14 @@ var (
 	descMismatch   = prometheus.NewDesc("leaseside_sidecar_grantor_timing_mismatch", "1 when the grantor's last reply stated a rho or epsilon other than this sidecar's (deadlines then use the larger of each).", nil, nil)
 )
 
+// lostReasons are the reasons leases_lost_total is exported for from the
+// start, at 0: Prometheus's increase() and rate() see a loss only on a
+// series that existed before it, so an alert on the first loss of a
+// kind needs the series there. A reason not listed is exported once it
+// happens.
+var lostReasons = []string{ipc.ReasonRenewFailed, ipc.ReasonDeadlinePassed, ipc.ReasonRevoked,
+	ipc.ReasonReleasedByAdmin, ipc.ReasonSuspended}
+
 // Collector returns a prometheus.Collector for the daemon's metrics.
 // Everything is read when scraped: nothing is computed on the renew loop
 // or the socket for it.
@@ -55,7 +97,7 @@ func (d *Daemon) Collector() prometheus.Collector { return collector{d} }
 type collector struct{ d *Daemon }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLeases, descKeepalives, descAcquireRPC, descAcquires, descLost, descPause,
+	for _, d := range []*prometheus.Desc{descLeases, descKeepalives, descAcquireRPC, descAcquires, descLost, descMargin, descPause,
 		descPauses, descLongest, descSuspends, descSuspended, descDrift, descRho, descSynced, descMismatch} {
 		ch <- d
 	}
@@ -80,10 +122,16 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descAcquires, m.refusals.Load(), "held")
 	counter(descAcquires, m.givenBack.Load(), "given_back")
 	m.mu.Lock()
+	for _, reason := range lostReasons {
+		if _, seen := m.lost[reason]; !seen {
+			counter(descLost, 0, reason)
+		}
+	}
 	for reason, v := range m.lost {
 		counter(descLost, v, reason)
 	}
 	m.mu.Unlock()
+	m.renewMargin().Collect(ch)
 
 	v := d.watcher.View()
 	h := v.PauseHistogram

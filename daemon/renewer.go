@@ -146,6 +146,9 @@ func (d *Daemon) applyRenewal(b *batch, resp *grantorpb.KeepAliveResponse) {
 			continue
 		}
 		if r, ok := renewed[l.name]; ok && r.Token == l.token {
+			if !l.pending {
+				d.metrics.renewed(l.deadline.Sub(now), l.ttl)
+			}
 			if r.TtlNs > 0 {
 				l.ttl = time.Duration(r.TtlNs) // the term the grantor applied
 			}

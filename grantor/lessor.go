@@ -158,7 +158,7 @@ type sessionActivity struct {
 
 func newLessor(cfg lessorConfig, f *fsm, p proposer) *lessor {
 	if cfg.metrics == nil {
-		cfg.metrics = &counters{}
+		cfg.metrics = newCounters()
 	}
 	l := &lessor{lessorConfig: cfg, fsm: f, prop: p, changed: make(chan struct{})}
 	for i := range l.slots {

@@ -207,6 +207,11 @@ func TestNodeMetrics(t *testing.T) {
 		{name: "leaseside_grantor_clock_pauses_total", want: 1, atLeast: true},
 		{name: "leaseside_grantor_clock_wakeup_lateness_seconds", want: 1, atLeast: true},
 		{name: "leaseside_grantor_clock_kernel_synced", want: 0},
+		{name: "leaseside_grantor_became_leader_total", want: 1},
+		// Entries proposed: the registration, 3 grants, the release, the
+		// revoke (the barrier is no apply); one verify round.
+		{name: "leaseside_grantor_raft_apply_seconds", want: 6, atLeast: true},
+		{name: "leaseside_grantor_verify_round_seconds", want: 1},
 	} {
 		v, ok := metricValue(t, reg, tt.name, tt.labels...)
 		if !ok || v != tt.want && !(tt.atLeast && v > tt.want) {

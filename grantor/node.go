@@ -145,7 +145,7 @@ func New(cfg Config) (n *Node, err error) {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
 
-	n.metrics = &counters{}
+	n.metrics = newCounters()
 	n.watcher = clockwatch.NewWatcher(cfg.Watch)
 	n.fsm = newFSM()
 	n.lessor = newLessor(lessorConfig{
@@ -297,6 +297,9 @@ func (n *Node) watchLeadership() {
 		select {
 		case isLeader := <-ch:
 			n.log.Info("grantor: leadership changed", "leader", isLeader)
+			if isLeader {
+				n.metrics.becameLeader.Add(1)
+			}
 			n.lessor.leadershipChanged(isLeader)
 			stopReconcile()
 			stopReconcile = func() {}
@@ -445,10 +448,12 @@ func (n *Node) closeStores() error {
 type raftProposer struct{ n *Node }
 
 func (p raftProposer) apply(cmd []byte) (any, error) {
+	began := time.Now()
 	f := p.n.raft.Apply(cmd, applyEnqueueTimeout)
 	if err := p.await(f); err != nil {
 		return nil, p.raftErr(err)
 	}
+	p.n.metrics.applyTime.Observe(time.Since(began).Seconds())
 	return f.Response(), nil
 }
 
@@ -457,7 +462,12 @@ func (p raftProposer) barrier() error {
 }
 
 func (p raftProposer) verifyLeader() error {
-	return p.raftErr(p.await(p.n.raft.VerifyLeader()))
+	began := time.Now()
+	err := p.raftErr(p.await(p.n.raft.VerifyLeader()))
+	if err == nil {
+		p.n.metrics.verifyTime.Observe(time.Since(began).Seconds())
+	}
+	return err
 }
 
 // await waits for a raft future, or gives up with ErrRaftShutdown when

@@ -140,14 +140,17 @@ func TestDeb(t *testing.T) {
 	run(t, "dpkg-deb", "-x", b.deb, root)
 	t.Run("files match the sources", func(t *testing.T) {
 		for dst, src := range map[string]string{
-			"lib/systemd/system/leaseside.service":         "../systemd/leaseside.service",
-			"lib/systemd/system/leaseside.socket":          "../systemd/leaseside.socket",
-			"lib/systemd/system/leaseside-grantor.service": "../systemd/leaseside-grantor.service",
-			"lib/systemd/system/leaseside-lease@.service":  "../systemd/leaseside-lease@.service",
-			"usr/lib/tmpfiles.d/leaseside.conf":            "../systemd/leaseside.tmpfiles",
-			"etc/leaseside/leaseside.json":                 "etc/leaseside.json",
-			"etc/leaseside/grantor.json":                   "etc/grantor.json",
-			"usr/share/doc/leaseside/copyright":            "copyright",
+			"lib/systemd/system/leaseside.service":                    "../systemd/leaseside.service",
+			"lib/systemd/system/leaseside.socket":                     "../systemd/leaseside.socket",
+			"lib/systemd/system/leaseside-grantor.service":            "../systemd/leaseside-grantor.service",
+			"lib/systemd/system/leaseside-lease@.service":             "../systemd/leaseside-lease@.service",
+			"usr/lib/tmpfiles.d/leaseside.conf":                       "../systemd/leaseside.tmpfiles",
+			"etc/leaseside/leaseside.json":                            "etc/leaseside.json",
+			"etc/leaseside/grantor.json":                              "etc/grantor.json",
+			"usr/share/doc/leaseside/copyright":                       "copyright",
+			"usr/share/doc/leaseside/METRICS.md":                      "../METRICS.md",
+			"usr/share/doc/leaseside/examples/grafana-dashboard.json": "grafana-dashboard.json",
+			"usr/share/doc/leaseside/examples/prometheus-rules.yml":   "prometheus-rules.yml",
 		} {
 			sameFile(t, filepath.Join(root, dst), src)
 		}
@@ -207,22 +210,25 @@ func checkDebContents(t *testing.T, deb string) {
 		entries[path] = debEntry{perm: f[0], owner: f[1]}
 	}
 	want := map[string]string{
-		"/usr/bin/leaseside":                                "-rwxr-xr-x",
-		"/lib/systemd/system/leaseside.service":             "-rw-r--r--",
-		"/lib/systemd/system/leaseside.socket":              "-rw-r--r--",
-		"/lib/systemd/system/leaseside-grantor.service":     "-rw-r--r--",
-		"/lib/systemd/system/leaseside-lease@.service":      "-rw-r--r--",
-		"/usr/lib/tmpfiles.d/leaseside.conf":                "-rw-r--r--",
-		"/etc/leaseside":                                    "drwxr-xr-x",
-		"/etc/leaseside/leaseside.json":                     "-rw-r--r--",
-		"/etc/leaseside/grantor.json":                       "-rw-r--r--",
-		"/usr/share/doc/leaseside/README.md":                "-rw-r--r--",
-		"/usr/share/doc/leaseside/PROTOCOL.md":              "-rw-r--r--",
-		"/usr/share/doc/leaseside/systemd.md":               "-rw-r--r--",
-		"/usr/share/doc/leaseside/packaging.md":             "-rw-r--r--",
-		"/usr/share/doc/leaseside/examples/lease-gate.conf": "-rw-r--r--",
-		"/usr/share/doc/leaseside/copyright":                "-rw-r--r--",
-		"/usr/share/doc/leaseside/changelog.Debian.gz":      "-rw-r--r--",
+		"/usr/bin/leaseside":                                       "-rwxr-xr-x",
+		"/lib/systemd/system/leaseside.service":                    "-rw-r--r--",
+		"/lib/systemd/system/leaseside.socket":                     "-rw-r--r--",
+		"/lib/systemd/system/leaseside-grantor.service":            "-rw-r--r--",
+		"/lib/systemd/system/leaseside-lease@.service":             "-rw-r--r--",
+		"/usr/lib/tmpfiles.d/leaseside.conf":                       "-rw-r--r--",
+		"/etc/leaseside":                                           "drwxr-xr-x",
+		"/etc/leaseside/leaseside.json":                            "-rw-r--r--",
+		"/etc/leaseside/grantor.json":                              "-rw-r--r--",
+		"/usr/share/doc/leaseside/README.md":                       "-rw-r--r--",
+		"/usr/share/doc/leaseside/PROTOCOL.md":                     "-rw-r--r--",
+		"/usr/share/doc/leaseside/systemd.md":                      "-rw-r--r--",
+		"/usr/share/doc/leaseside/packaging.md":                    "-rw-r--r--",
+		"/usr/share/doc/leaseside/examples/lease-gate.conf":        "-rw-r--r--",
+		"/usr/share/doc/leaseside/copyright":                       "-rw-r--r--",
+		"/usr/share/doc/leaseside/changelog.Debian.gz":             "-rw-r--r--",
+		"/usr/share/doc/leaseside/METRICS.md":                      "-rw-r--r--",
+		"/usr/share/doc/leaseside/examples/grafana-dashboard.json": "-rw-r--r--",
+		"/usr/share/doc/leaseside/examples/prometheus-rules.yml":   "-rw-r--r--",
 	}
 	for path, perm := range want {
 		e, ok := entries[path]

@@ -34,7 +34,7 @@ var (
 	measureHogs     = flag.String("measure.hogs", "0,4,8,12,16", "CPU hogs (yes > /dev/null) per load level")
 	measureWindow   = flag.Duration("measure.window", time.Minute, "how long each load level runs")
 	measureTerm     = flag.Duration("measure.term", 6*time.Second, "the lease term of TestMeasureUnderLoad")
-	measureRaft     = flag.String("measure.raft", "", "comma-separated extra grantor flags (raft timeouts)")
+	measureRaft     = flag.String("measure.raft", "", "comma-separated extra grantor flags (raft timeouts); TestMeasureUnderLoad takes several sets separated by ; and interleaves them")
 )
 
 // measureLeases is how many leases the measured sidecar holds.
@@ -43,12 +43,12 @@ const measureLeases = 3
 // measureCluster starts three grantors with -measure.raft's flags and a
 // sidecar that holds measureLeases leases of the given term for Go
 // clients.
-func measureCluster(t *testing.T, term time.Duration) (*cluster, *sidecar, []*ipc.Lease) {
+func measureCluster(t *testing.T, term time.Duration, raftFlags string) (*cluster, *sidecar, []*ipc.Lease) {
 	t.Helper()
 	c := newLoopbackCluster(t, 3)
-	if *measureRaft != "" {
+	if raftFlags != "" {
 		for _, n := range c.nodes {
-			n.extra = strings.Split(*measureRaft, ",")
+			n.extra = strings.Split(raftFlags, ",")
 		}
 	}
 	c.startAll()
@@ -143,7 +143,7 @@ func TestMeasureFailoverByTerm(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Run(ts, func(t *testing.T) {
-			c, s, leases := measureCluster(t, term)
+			c, s, leases := measureCluster(t, term, *measureRaft)
 			var fs []failover
 			for range *measureKills {
 				f := killLeader(t, c, s, leases, term)
@@ -177,63 +177,71 @@ func TestMeasureUnderLoad(t *testing.T) {
 		if _, err := fmt.Sscan(hs, &hogs); err != nil {
 			t.Fatal(err)
 		}
-		t.Run(hs+" hogs", func(t *testing.T) {
-			c, s, leases := measureCluster(t, term)
-			startHogs(t, hogs)
-			began := boottime()
-			procs := func() []*process {
-				var ps []*process
-				for _, n := range c.nodes {
-					ps = append(ps, n.proc)
-				}
-				return ps
-			}
-			seen := procs() // every grantor process of the window
-			var fs []failover
-			gap := *measureWindow / time.Duration(*measureKills+1)
-			for range *measureKills {
-				wait := time.NewTimer(gap)
-				<-wait.C
-				fs = append(fs, killLeader(t, c, s, leases, term))
-				seen = append(seen, procs()...)
-			}
-			if rest := *measureWindow - boottime().Sub(began); rest > 0 {
-				wait := time.NewTimer(rest)
-				<-wait.C
-			}
-			window := boottime().Sub(began)
-			slices.SortFunc(seen, func(a, b *process) int { return a.pid() - b.pid() })
-			seen = slices.Compact(seen)
-			offices, stepDowns := 0, 0
-			for _, p := range seen {
-				for _, l := range p.out.all() {
-					if l.at.Before(began) {
-						continue
-					}
-					if strings.Contains(l.v, "grantor: took office") {
-						offices++
-					}
-					if strings.Contains(l.v, "failed to contact quorum of nodes, stepping down") {
-						stepDowns++
-					}
-				}
-			}
-			changes := offices - len(fs) // each kill makes one change
-			lost := 0
-			for _, e := range s.lost() {
-				if e.at.After(began) {
-					lost++
-				}
-			}
-			load := loadAvg()
-			t.Logf("%d hogs: %d leader changes besides %d kills in %s (%.1f/min), %d step-downs, %d leases lost, load %s",
-				hogs, changes, len(fs), window.Round(time.Second), float64(changes)/window.Minutes(), stepDowns, lost, load)
-			rows = append(rows, fmt.Sprintf("| %d | %s | %.1f | %d | %s | %d of %d |", hogs, load, float64(changes)/window.Minutes(), stepDowns,
-				spread(fs, func(f failover) time.Duration { return f.renewed }), lost, len(fs)*measureLeases))
-		})
+		for _, raftFlags := range strings.Split(*measureRaft, ";") {
+			t.Run(fmt.Sprintf("%d hogs %s", hogs, raftFlags), func(t *testing.T) {
+				rows = append(rows, measureLoadLevel(t, hogs, term, raftFlags))
+			})
+		}
 	}
-	t.Logf("raft flags %q, term %s\n| CPU hogs | load average (1 min) | leader changes per minute besides the kills | step-downs (lost quorum) | kill to every holder renewed (median, max) | leases lost |\n| --- | --- | --- | --- | --- | --- |\n%s",
-		*measureRaft, term, strings.Join(rows, "\n"))
+	t.Logf("term %s\n| raft flags | CPU hogs | load average (1 min) | leader changes per minute besides the kills | step-downs (lost quorum) | kill to every holder renewed (median, max) | leases lost |\n| --- | --- | --- | --- | --- | --- | --- |\n%s",
+		term, strings.Join(rows, "\n"))
+}
+
+// measureLoadLevel runs one level of TestMeasureUnderLoad and returns its
+// table row.
+func measureLoadLevel(t *testing.T, hogs int, term time.Duration, raftFlags string) string {
+	c, s, leases := measureCluster(t, term, raftFlags)
+	startHogs(t, hogs)
+	began := boottime()
+	procs := func() []*process {
+		var ps []*process
+		for _, n := range c.nodes {
+			ps = append(ps, n.proc)
+		}
+		return ps
+	}
+	seen := procs() // every grantor process of the window
+	var fs []failover
+	gap := *measureWindow / time.Duration(*measureKills+1)
+	for range *measureKills {
+		wait := time.NewTimer(gap)
+		<-wait.C
+		fs = append(fs, killLeader(t, c, s, leases, term))
+		seen = append(seen, procs()...)
+	}
+	if rest := *measureWindow - boottime().Sub(began); rest > 0 {
+		wait := time.NewTimer(rest)
+		<-wait.C
+	}
+	window := boottime().Sub(began)
+	load := loadAvg()
+	slices.SortFunc(seen, func(a, b *process) int { return a.pid() - b.pid() })
+	seen = slices.Compact(seen)
+	offices, stepDowns := 0, 0
+	for _, p := range seen {
+		for _, l := range p.out.all() {
+			if l.at.Before(began) {
+				continue
+			}
+			if strings.Contains(l.v, "grantor: took office") {
+				offices++
+			}
+			if strings.Contains(l.v, "failed to contact quorum of nodes, stepping down") {
+				stepDowns++
+			}
+		}
+	}
+	changes := offices - len(fs) // each kill makes one change
+	lost := 0
+	for _, e := range s.lost() {
+		if e.at.After(began) {
+			lost++
+		}
+	}
+	t.Logf("%d hogs, raft %q: %d leader changes besides %d kills in %s (%.1f/min), %d step-downs, %d leases lost, load %s",
+		hogs, raftFlags, changes, len(fs), window.Round(time.Second), float64(changes)/window.Minutes(), stepDowns, lost, load)
+	return fmt.Sprintf("| %s | %d | %s | %.1f | %d | %s | %d |", raftFlags, hogs, load, float64(changes)/window.Minutes(), stepDowns,
+		spread(fs, func(f failover) time.Duration { return f.renewed }), lost)
 }
 
 // startHogs starts n `yes > /dev/null` processes, killed at cleanup.
