@@ -217,7 +217,15 @@ func (c *cluster) startGrantor(g *grantor, bootstrap int, clocks time.Duration) 
 	args := c.grantorArgs(g, bootstrap)
 	cmd := c.commandOn(context.Background(), g.host, args...)
 	if clocks != 0 {
-		cmd = g.host.CommandWithClocks(clocks, clocks/2, c.bin, args...)
+		// MONOTONIC moves with BOOTTIME when the offset is negative, and
+		// half as far when it is positive: BOOTTIME never reads behind
+		// MONOTONIC (a namespace where it does is broken, and leaseside
+		// refuses to start in it).
+		mono := clocks
+		if clocks > 0 {
+			mono = clocks / 2
+		}
+		cmd = g.host.CommandWithClocks(clocks, mono, c.bin, args...)
 		cmd.Env = append(os.Environ(), "GORACE=atexit_sleep_ms=0")
 	}
 	ready := make(chan struct{})

@@ -344,6 +344,11 @@ func (r *run) restartGrantor(g *grantor, clocks time.Duration) string {
 	}
 	if err := g.waitReady(readyTimeout); err != nil {
 		r.rec.productLine("grantor "+g.id, "fatal error: restart failed: "+firstLine(err.Error()), boottime())
+		if clocks != 0 && !g.running() {
+			// Try once more on the machine's clock, so that the run goes on
+			// with the grantor.
+			return "restart failed: " + err.Error() + "; " + r.restartGrantor(g, 0)
+		}
 		return "restart failed: " + err.Error()
 	}
 	return ""
@@ -444,13 +449,15 @@ func (r *run) membership(f Fault, rng *rand.Rand) {
 		if !r.cl.waitGossipGone(victim.id, readyTimeout) {
 			how = append(how, victim.id+" still alive in gossip after "+readyTimeout.String())
 		}
+		// Until a leader answers (the victim may have led), for a while.
 		var out string
 		var err error
-		for _, s := range r.cl.sidecars {
+		for deadline := time.Now().Add(readyTimeout); ; {
 			args := append([]string{"members", "remove", victim.id}, r.cl.operatorArgs(r.cl.rpcAddrs())...)
-			if out, err = r.cl.command(s.host, args...); err == nil {
+			if out, err = r.cl.command(r.cl.sidecars[0].host, args...); err == nil || time.Now().After(deadline) {
 				break
 			}
+			pause(time.Second)
 		}
 		how = append(how, "remove "+victim.id+" by kill -9 and members remove")
 		if err != nil {
