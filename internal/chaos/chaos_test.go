@@ -23,7 +23,22 @@ var (
 	flagRace      = flag.Bool("chaos.race", true, "build leaseside with the race detector")
 	flagRecheck   = flag.String("chaos.recheck", "", "run the checkers again on the history a run saved in this directory, and nothing else")
 	flagShort     = flag.Bool("chaos.short", false, "run the short mode even while it is off by default (see shortModeOff)")
+	flagRegress   = flag.Bool("chaos.regressions", false, "replay the seeds that found product bugs (regressionSeeds), each as it ran then")
 )
+
+// regressionSeeds are the runs that found product bugs, as they ran
+// (the findings are in the team's notes; each is fixed with a
+// deterministic test of its own). -chaos.regressions replays them all.
+var regressionSeeds = []struct {
+	finding            string
+	seed               uint64
+	duration           time.Duration
+	grantors, sidecars int
+}{
+	{"F1 data race on an event shared by connections; F2 raft-wal restart panic", 1, 30 * time.Second, 3, 2},
+	{"F3 a removed dead grantor promoted back to voter", 2, 45 * time.Second, 3, 2},
+	{"F4 a granted acquire whose reply was lost answered lease_held", 12, 5 * time.Minute, 5, 3},
+}
 
 // shortModeOff, when not empty, says why the short mode does not run in
 // a plain `go test` yet: it fails on every seed until the product bug it
@@ -64,6 +79,20 @@ func TestChaos(t *testing.T) {
 		}
 	}
 	cfg.ClockStepMax = *flagClockStep
+	if *flagRegress {
+		for _, r := range regressionSeeds {
+			t.Run(fmt.Sprintf("seed=%d", r.seed), func(t *testing.T) {
+				t.Log(r.finding)
+				c := cfg
+				c.Seed, c.Duration, c.Grantors, c.Sidecars = r.seed, r.duration, r.grantors, r.sidecars
+				if *flagOut != "" {
+					c.Out = filepath.Join(*flagOut, fmt.Sprint(r.seed))
+				}
+				Run(t, c)
+			})
+		}
+		return
+	}
 	if *flagSeed == 0 && *flagDuration == 0 {
 		if shortModeOff != "" && !*flagShort {
 			t.Skip(shortModeOff)

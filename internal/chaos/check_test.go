@@ -286,3 +286,35 @@ func TestTimelinePicture(t *testing.T) {
 		t.Errorf("picture %v wide", img.Bounds())
 	}
 }
+
+// Histories of runs that found product bugs, cut to the part that shows
+// the bug: the checkers keep finding them.
+func TestRegressionHistories(t *testing.T) {
+	cases := []struct {
+		file    string // in testdata/regressions
+		checker string
+	}{
+		// F4: a granted acquire whose reply was lost, answered
+		// lease_held on retry (seed 12).
+		{"f4-seed12-lost-grant-answered-held.json", CheckLinear},
+	}
+	for _, c := range cases {
+		t.Run(c.file, func(t *testing.T) {
+			var h History
+			if err := readJSON(filepath.Join("testdata", "regressions", c.file), &h); err != nil {
+				t.Fatal(err)
+			}
+			gs := grants(&h)
+			vs := append(checkIntervals(gs), checkRegister(&h, gs)...)
+			vs = append(vs, checkTokens(gs, nil)...)
+			lin, unknown := checkLinear(&h, t.TempDir(), time.Minute)
+			if len(unknown) > 0 {
+				t.Fatalf("undecided: %v", unknown)
+			}
+			vs = append(vs, lin...)
+			if !slices.Contains(checkers(vs), c.checker) {
+				t.Fatalf("%s not found by %s; violations: %v", c.file, c.checker, vs)
+			}
+		})
+	}
+}

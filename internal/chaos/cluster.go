@@ -59,9 +59,6 @@ type grantor struct {
 	office  bool          // the current process said it took office, last
 	tookAt  int64
 	stopped bool // SIGSTOPped by a fault
-	// expectExit is set before the suite ends the current process; an
-	// exit without it is a crash.
-	expectExit bool
 }
 
 // sidecar is one sidecar host's daemon.
@@ -71,11 +68,10 @@ type sidecar struct {
 	socket string
 	log    *os.File
 
-	mu         sync.Mutex
-	proc       *proc
-	ready      chan struct{}
-	stopped    bool
-	expectExit bool
+	mu      sync.Mutex
+	proc    *proc
+	ready   chan struct{}
+	stopped bool
 }
 
 // cluster is the processes of a run.
@@ -258,14 +254,11 @@ func (c *cluster) startGrantor(g *grantor, bootstrap int, clocks time.Duration) 
 		return err
 	}
 	g.mu.Lock()
-	g.proc, g.ready, g.office, g.stopped, g.expectExit, g.clocks = p, ready, false, false, false, clocks
+	g.proc, g.ready, g.office, g.stopped, g.clocks = p, ready, false, false, clocks
 	g.mu.Unlock()
 	go func() {
 		<-p.exited
-		g.mu.Lock()
-		expected := g.expectExit
-		g.mu.Unlock()
-		if !expected && !c.isStopping() {
+		if !p.expected.Load() && !c.isStopping() {
 			c.rec.productLine("grantor "+g.id, fmt.Sprintf("fatal error: exited by itself (%v)", p.state), boottime())
 		}
 	}()
@@ -384,14 +377,11 @@ func (c *cluster) startSidecar(s *sidecar) error {
 		return err
 	}
 	s.mu.Lock()
-	s.proc, s.ready, s.stopped, s.expectExit = p, ready, false, false
+	s.proc, s.ready, s.stopped = p, ready, false
 	s.mu.Unlock()
 	go func() {
 		<-p.exited
-		s.mu.Lock()
-		expected := s.expectExit
-		s.mu.Unlock()
-		if !expected && !c.isStopping() {
+		if !p.expected.Load() && !c.isStopping() {
 			c.rec.productLine("sidecar "+s.name, fmt.Sprintf("fatal error: exited by itself (%v)", p.state), boottime())
 		}
 	}()
@@ -407,11 +397,7 @@ func (c *cluster) startSidecar(s *sidecar) error {
 
 // kill kill -9s the sidecar's daemon.
 func (s *sidecar) kill() error {
-	s.mu.Lock()
-	s.expectExit = true
-	p := s.proc
-	s.mu.Unlock()
-	return p.kill()
+	return s.current().kill()
 }
 
 func (s *sidecar) current() *proc {

@@ -322,9 +322,6 @@ func (r *run) skip(f Fault, why string) {
 
 // killGrantor kill -9s g.
 func (r *run) killGrantor(g *grantor) {
-	g.mu.Lock()
-	g.expectExit = true
-	g.mu.Unlock()
 	if err := g.current().kill(); err != nil {
 		r.t.Fatal(err)
 	}
@@ -388,10 +385,8 @@ func (r *run) rolling(f Fault, rng *rand.Rand) {
 // term sends g SIGTERM (it stops, handing leadership over, and stays a
 // voter) and waits for it to exit, killing it if it does not.
 func (r *run) term(g *grantor) {
-	g.mu.Lock()
-	g.expectExit = true
-	g.mu.Unlock()
 	p := g.current()
+	p.expected.Store(true)
 	p.signal(syscall.SIGTERM)
 	if p.wait(readyTimeout) != nil {
 		r.killGrantor(g)
@@ -431,9 +426,7 @@ func (r *run) membership(f Fault, rng *rand.Rand) {
 	}
 	if rng.IntN(2) == 0 {
 		how = append(how, "remove "+victim.id+" by grantor leave")
-		victim.mu.Lock()
-		victim.expectExit = true
-		victim.mu.Unlock()
+		victim.current().expected.Store(true)
 		args := append([]string{"grantor", "leave"}, r.cl.leaveArgs(victim)...)
 		if out, err := r.cl.command(victim.host, args...); err != nil {
 			how = append(how, "grantor leave failed: "+err.Error()+": "+firstLine(out))

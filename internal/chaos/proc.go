@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -29,6 +30,9 @@ type proc struct {
 	cmd    *exec.Cmd
 	exited chan struct{} // closed once Wait has returned
 	state  *os.ProcessState
+	// expected is set before the suite ends the process (kill, SIGTERM,
+	// a leave): an exit without it is a crash.
+	expected atomic.Bool
 
 	mu   sync.Mutex
 	tail []string
@@ -117,6 +121,7 @@ const procTimeout = 60 * time.Second
 // kill sends SIGKILL (which ends a stopped process too) and waits until
 // the process is gone.
 func (p *proc) kill() error {
+	p.expected.Store(true)
 	p.signal(syscall.SIGKILL)
 	return p.wait(procTimeout)
 }
