@@ -60,6 +60,10 @@ type lease struct {
 	// lease completes; renewOK says whether that one renewed it.
 	renewed chan struct{}
 	renewOK bool
+	// renewals counts the keepalives that renewed this grant; renewLatency
+	// is the round trip of the last one, from t0 to its reply.
+	renewals     int64
+	renewLatency time.Duration
 }
 
 func (l *lease) grant(now clockwatch.Instant) *ipc.Grant {
@@ -68,6 +72,7 @@ func (l *lease) grant(now clockwatch.Instant) *ipc.Grant {
 	g.LockDelayMs = l.lockDelay.Milliseconds()
 	g.NoRenew = l.noRenew
 	g.OwnerGone = l.releaseAt != never
+	g.Renewals, g.RenewalLatencyUs = l.renewals, l.renewLatency.Microseconds()
 	return g
 }
 

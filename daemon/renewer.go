@@ -156,6 +156,8 @@ func (d *Daemon) applyRenewal(b *batch, resp *grantorpb.KeepAliveResponse) {
 				l.t0, l.deadline = b.t0, dl
 			}
 			l.pending = false
+			l.renewals++
+			l.renewLatency = now.Sub(b.t0)
 			l.scheduleRenewal(b.t0)
 			d.emitLocked(l, &ipc.Event{Event: ipc.EventRenewed, DeadlineBoottimeNs: l.deadline.Nanoseconds(), ValidMs: l.deadline.Sub(now).Milliseconds()})
 			l.signalRenewed(true)

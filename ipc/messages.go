@@ -199,6 +199,10 @@ type Grant struct {
 	// OwnerGone is set while a lease whose owner ended sits out its
 	// lock-delay before release.
 	OwnerGone bool `json:"owner_gone,omitempty"`
+	// Renewals counts the daemon's renewals of this grant; RenewalLatencyUs
+	// is the round trip of the last one, in microseconds (status).
+	Renewals         int64 `json:"renewals,omitempty"`
+	RenewalLatencyUs int64 `json:"renewal_latency_us,omitempty"`
 }
 
 // NewGrant fills a Grant whose deadline is deadlineNs on CLOCK_BOOTTIME,
