@@ -66,6 +66,7 @@ var subcommands = []func(*env) *cobra.Command{
 	newCheckCmd,
 	newRenewCmd,
 	newWatchCmd,
+	newTopCmd,
 	newClockCmd,
 	newDaemonCmd,
 	newGrantorCmd,
