@@ -29,8 +29,9 @@ run:
 deps:
 	@if ! command -v python3 >/dev/null || ! python3 -c 'import ensurepip' 2>/dev/null || ! command -v socat >/dev/null \
 		|| ! command -v ip >/dev/null || ! command -v nsenter >/dev/null || ! command -v unshare >/dev/null \
-		|| ! command -v etcd >/dev/null || ! command -v tmux >/dev/null; then \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-venv socat iproute2 util-linux etcd-server tmux >/dev/null; \
+		|| ! command -v etcd >/dev/null || ! command -v tmux >/dev/null || [ ! -f /usr/share/bash-completion/bash_completion ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-venv socat iproute2 util-linux etcd-server tmux \
+			bash-completion >/dev/null; \
 	fi
 	@if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
@@ -67,7 +68,9 @@ bench:
 # so that its dependencies stay out of ours. Override any of these, e.g.
 # `make package PKG_VERSION=1.2.3`; the default is the v* tag on HEAD, else
 # 0.0.0-dev.g<commit>. SOURCE_DATE_EPOCH (HEAD's commit time) dates the
-# files in the packages, so the same commit packs the same way.
+# files in the packages and the man pages, so the same commit packs the
+# same way. The man pages and shell completions are generated (for the
+# host: they are text) from the CLI's definitions into PKG_SHARE.
 PKG_VERSION ?= $(shell v=$$(git describe --tags --exact-match --match 'v[0-9]*' 2>/dev/null); \
 	if [ -n "$$v" ]; then echo "$$v" | cut -c2-; else echo "0.0.0-dev.g$$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"; fi)
 PKG_ARCH ?= $(shell $(GO) env GOARCH)
@@ -75,6 +78,8 @@ PKG_MAINTAINER ?= leaseside maintainers <maintainers@leaseside.invalid>
 PKG_BIN ?= bin/leaseside
 NFPM ?= bin/nfpm
 DIST ?= dist
+PKG_SHARE ?= $(DIST)/share
+PKG_DATE = $${SOURCE_DATE_EPOCH:-$$(git log -1 --format=%ct 2>/dev/null || date +%s)}
 
 .PHONY: package
 package:
@@ -82,9 +87,11 @@ package:
 		-ldflags "-s -w -X github.com/leaseside/leaseside/cmd/leaseside/cli.Version=$(PKG_VERSION)" \
 		-o $(PKG_BIN) ./cmd/leaseside
 	GOOS= GOARCH= $(GO) -C packaging/tools build -o $(abspath $(NFPM)) github.com/goreleaser/nfpm/v2/cmd/nfpm
+	rm -rf $(PKG_SHARE)
+	SOURCE_DATE_EPOCH=$(PKG_DATE) GOOS= GOARCH= $(GO) run ./packaging/gendocs -version '$(PKG_VERSION)' -out $(PKG_SHARE)
 	mkdir -p $(DIST)
 	for p in deb rpm; do \
-		SOURCE_DATE_EPOCH=$${SOURCE_DATE_EPOCH:-$$(git log -1 --format=%ct 2>/dev/null || date +%s)} \
-		PKG_VERSION='$(PKG_VERSION)' PKG_ARCH='$(PKG_ARCH)' PKG_BIN='$(PKG_BIN)' PKG_MAINTAINER='$(PKG_MAINTAINER)' \
+		SOURCE_DATE_EPOCH=$(PKG_DATE) \
+		PKG_VERSION='$(PKG_VERSION)' PKG_ARCH='$(PKG_ARCH)' PKG_BIN='$(PKG_BIN)' PKG_SHARE='$(PKG_SHARE)' PKG_MAINTAINER='$(PKG_MAINTAINER)' \
 		$(abspath $(NFPM)) package --config packaging/nfpm.yaml --packager $$p --target $(DIST)/ || exit 1; \
 	done

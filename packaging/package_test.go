@@ -190,7 +190,9 @@ func TestDeb(t *testing.T) {
 		}
 	})
 
+	t.Run("man pages and completions", func(t *testing.T) { checkManAndCompletions(t, root, bin) })
 	t.Run("rpm", func(t *testing.T) { checkRPM(t, b.rpm) })
+	t.Run("rpm man pages and completions", func(t *testing.T) { checkRPMManAndCompletions(t, b.rpm) })
 }
 
 // debEntry is one line of `dpkg-deb -c`.
