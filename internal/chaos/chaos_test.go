@@ -22,7 +22,6 @@ var (
 	flagClockStep = flag.Duration("chaos.clockstep", 0, "largest CLOCK_REALTIME step, machine-wide (0: none; long runs default to 2m)")
 	flagRace      = flag.Bool("chaos.race", true, "build leaseside with the race detector")
 	flagRecheck   = flag.String("chaos.recheck", "", "run the checkers again on the history a run saved in this directory, and nothing else")
-	flagShort     = flag.Bool("chaos.short", false, "run the short mode even while it is off by default (see shortModeOff)")
 	flagRegress   = flag.Bool("chaos.regressions", false, "replay the seeds that found product bugs (regressionSeeds), each as it ran then")
 )
 
@@ -39,13 +38,6 @@ var regressionSeeds = []struct {
 	{"F3 a removed dead grantor promoted back to voter", 2, 45 * time.Second, 3, 2},
 	{"F4 a granted acquire whose reply was lost answered lease_held", 12, 5 * time.Minute, 5, 3},
 }
-
-// shortModeOff, when not empty, says why the short mode does not run in
-// a plain `go test` yet: it fails on every seed until the product bug it
-// found is fixed (then this is emptied, and the short mode runs in make
-// test). -chaos.short runs it anyway.
-const shortModeOff = "the short mode fails on every seed until a product bug it found is fixed: " +
-	"a data race in the sidecar's socket writer (ipc/queue.go ageValidity mutates an *ipc.Event shared by connections); -chaos.short runs it"
 
 // fixedSeed is the short mode's fixed seed.
 const fixedSeed = 20261201
@@ -94,9 +86,6 @@ func TestChaos(t *testing.T) {
 		return
 	}
 	if *flagSeed == 0 && *flagDuration == 0 {
-		if shortModeOff != "" && !*flagShort {
-			t.Skip(shortModeOff)
-		}
 		for _, seed := range []uint64{fixedSeed, rand.Uint64N(1 << 40)} {
 			t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 				c := cfg
