@@ -55,34 +55,42 @@ func (b *bencher) memory(ctx context.Context) (*Result, error) {
 }
 
 // verifyLive has every session renew all its leases in one keepalive and
-// checks that each was renewed.
+// checks that each was renewed. A keepalive the grantor refuses for want
+// of a leader (one stepped down under the load) is sent again, on a new
+// stream, to whichever grantor leads next, as call does for other RPCs.
 func (b *bencher) verifyLive(ctx context.Context, hs []holding) error {
 	b.progress("mem: checking every lease is live")
 	return ForEach(ctx, len(hs), b.cfg.Concurrency, func(ctx context.Context, i int) error {
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		api, _, err := b.c.client(i)
-		if err != nil {
-			return err
-		}
-		stream, err := api.KeepAlive(ctx)
-		if err != nil {
-			return err
-		}
 		refs := make([]*grantorpb.LeaseRef, len(hs[i].leases))
 		for j, l := range hs[i].leases {
 			refs[j] = &grantorpb.LeaseRef{Lease: l.lease, Token: l.token}
 		}
-		if err := stream.Send(&grantorpb.KeepAliveRequest{Session: hs[i].s.id, Batch: 1, Leases: refs}); err != nil {
-			return b.streamErr(hs[i], stream, err)
-		}
-		resp, err := stream.Recv()
+		req := &grantorpb.KeepAliveRequest{Session: hs[i].s.id, Batch: 1, Leases: refs}
+		resp, err := call(ctx, b.c, i, func(ctx context.Context, api grantorpb.GrantorClient) (*grantorpb.KeepAliveResponse, error) {
+			ctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			stream, err := api.KeepAlive(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if err := stream.Send(req); err != nil {
+				if _, rerr := stream.Recv(); rerr != nil {
+					return nil, rerr
+				}
+				return nil, err
+			}
+			resp, err := stream.Recv()
+			if err != nil {
+				return nil, err
+			}
+			return resp, stream.CloseSend()
+		})
 		if err != nil {
 			return fmt.Errorf("session %s: KeepAlive: %w", hs[i].s.id, err)
 		}
 		if err := renewedAll(refs, resp); err != nil {
 			return fmt.Errorf("session %s: %w", hs[i].s.id, err)
 		}
-		return stream.CloseSend()
+		return nil
 	})
 }
