@@ -20,6 +20,10 @@ type Config struct {
 	// the daemon learns the grantors and their leader from it (Grantors
 	// may then be empty).
 	Gossip *gossip.Member
+	// GossipJoin are gossip seeds the daemon joins through, retrying in
+	// the background until one answers (it serves its socket meanwhile);
+	// with Gossip only.
+	GossipJoin []string
 	// Timing is the drift rate and safety margin used for deadlines.
 	Timing clockwatch.Timing
 	// Clock decides every deadline; nil means clockwatch.System.
@@ -35,6 +39,12 @@ type Config struct {
 	// RequestTimeout bounds a relayed acquire or release, on top of the
 	// caller's wait.
 	RequestTimeout time.Duration
+	// LeaderConfirmTimeout is how long a request may wait at a grantor
+	// (an acquire queued for a held lease) before that grantor must
+	// confirm that it still leads, and how long it has to answer; one
+	// that does not is abandoned for the others. About the grantors'
+	// election timeout; 0 never asks.
+	LeaderConfirmTimeout time.Duration
 	// Version is reported by hello.
 	Version string
 	// ACL limits which callers may use which lease names; empty allows all.
@@ -59,12 +69,16 @@ func DefaultConfig() Config {
 		Version:        "dev",
 		Watch:          clockwatch.DefaultWatcherConfig(),
 
-		OwnerStoppedLimit: 10 * time.Second,
+		LeaderConfirmTimeout: time.Second,
+		OwnerStoppedLimit:    10 * time.Second,
 	}
 }
 
 // Validate reports the first problem with c.
 func (c Config) Validate() error {
+	if len(c.GossipJoin) > 0 && c.Gossip == nil {
+		return errors.New("daemon: GossipJoin without Gossip")
+	}
 	if len(c.Grantors) == 0 && c.Gossip == nil {
 		return errors.New("daemon: no grantor address and no gossip to find one")
 	}

@@ -40,6 +40,8 @@ type Daemon struct {
 	unreleased map[turnKey][]queuedRelease
 	// floor is the largest timing model assumed in the daemon's life.
 	floor timingFloor
+	// reach is the daemon's view of the way to the grantor leader.
+	reach reach
 
 	// detached numbers detached acquires: each is an owner of its own.
 	detached atomic.Uint64
@@ -91,6 +93,8 @@ func New(cfg Config) (*Daemon, error) {
 		kick:     make(chan struct{}, 1),
 	}
 	d.floor.set(cfg.Timing)
+	d.reach.firstOK = make(chan struct{})
+	g.confirmAfter, g.onContact = cfg.LeaderConfirmTimeout, d.contact
 	return d, nil
 }
 
@@ -111,10 +115,14 @@ func (d *Daemon) Run(ctx context.Context, ln *net.UnixListener) error {
 
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	wg.Add(2)
+	wg.Add(3)
 	go func() {
 		defer wg.Done()
 		d.renewLoop(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		d.probeLoop(ctx)
 	}()
 	go func() {
 		defer wg.Done()
@@ -185,6 +193,9 @@ func (d *Daemon) members(ctx context.Context) *ipc.Response {
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
 	defer cancel()
 	resp, err := d.g.members(ctx)
+	if errors.Is(err, errNoGrantorKnown) {
+		return &ipc.Response{Members: &[]ipc.Member{}} // none found yet
+	}
 	if err != nil {
 		return &ipc.Response{Error: grantorError(err)}
 	}

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"net"
 	"testing"
 	"time"
@@ -32,7 +33,7 @@ func serveScripted(t *testing.T, g *scriptedGrantor) string {
 func TestSilentGrantorIsLeftForAnother(t *testing.T) {
 	var silent *scriptedGrantor
 	r := newRigWith(t, func(c *Config) {
-		silent = &scriptedGrantor{clock: c.Clock.(*clockwatch.Fake), silent: true,
+		silent = &scriptedGrantor{clock: c.Clock.(*clockwatch.Fake), silent: true, streamsEnded: make(chan struct{}, 1),
 			keepalives: make(chan *grantorpb.KeepAliveRequest, 64), releases: make(chan *grantorpb.ReleaseRequest, 64)}
 		c.Grantors = append([]string{serveScripted(t, silent)}, c.Grantors...)
 	})
@@ -48,24 +49,55 @@ func TestSilentGrantorIsLeftForAnother(t *testing.T) {
 		t.Fatal("no keepalive to the first grantor")
 	}
 	r.clock.Advance(r.d.cfg.RenewTimeout) // unanswered: give up on it
-	// Step the clock through the retry backoff, giving the daemon a moment
-	// to act at each step.
-	for {
-		r.clock.Advance(20 * time.Millisecond)
-		select {
-		case ka := <-r.g.keepalives:
-			if len(ka.Leases) != 1 || ka.Leases[0].Token != 1 {
-				t.Fatalf("keepalive to the second grantor: %v", ka.Leases)
-			}
-			ev := r.waitEvent(t, ipc.EventRenewed)
-			if ev.Token != l.Token || ev.DeadlineBoottimeNs <= int64(r.timing.HolderDeadline(t0, ttl)) {
-				t.Fatalf("renewed %+v", ev)
-			}
-			return
-		case <-time.After(200 * time.Millisecond):
-			if !r.clock.Now().Before(r.timing.HolderDeadline(t0, ttl)) {
-				t.Fatal("the deadline came before the daemon left the silent grantor")
-			}
-		}
+	// The daemon drops the stream to the silent grantor once it has
+	// counted the failure and set its retry backoff (from the clock as it
+	// is now); the first backoff is at most 100ms.
+	select {
+	case <-silent.streamsEnded:
+	case <-ctxT(t).Done():
+		t.Fatal("the daemon never gave up on the silent grantor")
+	}
+	r.clock.Advance(100 * time.Millisecond)
+	ka := r.waitKeepAlive(t)
+	if len(ka.Leases) != 1 || ka.Leases[0].Token != 1 {
+		t.Fatalf("keepalive to the second grantor: %v", ka.Leases)
+	}
+	if !r.clock.Now().Before(r.timing.HolderDeadline(t0, ttl)) {
+		t.Fatal("the deadline came before the daemon left the silent grantor")
+	}
+	ev := r.waitEvent(t, ipc.EventRenewed)
+	if ev.Token != l.Token || ev.DeadlineBoottimeNs <= int64(r.timing.HolderDeadline(t0, ttl)) {
+		t.Fatalf("renewed %+v", ev)
+	}
+}
+
+// Issue 9, liveness: wait_ms is kept. An acquire waiting at a grantor that
+// no longer leads (here it says so when asked; a cut-off one does not
+// answer at all) is abandoned for another grantor after about a second,
+// the confirm timeout, instead of after the whole attempt (its wait plus
+// 3 s), and is granted there long before its wait of a minute is over.
+func TestWaitingAcquireLeavesGrantorThatNoLongerLeads(t *testing.T) {
+	var old *scriptedGrantor
+	r := newRigWith(t, func(c *Config) {
+		old = &scriptedGrantor{clock: c.Clock.(*clockwatch.Fake), follower: true, stallName: "jobs/w", stall: make(chan struct{}),
+			keepalives: make(chan *grantorpb.KeepAliveRequest, 64), releases: make(chan *grantorpb.ReleaseRequest, 64),
+			acquires: make(chan *grantorpb.AcquireRequest, 64)}
+		c.Grantors = append([]string{serveScripted(t, old)}, c.Grantors...)
+	})
+	defer close(old.stall)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second) // far below the wait plus 3 s
+	defer cancel()
+	res := acquireAsync(ctx, r.c, "jobs/w", ipc.AcquireOptions{TTL: ttl, Wait: time.Minute})
+	select {
+	case <-old.acquires: // it went to the old leader first
+	case <-ctx.Done():
+		t.Fatal("the acquire never reached the first grantor")
+	}
+	a := <-res
+	if a.err != nil {
+		t.Fatalf("acquire: %v; want it granted by the grantor that leads", a.err)
+	}
+	if req := r.waitAcquireRPC(t); req.Lease != "jobs/w" || req.WaitNs >= int64(time.Minute) || req.WaitNs <= 0 {
+		t.Fatalf("the retry at the leader: %v; want jobs/w with what was left of the wait", req)
 	}
 }

@@ -33,6 +33,14 @@ type grantorConn struct {
 	leader   string   // best guess; "" means try addrs in turn
 	next     int      // next of addrs to try when the leader is unknown
 	conns    map[string]*grpc.ClientConn
+	probes   map[string]*leaderProbe
+
+	// confirmAfter is how long a request may wait at a grantor before
+	// the grantor must confirm that it leads (leader.go); 0 never asks.
+	confirmAfter time.Duration
+	// onContact, when set, hears of every exchange that needed a leader
+	// (nil error: one answered). It must not block.
+	onContact func(addr string, err error)
 }
 
 func newGrantorConn(addrs []string) (*grantorConn, error) {
@@ -45,6 +53,7 @@ func newGrantorConn(addrs []string) (*grantorConn, error) {
 		inflight: map[uint64]struct{}{},
 		addrs:    append([]string(nil), addrs...),
 		conns:    map[string]*grpc.ClientConn{},
+		probes:   map[string]*leaderProbe{},
 	}, nil
 }
 
@@ -66,6 +75,13 @@ func (g *grantorConn) setGrantors(addrs []string, leader string) {
 	if leader != "" {
 		g.leader = leader
 	}
+}
+
+// known returns the grantor addresses known now.
+func (g *grantorConn) known() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]string{}, g.addrs...)
 }
 
 // client returns a client for the grantor most likely to be leader.
@@ -153,25 +169,52 @@ var errNoGrantorKnown = errors.New("no grantor known")
 // errGrantorUnavailable wraps failures to reach a serving grantor.
 var errGrantorUnavailable = errors.New("grantor unavailable")
 
+// callOpts say how retry runs a request.
+type callOpts struct {
+	// attempt bounds one attempt: a grantor that went silent
+	// (partitioned, powered off: no connection reset ever comes) is
+	// given up on and another is tried.
+	attempt time.Duration
+	// leader is set for requests only the leader answers: an attempt in
+	// flight longer than the confirm timeout must be confirmed by its
+	// grantor (leader.go), and an answer counts as contact with the
+	// leader.
+	leader bool
+	// patience is how long to keep trying while no grantor is known at
+	// all (none configured and none found by gossip yet); zero gives up
+	// at once.
+	patience time.Time
+}
+
 // retry calls f on the likely leader, with the same request id, until it
-// succeeds, fails for a reason a retry cannot mend, or ctx ends. Each
-// attempt has at most attempt to answer, so that a grantor that went
-// silent (partitioned, powered off: no connection reset ever comes) is
-// given up on and another is tried. Retrying with the same id is safe: the
-// grantor applies a request once.
-func retry[T any](ctx context.Context, g *grantorConn, attempt time.Duration, f func(context.Context, grantorpb.GrantorClient) (T, error)) (T, error) {
+// succeeds, fails for a reason a retry cannot mend, or ctx ends. Retrying
+// with the same id is safe: the grantor applies a request once.
+func retry[T any](ctx context.Context, g *grantorConn, o callOpts, f func(context.Context, grantorpb.GrantorClient) (T, error)) (T, error) {
 	backoff := 50 * time.Millisecond
 	for {
 		api, addr, err := g.client()
 		var v T
 		if err == nil {
-			actx, cancel := context.WithTimeout(ctx, attempt)
+			actx, cancel := context.WithTimeout(ctx, o.attempt)
+			stop := func() bool { return false }
+			if o.leader {
+				stop = g.confirmWhile(actx, cancel, addr, api)
+			}
 			v, err = f(actx, api)
+			if stop() {
+				err = errUnconfirmed
+			}
 			cancel()
+			if o.leader && (err == nil || retryable(err)) {
+				g.contacted(addr, err)
+			}
 			if err == nil || !retryable(err) {
 				return v, err
 			}
 			g.failed(addr, err)
+		} else if errors.Is(err, errNoGrantorKnown) && !time.Now().Before(o.patience) {
+			var zero T
+			return zero, err
 		}
 		select {
 		case <-ctx.Done():
@@ -217,7 +260,7 @@ func (g *grantorConn) acquire(ctx context.Context, name, owner string, ttl, wait
 		case <-actx.Done():
 		}
 	}()
-	resp, err := retry(actx, g, wait+attemptTimeout, func(ctx context.Context, api grantorpb.GrantorClient) (*grantorpb.AcquireResponse, error) {
+	resp, err := retry(actx, g, callOpts{attempt: wait + attemptTimeout, leader: true, patience: waitUntil}, func(ctx context.Context, api grantorpb.GrantorClient) (*grantorpb.AcquireResponse, error) {
 		return call(ctx, api, time.Until(waitUntil))
 	})
 	if err == nil {
@@ -230,7 +273,7 @@ func (g *grantorConn) acquire(ctx context.Context, name, owner string, ttl, wait
 	}
 	sctx, scancel := context.WithTimeout(ctx, attemptTimeout)
 	defer scancel()
-	return retry(sctx, g, attemptTimeout, func(ctx context.Context, api grantorpb.GrantorClient) (*grantorpb.AcquireResponse, error) {
+	return retry(sctx, g, callOpts{attempt: attemptTimeout, leader: true}, func(ctx context.Context, api grantorpb.GrantorClient) (*grantorpb.AcquireResponse, error) {
 		return call(ctx, api, 0)
 	})
 }
@@ -239,7 +282,7 @@ func (g *grantorConn) release(ctx context.Context, name, owner string, token uin
 	id, done := g.newID()
 	defer done()
 	req := &grantorpb.ReleaseRequest{Id: id, Lease: name, Owner: owner, Token: token}
-	resp, err := retry(ctx, g, attemptTimeout, func(ctx context.Context, api grantorpb.GrantorClient) (*grantorpb.ReleaseResponse, error) {
+	resp, err := retry(ctx, g, callOpts{attempt: attemptTimeout, leader: true}, func(ctx context.Context, api grantorpb.GrantorClient) (*grantorpb.ReleaseResponse, error) {
 		return api.Release(ctx, req)
 	})
 	if err != nil {
@@ -250,7 +293,7 @@ func (g *grantorConn) release(ctx context.Context, name, owner string, token uin
 
 // members asks a grantor (any will do) for the cluster's members.
 func (g *grantorConn) members(ctx context.Context) (*grantorpb.MembersResponse, error) {
-	return retry(ctx, g, attemptTimeout, func(ctx context.Context, api grantorpb.GrantorClient) (*grantorpb.MembersResponse, error) {
+	return retry(ctx, g, callOpts{attempt: attemptTimeout}, func(ctx context.Context, api grantorpb.GrantorClient) (*grantorpb.MembersResponse, error) {
 		return api.Members(ctx, &grantorpb.MembersRequest{})
 	})
 }
@@ -292,6 +335,7 @@ func (g *grantorConn) keepAliveSender(ctx context.Context, in <-chan *grantorpb.
 			if cur != nil {
 				cur.cancel()
 				g.failed(cur.addr, errSilent)
+				g.contacted(cur.addr, errSilent)
 				cur = nil
 			}
 			continue
@@ -311,8 +355,10 @@ func (g *grantorConn) keepAliveSender(ctx context.Context, in <-chan *grantorpb.
 		}
 		req.Session = g.session
 		if err := cur.stream.Send(req); err != nil {
-			// The receiver reports the stream's failure.
-			cur.cancel()
+			cur.cancel() // its receiver stays quiet: this is the report
+			g.failed(cur.addr, err)
+			report(kaResult{err: err, addr: cur.addr})
+			cur = nil
 		}
 	}
 }
@@ -355,12 +401,18 @@ func (g *grantorConn) openKeepAlive(ctx context.Context, report func(kaResult)) 
 		for {
 			resp, err := stream.Recv()
 			if err != nil {
+				// A stream the sender dropped (a reset, a failed send)
+				// reports nothing: its failure is counted already, and a
+				// late report would fail the next batch, on the next
+				// stream.
 				if sctx.Err() == nil {
 					g.failed(addr, err)
+					g.contacted(addr, err)
+					report(kaResult{err: err, addr: addr})
 				}
-				report(kaResult{err: err, addr: addr})
 				return
 			}
+			g.contacted(addr, nil)
 			report(kaResult{resp: resp, addr: addr})
 		}
 	}()

@@ -31,9 +31,11 @@ type scriptedGrantor struct {
 	// acquireDelay moves the fake clock this much more while an acquire
 	// is "on the wire" (a long wait in the queue).
 	acquireDelay time.Duration
-	// silent makes keepalives go unanswered (acquires and releases are
-	// still answered).
+	// silent makes keepalives and the question who leads go unanswered
+	// (acquires and releases are still answered).
 	silent bool
+	// follower makes the grantor say another one leads.
+	follower bool
 	// stall, when set, holds acquires of that lease name until it is
 	// closed: a slow request path.
 	stallName string
@@ -48,6 +50,9 @@ type scriptedGrantor struct {
 	keepalives chan *grantorpb.KeepAliveRequest
 	// releases receives every release request.
 	releases chan *grantorpb.ReleaseRequest
+	// streamsEnded hears of every keepalive stream that ended, while it
+	// has room (nil: nobody listens).
+	streamsEnded chan struct{}
 	// acquires receives acquire requests as they arrive (before any
 	// stall), while it has room.
 	acquires chan *grantorpb.AcquireRequest
@@ -75,6 +80,23 @@ func (s *scriptedGrantor) Acquire(ctx context.Context, req *grantorpb.AcquireReq
 	return &grantorpb.AcquireResponse{Granted: true, Token: s.token, GrantorTimeNs: int64(s.clock.Now())}, nil
 }
 
+// Members answers who leads, as the daemon asks a grantor it waits on:
+// this grantor, unless it is set to be a follower; a silent one does not
+// answer.
+func (s *scriptedGrantor) Members(ctx context.Context, req *grantorpb.MembersRequest) (*grantorpb.MembersResponse, error) {
+	s.mu.Lock()
+	silent, follower := s.silent, s.follower
+	s.mu.Unlock()
+	if silent {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	if follower {
+		return &grantorpb.MembersResponse{LeaderId: "another", AnsweredBy: "scripted"}, nil
+	}
+	return &grantorpb.MembersResponse{LeaderId: "scripted", AnsweredBy: "scripted"}, nil
+}
+
 func (s *scriptedGrantor) Release(ctx context.Context, req *grantorpb.ReleaseRequest) (*grantorpb.ReleaseResponse, error) {
 	s.releases <- req
 	s.mu.Lock()
@@ -91,6 +113,12 @@ func (s *scriptedGrantor) Release(ctx context.Context, req *grantorpb.ReleaseReq
 }
 
 func (s *scriptedGrantor) KeepAlive(stream grantorpb.Grantor_KeepAliveServer) error {
+	defer func() {
+		select {
+		case s.streamsEnded <- struct{}{}:
+		default:
+		}
+	}()
 	for {
 		req, err := stream.Recv()
 		if err != nil {

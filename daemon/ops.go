@@ -26,7 +26,7 @@ func (d *Daemon) status() *ipc.Response {
 		grants = append(grants, *l.grant(now))
 	}
 	d.mu.Unlock()
-	return &ipc.Response{Leases: &grants, Clock: d.clockStatus(false)}
+	return &ipc.Response{Leases: &grants, Clock: d.clockStatus(false), Grantor: d.grantorStatus(now)}
 }
 
 // validLocked returns the named lease if it is held and valid now, ending

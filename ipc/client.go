@@ -290,14 +290,32 @@ func (c *Client) Status(ctx context.Context) ([]Grant, error) {
 // StatusClock lists the leases this host holds, with the daemon's clock
 // summary.
 func (c *Client) StatusClock(ctx context.Context) ([]Grant, *ClockStatus, error) {
-	resp, err := c.call(ctx, &Request{Op: OpStatus})
+	s, err := c.StatusAll(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	if resp.Leases == nil {
-		return nil, resp.Clock, nil
+	return s.Leases, s.Clock, nil
+}
+
+// Status is the whole answer to the status op.
+type Status struct {
+	Leases  []Grant
+	Clock   *ClockStatus
+	Grantor *GrantorStatus
+}
+
+// StatusAll returns the leases this host holds, the daemon's clock
+// summary and how it reaches the grantor leader.
+func (c *Client) StatusAll(ctx context.Context) (*Status, error) {
+	resp, err := c.call(ctx, &Request{Op: OpStatus})
+	if err != nil {
+		return nil, err
 	}
-	return *resp.Leases, resp.Clock, nil
+	s := &Status{Clock: resp.Clock, Grantor: resp.Grantor}
+	if resp.Leases != nil {
+		s.Leases = *resp.Leases
+	}
+	return s, nil
 }
 
 // Notify relays every event the daemon pushes on this connection to ch.

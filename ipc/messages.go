@@ -99,6 +99,9 @@ type Response struct {
 	// Clock is the daemon's view of its clock, in the answers to status
 	// and clock.
 	Clock *ClockStatus `json:"clock,omitempty"`
+	// Grantor is the daemon's way to the grantor cluster, in the answer
+	// to status.
+	Grantor *GrantorStatus `json:"grantor,omitempty"`
 	// Members and LeaderID answer members.
 	Members  *[]Member `json:"members,omitempty"`
 	LeaderID string    `json:"leader_id,omitempty"`
@@ -119,6 +122,25 @@ type Member struct {
 	// -1 when unknown.
 	LastContactMs int64  `json:"last_contact_ms"`
 	Version       string `json:"version,omitempty"`
+}
+
+// GrantorStatus is how the daemon reaches the grantor cluster.
+type GrantorStatus struct {
+	// LeaderReachable is true when the daemon's latest exchange that
+	// needed the grantor leader (a renewal, a grant, a probe it sends
+	// about once a second when nothing else does) was answered, a few
+	// seconds ago at most.
+	LeaderReachable bool `json:"leader_reachable"`
+	// Leader is the address of the grantor that last answered as leader.
+	Leader string `json:"leader,omitempty"`
+	// SinceContactMs is how long ago that was; -1 when never.
+	SinceContactMs int64 `json:"since_contact_ms"`
+	// Error says why the latest exchange failed, when it did.
+	Error string `json:"error,omitempty"`
+	// Known are the grantors' gRPC addresses the daemon knows; FoundBy
+	// says how it found them: "grantors" (configured) or "gossip".
+	Known   []string `json:"known"`
+	FoundBy string   `json:"found_by"`
 }
 
 // ClockStatus is what the daemon knows about its clock: the kernel's

@@ -3,7 +3,9 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"os"
 	"os/signal"
 	"strings"
 	"syscall"
@@ -35,8 +37,12 @@ func newDaemonCmd(e *env) *cobra.Command {
 		Long: `Runs the production sidecar: it serves the local socket and holds this
 host's leases at the grantor cluster it is pointed at, found from gossip
 (--join) or from a list of gRPC addresses (--grantors, or "grantors" in the
-config file). It logs "leaseside daemon ready" once the socket serves, and
-tells systemd (Type=notify). SIGTERM or SIGINT stops it.`,
+config file). It serves the socket at once, whether or not a grantor
+answers yet: it retries its gossip seeds in the background, answers
+acquires with "unavailable" while no leader is reachable, and logs when it
+first reaches one; 'leaseside status' says whether a leader is reachable.
+It logs "leaseside daemon ready" once the socket serves, and tells systemd
+(Type=notify). SIGTERM or SIGINT stops it; it logs why it stopped.`,
 		Example: `  leaseside daemon --config /etc/leaseside/leaseside.json
   leaseside daemon --join 192.0.2.10:7403 --gossip-key-file /etc/leaseside/gossip.key
   leaseside daemon --grantors 192.0.2.10:7401,192.0.2.11:7401 --socket-group leaseside`,
@@ -73,20 +79,31 @@ func runDaemon(ctx context.Context, e *env, o *daemonOptions) error {
 		log.Error("refusing to start", "err", err)
 		return exitCode(ExitError)
 	}
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		select {
+		case s := <-sigs:
+			cancel(fmt.Errorf("signal %v", s))
+		case <-ctx.Done():
+		}
+	}()
 	cfg.Logger = log
 	if o.join != "" {
 		m, err := joinGossip(ctx, o.join, o.gossipAddr, o.gossipKey, log)
 		if err != nil {
 			log.Error("joining the gossip cluster", "err", err)
-			return exitCode(ExitUnavailable)
+			return exitCode(ExitError)
 		}
 		defer func() {
 			m.Leave(5 * time.Second)
 			m.Shutdown()
 		}()
 		cfg.Gossip = m
+		cfg.GossipJoin = strings.Split(o.join, ",")
 	}
 	d, err := daemon.New(cfg)
 	if err != nil {
@@ -100,7 +117,11 @@ func runDaemon(ctx context.Context, e *env, o *daemonOptions) error {
 		}
 		return exitCode(ExitError)
 	}
-	log.Info("leaseside daemon ready", "socket", sf.socket, "grantors", cfg.Grantors, "session", d.Session())
+	if cfg.Gossip != nil {
+		log.Info("leaseside daemon ready", "socket", sf.socket, "join", cfg.GossipJoin, "gossip", cfg.Gossip.Addr(), "session", d.Session())
+	} else {
+		log.Info("leaseside daemon ready", "socket", sf.socket, "grantors", cfg.Grantors, "session", d.Session())
+	}
 	if sf.metricsAddr != "" {
 		if err := serveMetrics(ctx, sf.metricsAddr, log, d.Collector()); err != nil {
 			log.Error("metrics", "err", err)
@@ -109,13 +130,16 @@ func runDaemon(ctx context.Context, e *env, o *daemonOptions) error {
 	}
 	sddaemon.SdNotify(false, sddaemon.SdNotifyReady)
 	if err := d.Run(ctx, ln); err != nil {
-		log.Error("daemon stopped", "err", err)
+		log.Error("leaseside daemon stopped", "why", err)
 		return exitCode(ExitError)
 	}
+	log.Info("leaseside daemon stopped", "why", context.Cause(ctx))
 	return nil
 }
 
-// joinGossip joins the gossip cluster as a sidecar member.
+// joinGossip starts this sidecar's gossip member and tries its seeds once,
+// briefly: a wrong gossip key is an error; seeds that do not answer yet
+// are the daemon's to retry (Config.GossipJoin), while it serves.
 func joinGossip(ctx context.Context, seeds, bind, keyFile string, log *slog.Logger) (*gossip.Member, error) {
 	cfg := gossip.Config{
 		BindAddr: bind,
@@ -130,5 +154,19 @@ func joinGossip(ctx context.Context, seeds, bind, keyFile string, log *slog.Logg
 		}
 		cfg.SecretKey = key
 	}
-	return gossip.Start(ctx, cfg)
+	join := cfg.Join
+	cfg.Join = nil
+	m, err := gossip.Start(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	jctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if _, err := m.Join(jctx, join); errors.Is(err, gossip.ErrGossipKey) {
+		m.Shutdown()
+		return nil, err
+	} else if err != nil {
+		log.Warn("no gossip seed answers yet; serving, and retrying the join in the background", "seeds", join, "err", err)
+	}
+	return m, nil
 }

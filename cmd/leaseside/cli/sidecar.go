@@ -68,6 +68,9 @@ type fileConfig struct {
 	// OwnerStoppedLimit: an owner process stopped longer than this is
 	// treated as ended ("0s" turns the check off).
 	OwnerStoppedLimit string `json:"owner_stopped_limit"`
+	// LeaderConfirmTimeout: how long a request may wait at a grantor
+	// before it must confirm that it leads ("0s": never asked).
+	LeaderConfirmTimeout string `json:"leader_confirm_timeout"`
 }
 
 // config returns the daemon config from the defaults, the config file and
@@ -99,7 +102,8 @@ func (s *sidecarFlags) config() (daemon.Config, error) {
 			dst  *time.Duration
 			name string
 		}{{fc.MinTTL, &cfg.MinTTL, "min_ttl"}, {fc.MaxTTL, &cfg.MaxTTL, "max_ttl"}, {fc.Epsilon, &cfg.Timing.Epsilon, "epsilon"},
-			{fc.OwnerStoppedLimit, &cfg.OwnerStoppedLimit, "owner_stopped_limit"}} {
+			{fc.OwnerStoppedLimit, &cfg.OwnerStoppedLimit, "owner_stopped_limit"},
+			{fc.LeaderConfirmTimeout, &cfg.LeaderConfirmTimeout, "leader_confirm_timeout"}} {
 			if d.text == "" {
 				continue
 			}

@@ -17,7 +17,8 @@ func newStatusCmd(e *env) *cobra.Command {
 		Use:   "status",
 		Short: "list the leases this host holds, and the clock's state",
 		Long: `Lists the leases the local sidecar holds (name, token, time left, term,
-owner), then what it knows about its clock (as 'leaseside clock').`,
+owner), whether it reaches the grantor leader, then what it knows about
+its clock (as 'leaseside clock').`,
 		Example: `  leaseside status
   leaseside status --json | jq '.leases[].lease'`,
 		Args: noArgs,
@@ -32,19 +33,24 @@ owner), then what it knows about its clock (as 'leaseside clock').`,
 func runStatus(ctx context.Context, e *env, cf *clientFlags) error {
 	ctx, c, done := cf.connect(ctx)
 	defer done()
-	leases, clock, err := c.StatusClock(ctx)
+	st, err := c.StatusAll(ctx)
 	if err != nil {
 		return cf.fail(e, err, asked{})
 	}
+	leases, clock := st.Leases, st.Clock
 	sort.Slice(leases, func(i, j int) bool { return leases[i].Lease < leases[j].Lease })
 	if cf.json {
 		if leases == nil {
 			leases = []ipc.Grant{}
 		}
-		printJSON(e.stdout, map[string]any{"leases": leases, "clock": clock})
+		printJSON(e.stdout, map[string]any{"leases": leases, "clock": clock, "grantor": st.Grantor})
 		return nil
 	}
 	defer func() {
+		if g := st.Grantor; g != nil {
+			fmt.Fprintln(e.stdout)
+			printGrantor(e, g)
+		}
 		if clock != nil {
 			fmt.Fprintln(e.stdout)
 			printClock(e, clock)
@@ -65,4 +71,20 @@ func runStatus(ctx context.Context, e *env, cf *clientFlags) error {
 	}
 	tw.Flush()
 	return nil
+}
+
+// printGrantor prints how the sidecar reaches the grantor leader.
+func printGrantor(e *env, g *ipc.GrantorStatus) {
+	switch {
+	case g.LeaderReachable:
+		fmt.Fprintf(e.stdout, "grantor leader: reachable (%s, answered %dms ago)\n", g.Leader, g.SinceContactMs)
+	case g.SinceContactMs < 0:
+		fmt.Fprintf(e.stdout, "grantor leader: NOT reachable yet (never answered)\n")
+	default:
+		fmt.Fprintf(e.stdout, "grantor leader: NOT reachable (last answered %.1fs ago, by %s)\n", float64(g.SinceContactMs)/1000, g.Leader)
+	}
+	if g.Error != "" {
+		fmt.Fprintf(e.stdout, "last error:     %s\n", g.Error)
+	}
+	fmt.Fprintf(e.stdout, "grantors:       %d known, from %s\n", len(g.Known), g.FoundBy)
 }

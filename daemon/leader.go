@@ -1,0 +1,218 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/leaseside/leaseside/clockwatch"
+	"github.com/leaseside/leaseside/grantor/grantorpb"
+	"github.com/leaseside/leaseside/ipc"
+)
+
+// How the sidecar knows that a grantor still leads. A request that waits
+// at a grantor (an acquire queued for a held lease) gets no answer until
+// the wait is over; a grantor cut off by a partition sends no error
+// either. So while a request to a grantor is in flight longer than the
+// confirm timeout (about an election timeout), the sidecar asks that
+// grantor who leads (Members, which every grantor answers from its own
+// view, no raft round); a grantor that does not answer within the confirm
+// timeout, or no longer names itself leader, is abandoned for the others,
+// and the request is retried there with the same request id. An acquire
+// so keeps its wait_ms whatever the old leader does.
+
+// errUnconfirmed is the failure of an attempt whose grantor did not
+// confirm that it leads.
+var errUnconfirmed = status.Error(codes.Unavailable, "the grantor did not confirm that it leads")
+
+// leaderProbe is the last confirmation asked of one grantor, shared by
+// the requests in flight to it.
+type leaderProbe struct {
+	mu sync.Mutex // held during a probe: concurrent askers wait for it
+	at time.Time
+	ok bool
+}
+
+// confirmWhile watches an attempt to addr that runs under ctx: every
+// confirm timeout it has to confirm that it leads, or the attempt is
+// cancelled. stop ends the watch and reports whether it cancelled the
+// attempt.
+func (g *grantorConn) confirmWhile(ctx context.Context, cancel context.CancelFunc, addr string, api grantorpb.GrantorClient) (stop func() bool) {
+	if g.confirmAfter <= 0 {
+		return func() bool { return false }
+	}
+	done, finished := make(chan struct{}), make(chan struct{})
+	var unconfirmed atomic.Bool
+	go func() {
+		defer close(finished)
+		t := time.NewTimer(g.confirmAfter)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if _, err := g.confirm(ctx, addr, api); err != nil {
+				unconfirmed.Store(true)
+				cancel()
+				return
+			}
+			t.Reset(g.confirmAfter)
+		}
+	}()
+	return func() bool {
+		close(done)
+		<-finished
+		return unconfirmed.Load()
+	}
+}
+
+// confirm asks the grantor at addr who leads, unless it confirmed within
+// half a confirm timeout. It returns the answer, and an error unless the
+// grantor answered in time naming itself leader.
+func (g *grantorConn) confirm(ctx context.Context, addr string, api grantorpb.GrantorClient) (*grantorpb.MembersResponse, error) {
+	g.mu.Lock()
+	p := g.probes[addr]
+	if p == nil {
+		p = &leaderProbe{}
+		g.probes[addr] = p
+	}
+	g.mu.Unlock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ok && time.Since(p.at) < g.confirmAfter/2 {
+		return nil, nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, g.confirmAfter)
+	defer cancel()
+	resp, err := api.Members(pctx, &grantorpb.MembersRequest{})
+	switch {
+	case err != nil:
+	case resp.LeaderId == "":
+		err = errors.New("the grantor knows no leader")
+	case resp.LeaderId != resp.AnsweredBy:
+		err = errors.New("the grantor does not lead: " + resp.LeaderId + " does")
+	}
+	p.at, p.ok = time.Now(), err == nil
+	g.contacted(addr, err)
+	return resp, err
+}
+
+// contacted reports an exchange with the grantor at addr that needed a
+// leader: nil when one answered.
+func (g *grantorConn) contacted(addr string, err error) {
+	if g.onContact != nil {
+		g.onContact(addr, err)
+	}
+}
+
+// probeLeader asks the likely leader whether it leads; a grantor that
+// names another leader redirects the next request there.
+func (g *grantorConn) probeLeader(ctx context.Context) error {
+	api, addr, err := g.client()
+	if err != nil {
+		g.contacted("", err)
+		return err
+	}
+	resp, err := g.confirm(ctx, addr, api)
+	if err == nil {
+		return nil
+	}
+	g.failed(addr, errSilent)
+	if resp != nil && resp.LeaderId != "" {
+		for _, m := range resp.Members {
+			if m.NodeId == resp.LeaderId && m.RpcAddr != "" {
+				g.mu.Lock()
+				g.leader = m.RpcAddr
+				g.mu.Unlock()
+			}
+		}
+	}
+	return err
+}
+
+// reach is what the daemon knows of its way to the grantor leader: the
+// last exchange a leader answered, and the last that failed.
+type reach struct {
+	mu      sync.Mutex
+	okAt    clockwatch.Instant
+	okAddr  string
+	failAt  clockwatch.Instant
+	failErr string
+	// firstOK is closed when a leader first answered.
+	firstOK chan struct{}
+	once    sync.Once
+}
+
+// contact records an exchange; the first one a leader answered is logged.
+func (d *Daemon) contact(addr string, err error) {
+	now := d.clock.Now()
+	r := &d.reach
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil {
+		r.failAt, r.failErr = now, err.Error()
+		return
+	}
+	r.okAt, r.okAddr = now, addr
+	r.once.Do(func() {
+		close(r.firstOK)
+		d.log.Info("reached the grantor leader", "grantor", addr)
+	})
+}
+
+// probeInterval is how often an idle daemon (one whose exchanges with
+// the leader went quiet) asks the leader whether it leads, so that status
+// can say whether a leader is reachable.
+const probeInterval = time.Second
+
+// probeLoop keeps the daemon's view of the leader fresh while nothing
+// else talks to it, until ctx ends.
+func (d *Daemon) probeLoop(ctx context.Context) {
+	t := d.clock.NewTimer(probeInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
+		d.reach.mu.Lock()
+		quiet := d.clock.Now().Sub(max(d.reach.okAt, d.reach.failAt)) >= probeInterval
+		d.reach.mu.Unlock()
+		if quiet {
+			d.g.probeLeader(ctx)
+		}
+		t.Reset(probeInterval)
+	}
+}
+
+// grantorStatus is the status op's view of the way to the leader: a
+// leader is reachable when the latest exchange that needed one succeeded,
+// within the last few probe intervals.
+func (d *Daemon) grantorStatus(now clockwatch.Instant) *ipc.GrantorStatus {
+	r := &d.reach
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	gs := &ipc.GrantorStatus{Known: d.g.known(), FoundBy: "grantors", SinceContactMs: -1}
+	if d.cfg.Gossip != nil {
+		gs.FoundBy = "gossip"
+	}
+	if r.okAt != 0 {
+		gs.Leader = r.okAddr
+		gs.SinceContactMs = now.Sub(r.okAt).Milliseconds()
+		gs.LeaderReachable = r.okAt >= r.failAt && now.Sub(r.okAt) < 3*probeInterval
+	}
+	if r.failAt > r.okAt {
+		gs.Error = r.failErr
+	}
+	return gs
+}
