@@ -8,17 +8,22 @@ import (
 
 // waiter is an Acquire queued for a held lease, first come first served.
 type waiter struct {
-	session string
-	owner   string
-	wake    chan struct{} // 1-buffered: the lease may be free, propose now
+	cmd  acquireCmd
+	wake chan struct{} // 1-buffered: the lease may be free, propose now
+	// claimed is set (under lessor.mu) while a freeing entry in flight
+	// carries this waiter's Acquire (handoff.go); a claimed waiter does
+	// not leave the queue, it waits for result.
+	claimed bool
+	result  chan any // 1-buffered: the handed-off Acquire's *acquireResult or error
 }
 
 // acquire is rule 5 of the grantor. It proposes an Acquire; when the lease
 // is held and wait > 0 it queues the caller behind earlier waiters. When a
-// Release or Revoke frees the lease, only the head waiter is woken, and it
-// proposes its Acquire. A waiter that leaves passes the wake-up on. There is
-// no polling: waits end on a wake-up, the wait's Clock timer, ctx, or the
-// end of the office.
+// release or an expiry frees the lease, the freeing entry grants it to the
+// head waiter (handoff.go); in a cluster with older grantors, only the
+// head is woken and proposes its own Acquire. A waiter that leaves passes
+// the wake-up on. There is no polling: waits end on a handoff, a wake-up,
+// the wait's Clock timer, ctx, or the end of the office.
 func (l *lessor) acquire(ctx context.Context, c acquireCmd, wait time.Duration) (*acquireResult, error) {
 	o, err := l.await(ctx)
 	if err != nil {
@@ -43,7 +48,9 @@ func (l *lessor) acquire(ctx context.Context, c acquireCmd, wait time.Duration) 
 			w = l.enqueue(o, c)
 		} else {
 			res, err := l.proposeAcquire(ctx, o, c)
-			if err != nil || res.Granted || wait == 0 {
+			if err != nil || res.Granted || wait == 0 || res.Token == 0 {
+				// Token 0: a retry of a grant that has ended, on a free
+				// lease; waiting would not change that answer.
 				return res, err
 			}
 			if w == nil {
@@ -54,8 +61,30 @@ func (l *lessor) acquire(ctx context.Context, c acquireCmd, wait time.Duration) 
 		}
 		select {
 		case <-w.wake:
+		case r := <-w.result:
+			w = nil // settle took it out of the queue
+			return handedOff(r)
 		case <-expired:
-			l.leave(o, c.Lease, w)
+			expired = nil
+			if !l.leave(o, c.Lease, w) {
+				// A freeing entry in flight carries this Acquire: its
+				// outcome is this Acquire's, whatever the wait said.
+				select {
+				case r := <-w.result:
+					w = nil
+					return handedOff(r)
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				case <-o.ctx.Done():
+					return nil, l.prop.notLeader()
+				}
+			}
+			select {
+			case r := <-w.result: // settled just before the wait ran out
+				w = nil
+				return handedOff(r)
+			default:
+			}
 			w = nil
 			return l.lastTry(ctx, o, c)
 		case <-ctx.Done():
@@ -64,6 +93,17 @@ func (l *lessor) acquire(ctx context.Context, c acquireCmd, wait time.Duration) 
 			return nil, l.prop.notLeader()
 		}
 	}
+}
+
+// handedOff turns a handed-off Acquire's FSM result into acquire's.
+func handedOff(r any) (*acquireResult, error) {
+	switch r := r.(type) {
+	case *acquireResult:
+		return r, nil
+	case error:
+		return nil, r
+	}
+	panic("grantor: unexpected handoff result")
 }
 
 // lastTry answers a wait that ran out: with the holder, or, if the lease
@@ -76,7 +116,8 @@ func (l *lessor) lastTry(ctx context.Context, o *office, c acquireCmd) (*acquire
 }
 
 // proposeAcquire proposes c holding the lease's slot, and on a grant moves
-// the expiry to GrantorExpiry(tG, ttl) with tG read after the apply.
+// the session's expiry to GrantorExpiry(tG, ttl) with tG read after the
+// apply.
 func (l *lessor) proposeAcquire(ctx context.Context, o *office, c acquireCmd) (*acquireResult, error) {
 	slot := l.slot(c.Lease)
 	select {
@@ -99,16 +140,22 @@ func (l *lessor) proposeAcquire(ctx context.Context, o *office, c acquireCmd) (*
 		return nil, r
 	case *acquireResult:
 		if r.Granted {
-			tG := l.clock.Now()
-			l.mu.Lock()
-			if rec, ok := l.fsm.lease(c.Lease); ok && rec.Token == r.Token && o.active {
-				o.extendLocked(l.timing, c.Lease, rec, tG)
-			}
-			l.mu.Unlock()
+			l.granted(o, c.ID.Session, r.TTL)
 		}
 		return r, nil
 	}
 	panic("grantor: unexpected acquire result")
+}
+
+// granted moves session's expiry after a grant of term ttl, with tG read
+// now, after the apply returned.
+func (l *lessor) granted(o *office, session string, ttl time.Duration) {
+	tG := l.clock.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if o.active && l.fsm.holdsLeases(session) {
+		o.extendLocked(l.timing, session, ttl, tG)
+	}
 }
 
 // queuedBehind reports whether c must join the queue without proposing:
@@ -128,7 +175,7 @@ func (l *lessor) queuedBehind(o *office, c acquireCmd) bool {
 
 // enqueue adds a waiter for c at the tail of the lease's queue.
 func (l *lessor) enqueue(o *office, c acquireCmd) *waiter {
-	w := &waiter{session: c.ID.Session, owner: c.Owner, wake: make(chan struct{}, 1)}
+	w := &waiter{cmd: c, wake: make(chan struct{}, 1), result: make(chan any, 1)}
 	l.mu.Lock()
 	o.queues[c.Lease] = append(o.queues[c.Lease], w)
 	l.wakeIfFreeLocked(o, c.Lease)
@@ -146,10 +193,19 @@ func (l *lessor) rearm(o *office, lease string, w *waiter) {
 }
 
 // leave removes w from the queue and, if the lease is free, wakes the new
-// head: a waiter that leaves passes the wake-up on.
-func (l *lessor) leave(o *office, lease string, w *waiter) {
+// head: a waiter that leaves passes the wake-up on. A claimed waiter does
+// not leave: leave returns false, and its outcome comes on w.result.
+func (l *lessor) leave(o *office, lease string, w *waiter) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if w.claimed {
+		return false
+	}
+	l.dequeueLocked(o, lease, w)
+	return true
+}
+
+func (l *lessor) dequeueLocked(o *office, lease string, w *waiter) {
 	q := o.queues[lease]
 	if i := slices.Index(q, w); i >= 0 {
 		q = slices.Delete(q, i, i+1)
@@ -162,6 +218,38 @@ func (l *lessor) leave(o *office, lease string, w *waiter) {
 	l.wakeIfFreeLocked(o, lease)
 }
 
+// claimLocked marks the head waiter of lease as carried by a freeing entry
+// and returns it, or nil when nobody waits (or the head is claimed).
+func (l *lessor) claimLocked(o *office, lease string) *waiter {
+	q := o.queues[lease]
+	if len(q) == 0 || q[0].claimed {
+		return nil
+	}
+	q[0].claimed = true
+	return q[0]
+}
+
+// settle ends w's claim with the outcome h of the entry that carried it
+// (nil: the entry failed). A granted (or refused with an error) waiter
+// gets its outcome and leaves the queue; one whose Acquire was not tried
+// waits on, and is woken if the lease is free.
+func (l *lessor) settle(o *office, w *waiter, h *handoff) {
+	if w == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	w.claimed = false
+	if h != nil && h.Tried {
+		if r, ok := h.Res.(*acquireResult); !ok || r.Granted {
+			l.dequeueLocked(o, w.cmd.Lease, w)
+			w.result <- h.Res
+			return
+		}
+	}
+	l.wakeIfFreeLocked(o, w.cmd.Lease)
+}
+
 // wakeIfFreeLocked wakes the head waiter if the lease is free now. It
 // closes the gap between a waiter's failed proposal and its enqueue, in
 // which a freeing event finds nobody to wake.
@@ -171,28 +259,50 @@ func (l *lessor) wakeIfFreeLocked(o *office, lease string) {
 	}
 }
 
-// wakeHeadLocked wakes only the first waiter of lease.
+// wakeHeadLocked wakes only the first waiter of lease, unless a freeing
+// entry carries it.
 func (l *lessor) wakeHeadLocked(o *office, lease string) {
-	if q := o.queues[lease]; len(q) > 0 {
+	if q := o.queues[lease]; len(q) > 0 && !q[0].claimed {
 		poke(q[0].wake)
 	}
 }
 
-// release proposes a Release; the freed event wakes the head waiter.
+// release proposes a Release. When every server applies cmdRelease4 it
+// carries the Acquire of the lease's first waiter, which the same entry
+// grants if the release frees the lease (handoff.go); otherwise the freed
+// event wakes the head waiter.
 func (l *lessor) release(ctx context.Context, c releaseCmd) (*releaseResult, error) {
 	o, err := l.await(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer l.touch(o, c.ID.Session)()
-	res, err := l.prop.apply(releaseEntry(c, l.prop.allowed()))
+	allowed := l.prop.allowed()
+	var w *waiter
+	if allowed >= cmdRelease4 {
+		l.mu.Lock()
+		if w = l.claimLocked(o, c.Lease); w != nil {
+			next := w.cmd
+			c.Next = &next
+		}
+		l.mu.Unlock()
+	}
+	res, err := l.prop.apply(releaseEntry(c, allowed))
 	if err != nil {
+		l.settle(o, w, nil)
 		return nil, err
 	}
 	switch r := res.(type) {
 	case error:
+		l.settle(o, w, nil)
 		return nil, r
 	case *releaseResult:
+		if r.Next != nil && r.Next.Tried {
+			if g, ok := r.Next.Res.(*acquireResult); ok && g.Granted {
+				l.granted(o, w.cmd.ID.Session, g.TTL)
+			}
+		}
+		l.settle(o, w, r.Next)
 		return r, nil
 	}
 	panic("grantor: unexpected release result")

@@ -14,17 +14,19 @@ import (
 type cmdType uint8
 
 const (
-	_               cmdType = iota // 0 is never a valid command
-	cmdAcquire                     // 1: acquireCmd
-	cmdRelease                     // 2: releaseCmd
-	cmdRevoke                      // 3: revokeCmd, proposed by the leader on expiry
-	cmdCloseSession                // 4: closeSessionCmd, proposed by the leader for idle sessions
-	cmdRegisterNode                // 5: registerNodeCmd, a node's gRPC address
-	cmdAcquire2                    // 6: acquireCmd whose ID.AlsoReceived is applied (received.go)
-	cmdRelease2                    // 7: releaseCmd whose ID.AlsoReceived is applied
-	cmdAcquire3                    // 8: acquireCmd as cmdAcquire2, and a holder asking again takes the next token
-	cmdAcquire4                    // 9: acquireCmd as cmdAcquire3, with Identity (session ownership) and Limit applied
-	cmdRelease3                    // 10: releaseCmd as cmdRelease2, with Identity applied
+	_                cmdType = iota // 0 is never a valid command
+	cmdAcquire                      // 1: acquireCmd
+	cmdRelease                      // 2: releaseCmd
+	cmdRevoke                       // 3: revokeCmd, proposed by the leader on expiry
+	cmdCloseSession                 // 4: closeSessionCmd, proposed by the leader for idle sessions
+	cmdRegisterNode                 // 5: registerNodeCmd, a node's gRPC address
+	cmdAcquire2                     // 6: acquireCmd whose ID.AlsoReceived is applied (received.go)
+	cmdRelease2                     // 7: releaseCmd whose ID.AlsoReceived is applied
+	cmdAcquire3                     // 8: acquireCmd as cmdAcquire2, and a holder asking again takes the next token
+	cmdAcquire4                     // 9: acquireCmd as cmdAcquire3, with Identity (session ownership) and Limit applied
+	cmdRelease3                     // 10: releaseCmd as cmdRelease2, with Identity applied
+	cmdRelease4                     // 11: releaseCmd as cmdRelease3, with the first waiter's Acquire (Next) applied (handoff.go)
+	cmdExpireSession                // 12: expireSessionCmd, proposed by the leader when a session's expiry passed
 )
 
 // Which command types a grantor may propose (versions.go). A grantor that
@@ -33,7 +35,7 @@ const (
 // that it applies it.
 const (
 	// newestCmd is the newest type this binary applies.
-	newestCmd = cmdRelease3
+	newestCmd = cmdExpireSession
 	// baselineCmd is what a server that registered nothing is taken to
 	// apply: the types of grantors built before registration.
 	baselineCmd = cmdRegisterNode
@@ -61,6 +63,10 @@ func (t cmdType) String() string {
 		return "acquire4"
 	case cmdRelease3:
 		return "release3"
+	case cmdRelease4:
+		return "release4"
+	case cmdExpireSession:
+		return "expire-session"
 	}
 	return fmt.Sprintf("cmd(%d)", uint8(t))
 }
@@ -98,6 +104,9 @@ type releaseCmd struct {
 	Token uint64    `json:"token"`
 	// Identity is applied in cmdRelease3 and later only.
 	Identity string `json:"identity,omitempty"`
+	// Next is the Acquire of the lease's first waiter, applied in the
+	// same entry when the release frees the lease; cmdRelease4 only.
+	Next *acquireCmd `json:"next,omitempty"`
 }
 
 type revokeCmd struct {
@@ -148,6 +157,10 @@ func acquireEntry(c acquireCmd, allowed cmdType) []byte {
 
 // releaseEntry is the log entry of a Release (see acquireEntry).
 func releaseEntry(c releaseCmd, allowed cmdType) []byte {
+	if allowed >= cmdRelease4 {
+		return encodeCmd(cmdRelease4, c)
+	}
+	c.Next = nil
 	if allowed >= cmdRelease3 {
 		return encodeCmd(cmdRelease3, c)
 	}
@@ -172,8 +185,10 @@ func decodeCmd(data []byte) (cmdType, any, error) {
 	switch t {
 	case cmdAcquire, cmdAcquire2, cmdAcquire3, cmdAcquire4:
 		body = &acquireCmd{}
-	case cmdRelease, cmdRelease2, cmdRelease3:
+	case cmdRelease, cmdRelease2, cmdRelease3, cmdRelease4:
 		body = &releaseCmd{}
+	case cmdExpireSession:
+		body = &expireSessionCmd{}
 	case cmdRevoke:
 		body = &revokeCmd{}
 	case cmdCloseSession:
@@ -206,6 +221,8 @@ type acquireResult struct {
 // releaseResult is what the FSM returns for a Release.
 type releaseResult struct {
 	Released bool
+	// Next is the outcome of the attached waiter's Acquire, if any.
+	Next *handoff
 }
 
 // revokeResult is what the FSM returns for a Revoke.

@@ -9,20 +9,26 @@
 //     entries (commands.go). The FSM (fsm.go) never reads a clock; it applies
 //     entries deterministically and keeps the token counter, the leases and
 //     the per-session idempotency records in its snapshots.
-//   - Only the leader decides that a lease has expired: the lessor
-//     (lessor.go, expiry.go) keeps, in memory, an expiry
-//     Timing.GrantorExpiry(tG, ttl) per lease, reading tG from the Clock after
-//     the grant was applied or after the renewal's quorum check returned, and
-//     proposes a Revoke once the Clock says the expiry has passed.
+//   - Only the leader decides that a lease has expired, and it decides per
+//     session: a session's leases live as long as the session. The lessor
+//     (lessor.go, expiry.go) keeps, in memory, one expiry
+//     Timing.GrantorExpiry(tG, d) per session, d the largest term of its
+//     grants, reading tG from the Clock after a grant was applied or after
+//     a renewal's quorum check returned, and once the Clock says it has
+//     passed proposes one entry that ends the session's grants
+//     (cmdExpireSession, handoff.go).
 //   - A node that becomes leader first waits on a raft barrier, then reads tE
-//     and treats every lease in the FSM as live until
-//     Timing.GrantorExpiry(tE, ttl) before it answers anyone
+//     and treats every session in the FSM as live until
+//     Timing.GrantorExpiry(tE, d) before it answers anyone
 //     (lessor.takeOffice).
 //   - Renewals are leader-local and acknowledged in batches, each batch only
 //     after one raft VerifyLeader round that started after the batch arrived
-//     (keepalive.go).
+//     (keepalive.go). A keepalive names sessions and the digest of the
+//     grants the holder knows in each, not every lease; the reply lists a
+//     session's grants only when the digests differ (sessions.go).
 //   - Waiting Acquires queue first come first served per lease in the
-//     leader's memory; a freed lease wakes only the head (acquire.go).
+//     leader's memory. A release or an expiry that frees a lease grants it
+//     to the head waiter in the same raft entry (handoff.go, acquire.go).
 //   - A grant's identity is its token: every granting Acquire takes the
 //     next one, a holder's re-acquire too; only a retry of the same
 //     (session, seq) gets the same grant back. Replies state the term

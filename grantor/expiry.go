@@ -7,18 +7,28 @@ import (
 	"github.com/leaseside/leaseside/clockwatch"
 )
 
-// revokeJob is a lease the expiry loop decided to revoke; it holds the
-// lease's proposal slot until the Revoke is applied or failed.
+// expireJob is a session the expiry loop decided to end: its grants as the
+// FSM showed them, and the first waiters of those leases, claimed for the
+// handoff (handoff.go).
+type expireJob struct {
+	session string
+	grants  []grantRef
+	waiters []*waiter
+}
+
+// revokeJob is one lease of an expired session in a cluster with older
+// grantors (no cmdExpireSession): it holds the lease's proposal slot until
+// the Revoke is applied or failed.
 type revokeJob struct {
 	lease string
 	token uint64
 	slot  chan struct{}
 }
 
-// expiryLoop is the leader's only source of revocations. It sleeps on a
-// Clock timer until the earliest expiry (or maxExpirySleep), then re-reads
-// Clock.Now and revokes what has passed: the timer only wakes it, the
-// Clock decides. It also forgets idle sessions.
+// expiryLoop is the leader's only source of expiries. It sleeps on a
+// Clock timer until the earliest session expiry (or maxExpirySleep), then
+// re-reads Clock.Now and ends what has passed: the timer only wakes it,
+// the Clock decides. It also forgets idle sessions.
 func (l *lessor) expiryLoop(o *office) {
 	defer l.wg.Done()
 	t := l.clock.NewTimer(maxExpirySleep)
@@ -29,7 +39,11 @@ func (l *lessor) expiryLoop(o *office) {
 		}
 		l.scanMu.Lock()
 		now := l.clock.Now()
-		revokes, closes, next := l.scan(o, now)
+		expires, revokes, closes, next := l.scan(o, now)
+		for _, j := range expires {
+			l.wg.Add(1)
+			go l.expire(o, j)
+		}
 		for _, j := range revokes {
 			l.wg.Add(1)
 			go l.revoke(o, j)
@@ -54,59 +68,72 @@ func (l *lessor) expiryLoop(o *office) {
 	}
 }
 
-// scan finds the leases whose expiry has passed at now and marks them
-// revoking, finds idle sessions to forget, and returns when to look again.
-// Leases come off the due heap in order, so a scan costs what is due:
+// scan finds the sessions whose expiry has passed at now and decides to
+// end them, finds idle sessions to forget, and returns when to look again.
+// Sessions come off the due heap in order, so a scan costs what is due:
 // renewals move expiries later without touching the heap, and an entry
-// that surfaces early is put back at the lease's current due instant.
-func (l *lessor) scan(o *office, now clockwatch.Instant) (revokes []revokeJob, closes []string, next clockwatch.Instant) {
+// that surfaces early is put back at the session's current due instant.
+func (l *lessor) scan(o *office, now clockwatch.Instant) (expires []expireJob, revokes []revokeJob, closes []string, next clockwatch.Instant) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	next = now.Add(maxExpirySleep)
 	if !o.active {
-		return nil, nil, next
+		return nil, nil, nil, next
 	}
-	var busy []dueEntry // due, but their proposal slot is taken
+	oneEntry := l.prop.allowed() >= cmdExpireSession
+	busy := false // a lease of an older cluster's expiry had its slot taken
 	for len(o.due) > 0 && !now.Before(o.due[0].at) {
 		d := heap.Pop(&o.due).(dueEntry)
-		e := o.leases[d.name]
-		if e != d.e || e.queued != d.at {
-			continue // stale: the lease is gone, re-granted, or queued again
+		s := o.sessions[d.name]
+		if s != d.s || s.queued != d.at || s.expiry == 0 {
+			continue // stale: the session is gone, emptied, or queued again
 		}
-		due := e.expiry
-		if e.revoking {
-			due = e.retryAt
+		due := s.expiry
+		if s.revoking {
+			due = s.retryAt
 		}
 		if now.Before(due) {
-			o.queueLocked(d.name, e, due)
+			o.queueLocked(d.name, s, due)
 			continue
 		}
-		slot := l.slot(d.name)
-		select {
-		case slot <- struct{}{}:
-		default:
-			// A proposal for this lease (or one sharing its slot) is in
-			// flight; releasing the slot pokes this loop.
-			busy = append(busy, d)
+		grants, _ := l.fsm.sessionHeld(d.name)
+		if len(grants) == 0 {
+			o.emptiedLocked(d.name)
 			continue
 		}
-		e.revoking = true
-		e.retryAt = now.Add(revokeRetry)
-		o.queueLocked(d.name, e, e.retryAt)
-		revokes = append(revokes, revokeJob{lease: d.name, token: e.token, slot: slot})
+		s.revoking = true
+		s.retryAt = now.Add(revokeRetry)
+		o.queueLocked(d.name, s, s.retryAt)
+		if !oneEntry {
+			for _, g := range grants {
+				slot := l.slot(g.Lease)
+				select {
+				case slot <- struct{}{}:
+					revokes = append(revokes, revokeJob{lease: g.Lease, token: g.Token, slot: slot})
+				default:
+					// A proposal for this lease is in flight; releasing the
+					// slot pokes this loop, and the retry comes at retryAt.
+					busy = true
+				}
+			}
+			continue
+		}
+		j := expireJob{session: d.name, grants: grants}
+		for _, g := range grants {
+			if w := l.claimLocked(o, g.Lease); w != nil {
+				j.waiters = append(j.waiters, w)
+			}
+		}
+		expires = append(expires, j)
 	}
-	for _, d := range busy {
-		heap.Push(&o.due, d) // still due: looked at again when the slot frees
-	}
-	switch {
-	case len(busy) > 0:
-		// The slot's release pokes the loop; this is the backstop.
+	if busy {
 		next = minInstant(next, now.Add(revokeRetry))
-	case len(o.due) > 0:
+	}
+	if len(o.due) > 0 {
 		next = minInstant(next, o.due[0].at)
 	}
 	for id, s := range o.sessions {
-		if s.busy > 0 {
+		if s.busy > 0 || s.expiry != 0 {
 			continue
 		}
 		idleAt := s.last.Add(l.sessionIdle)
@@ -123,9 +150,70 @@ func (l *lessor) scan(o *office, now clockwatch.Instant) (revokes []revokeJob, c
 			closes = append(closes, id)
 		}
 	}
-	return revokes, closes, next
+	return expires, revokes, closes, next
 }
 
+// expire proposes one entry that ends j's grants and hands each lease
+// with waiters to its first waiter.
+func (l *lessor) expire(o *office, j expireJob) {
+	defer l.wg.Done()
+	c := expireSessionCmd{Session: j.session, Term: o.term, Leases: j.grants}
+	for _, w := range j.waiters {
+		c.Next = append(c.Next, w.cmd)
+	}
+	settleAll := func(r *expireResult) {
+		for _, w := range j.waiters {
+			var h *handoff
+			if r != nil {
+				for i := range r.Next {
+					if r.Next[i].Lease == w.cmd.Lease {
+						h = &r.Next[i]
+					}
+				}
+			}
+			if h != nil && h.Tried {
+				if g, ok := h.Res.(*acquireResult); ok && g.Granted {
+					l.granted(o, w.cmd.ID.Session, g.TTL)
+				}
+			}
+			l.settle(o, w, h)
+		}
+	}
+	if !l.current(o) {
+		settleAll(nil)
+		return
+	}
+	res, err := l.prop.apply(encodeCmd(cmdExpireSession, c))
+	r, _ := res.(*expireResult)
+	settleAll(r)
+	if err != nil || r == nil {
+		// Still marked revoking: renewals answer "not renewed", and the
+		// loop decides again at retryAt (or the office ends).
+		if err != nil && !errors.Is(err, ErrNotLeader) {
+			l.log.Warn("grantor: ending an expired session failed", "session", j.session, "err", err)
+		}
+		return
+	}
+	if r.StaleTerm {
+		l.current(o) // ends this office
+		return
+	}
+	l.mu.Lock()
+	if s := o.sessions[j.session]; s != nil && s.revoking {
+		s.revoking = false
+		if s.expiry != 0 {
+			// Grants made to the session after the decision keep it.
+			o.queueLocked(j.session, s, s.expiry)
+		}
+	}
+	l.mu.Unlock()
+	poke(o.kick)
+	l.metrics.revokes.Add(uint64(r.Freed))
+	l.log.Debug("grantor: ended expired session", "session", j.session, "leases", r.Freed, "handoffs", len(r.Next))
+}
+
+// revoke proposes the Revoke of one lease of an expired session, in a
+// cluster with older grantors.
 func (l *lessor) revoke(o *office, j revokeJob) {
 	defer l.wg.Done()
 	defer l.releaseSlot(o, j.slot)
@@ -134,25 +222,21 @@ func (l *lessor) revoke(o *office, j revokeJob) {
 	}
 	res, err := l.prop.apply(encodeCmd(cmdRevoke, revokeCmd{Lease: j.lease, Token: j.token}))
 	if err != nil {
-		// Still marked revoking: renewals of it answer lost, and the loop
-		// proposes again at retryAt (or the office ends).
 		if !errors.Is(err, ErrNotLeader) {
 			l.log.Warn("grantor: revoke failed", "lease", j.lease, "token", j.token, "err", err)
 		}
 		return
 	}
-	if r, ok := res.(*revokeResult); ok && !r.Revoked {
-		// The grant had already ended (released); its freed event removed
-		// it, unless the table was stale: drop it now.
-		l.mu.Lock()
-		if e := o.leases[j.lease]; e != nil && e.token == j.token {
-			delete(o.leases, j.lease)
-		}
-		l.mu.Unlock()
-		return
+	if r, ok := res.(*revokeResult); ok && r.Revoked {
+		l.metrics.revokes.Add(1)
 	}
-	l.metrics.revokes.Add(1)
-	l.log.Debug("grantor: revoked expired lease", "lease", j.lease, "token", j.token)
+	l.mu.Lock()
+	for name, s := range o.sessions {
+		if s.revoking && !l.fsm.holdsLeases(name) {
+			o.emptiedLocked(name)
+		}
+	}
+	l.mu.Unlock()
 }
 
 func (l *lessor) closeSession(o *office, session string) {
@@ -169,11 +253,11 @@ func minInstant(a, b clockwatch.Instant) clockwatch.Instant {
 	return a
 }
 
-// dueEntry says that lease name (state e) must be looked at again at at.
+// dueEntry says that session name (state s) must be looked at again at at.
 type dueEntry struct {
 	at   clockwatch.Instant
 	name string
-	e    *leaseState
+	s    *sessionState
 }
 
 // dueHeap is a min-heap of dueEntry by at (container/heap).
@@ -195,15 +279,9 @@ func (h *dueHeap) Pop() any {
 	return x
 }
 
-// addLeaseLocked enters a new grant in the office and on the due heap.
-func (o *office) addLeaseLocked(name string, e *leaseState) {
-	o.leases[name] = e
-	o.queueLocked(name, e, e.expiry)
-}
-
-// queueLocked puts lease name on the due heap at at; earlier entries for
-// it become stale.
-func (o *office) queueLocked(name string, e *leaseState, at clockwatch.Instant) {
-	e.queued = at
-	heap.Push(&o.due, dueEntry{at: at, name: name, e: e})
+// queueLocked puts session name on the due heap at at; earlier entries
+// for it become stale.
+func (o *office) queueLocked(name string, s *sessionState, at clockwatch.Instant) {
+	s.queued = at
+	heap.Push(&o.due, dueEntry{at: at, name: name, s: s})
 }

@@ -101,10 +101,13 @@ type fsm struct {
 
 	mu sync.RWMutex
 	st fsmState
-	// heldBy counts leases per session, heldByName per session owner;
-	// both derived from st.Leases and st.Sessions.
-	heldBy     map[string]int
+	// bySession indexes the leases of each session, heldByName counts the
+	// leases of each session owner; both derived from st.Leases and
+	// st.Sessions (sessions.go).
+	bySession  map[string]*sessionLeases
 	heldByName map[string]int
+	// evs collects the events of the entry being applied (one goroutine).
+	evs []fsmEvent
 	// halted is set at the first entry that cannot be decoded; from then
 	// on nothing is applied, restored or snapshotted.
 	halted *HaltError
@@ -113,7 +116,7 @@ type fsm struct {
 var _ raft.FSM = (*fsm)(nil)
 
 func newFSM() *fsm {
-	return &fsm{st: newFSMState(), heldBy: map[string]int{}, heldByName: map[string]int{}}
+	return &fsm{st: newFSMState(), bySession: map[string]*sessionLeases{}, heldByName: map[string]int{}}
 }
 
 // Apply applies one log entry. It returns *acquireResult, *releaseResult,
@@ -144,7 +147,7 @@ func (f *fsm) Apply(l *raft.Log) any {
 		return h
 	}
 	var res any
-	var ev *fsmEvent
+	f.evs = f.evs[:0]
 	switch c := body.(type) {
 	case *acquireCmd:
 		if t == cmdAcquire {
@@ -153,7 +156,7 @@ func (f *fsm) Apply(l *raft.Log) any {
 		if t < cmdAcquire4 {
 			c.Identity, c.Limit = "", 0
 		}
-		res, ev = f.applyAcquire(c, t >= cmdAcquire3)
+		res = f.applyAcquire(c, t >= cmdAcquire3)
 	case *releaseCmd:
 		if t == cmdRelease {
 			c.ID.AlsoReceived = nil
@@ -161,9 +164,14 @@ func (f *fsm) Apply(l *raft.Log) any {
 		if t < cmdRelease3 {
 			c.Identity = ""
 		}
-		res, ev = f.applyRelease(c)
+		if t < cmdRelease4 {
+			c.Next = nil
+		}
+		res = f.applyRelease(c)
 	case *revokeCmd:
-		res, ev = f.applyRevoke(c)
+		res = f.applyRevoke(c)
+	case *expireSessionCmd:
+		res = f.applyExpireSession(c, l.Term)
 	case *closeSessionCmd:
 		delete(f.st.Sessions, c.Session)
 	case *registerNodeCmd:
@@ -173,16 +181,21 @@ func (f *fsm) Apply(l *raft.Log) any {
 		} else {
 			delete(f.st.NodeCmds, c.NodeID) // an older binary registered
 		}
-		ev = &fsmEvent{Kind: evRegistered, Lease: c.NodeID}
+		f.event(fsmEvent{Kind: evRegistered, Lease: c.NodeID})
 	default:
 		panic(fmt.Sprintf("grantor: raft log entry %d: no apply for %v", l.Index, t)) // decodeCmd and this switch disagree: a bug
 	}
 	f.mu.Unlock()
-	if ev != nil && f.observe != nil {
-		f.observe(*ev)
+	if f.observe != nil {
+		for _, ev := range f.evs {
+			f.observe(ev)
+		}
 	}
 	return res
 }
+
+// event records a change for the observer, told after the apply.
+func (f *fsm) event(ev fsmEvent) { f.evs = append(f.evs, ev) }
 
 // session returns the record of id.Session, creating it, after checking
 // that identity may use it (ownership.go) and that id is not stale, raising
@@ -220,42 +233,44 @@ func (f *fsm) session(id requestID, identity string) (*sessionRecord, error) {
 // entry, so a Release, Revoke or reply that names the old token cannot
 // touch the new grant (TEAM.md decision 1). Older entries kept the token
 // and took c's term.
-func (f *fsm) applyAcquire(c *acquireCmd, newToken bool) (any, *fsmEvent) {
+func (f *fsm) applyAcquire(c *acquireCmd, newToken bool) any {
 	s, err := f.session(c.ID, c.Identity)
 	if err != nil {
-		return err, nil
+		return err
 	}
 	cur, held := f.st.Leases[c.Lease]
 	if o, dup := s.Outcomes[c.ID.Seq]; dup {
 		if o.Kind != cmdAcquire || o.Lease != c.Lease || o.Owner != c.Owner {
-			return fmt.Errorf("%w: seq %d was %v of %q", ErrSeqReused, c.ID.Seq, o.Kind, o.Lease), nil
+			return fmt.Errorf("%w: seq %d was %v of %q", ErrSeqReused, c.ID.Seq, o.Kind, o.Lease)
 		}
 		// A retry of a granted Acquire. Answer "granted" only while that
 		// very grant still stands; a grant that has since ended must not
 		// be handed out again as if it were live.
 		if held && cur.Session == c.ID.Session && cur.Owner == c.Owner && cur.Token == o.Token {
-			return &acquireResult{Granted: true, Token: cur.Token, TTL: cur.TTL},
-				&fsmEvent{Kind: evGranted, Lease: c.Lease, Rec: cur}
+			f.event(fsmEvent{Kind: evGranted, Lease: c.Lease, Rec: cur})
+			return &acquireResult{Granted: true, Token: cur.Token, TTL: cur.TTL}
 		}
-		return f.notGranted(cur), nil
+		return f.notGranted(cur)
 	}
 	if len(s.Outcomes) >= maxOutstanding {
-		return fmt.Errorf("%w: session %q has %d", ErrTooManyOutstanding, c.ID.Session, len(s.Outcomes)), nil
+		return fmt.Errorf("%w: session %q has %d", ErrTooManyOutstanding, c.ID.Session, len(s.Outcomes))
 	}
 	switch {
 	case !held:
 		if err := f.checkLimit(s.Owner, c.Limit); err != nil {
-			return err, nil // nothing changed: not remembered
+			return err // nothing changed: not remembered
 		}
 		f.st.LastToken++
 		cur = leaseRecord{Session: c.ID.Session, Owner: c.Owner, Token: f.st.LastToken, TTL: c.TTL}
 		f.st.Leases[c.Lease] = cur
-		f.hold(cur)
+		f.hold(c.Lease, cur)
 	case cur.Session == c.ID.Session && cur.Owner == c.Owner && newToken:
 		// The holder asks again: its old grant ends, a new one starts.
+		f.unhold(c.Lease, cur)
 		f.st.LastToken++
 		cur.Token, cur.TTL = f.st.LastToken, c.TTL
 		f.st.Leases[c.Lease] = cur
+		f.hold(c.Lease, cur)
 	case cur.Session == c.ID.Session && cur.Owner == c.Owner:
 		// cmdAcquire and cmdAcquire2: same grant, same token, new term.
 		cur.TTL = c.TTL
@@ -263,11 +278,11 @@ func (f *fsm) applyAcquire(c *acquireCmd, newToken bool) (any, *fsmEvent) {
 	default:
 		// Not granted: nothing changed, so nothing is remembered; a retry
 		// is evaluated afresh and can still grant at most once.
-		return f.notGranted(cur), nil
+		return f.notGranted(cur)
 	}
 	s.Outcomes[c.ID.Seq] = outcome{Kind: cmdAcquire, Lease: c.Lease, Owner: c.Owner, Token: cur.Token}
-	return &acquireResult{Granted: true, Token: cur.Token, TTL: cur.TTL},
-		&fsmEvent{Kind: evGranted, Lease: c.Lease, Rec: cur}
+	f.event(fsmEvent{Kind: evGranted, Lease: c.Lease, Rec: cur})
+	return &acquireResult{Granted: true, Token: cur.Token, TTL: cur.TTL}
 }
 
 // notGranted answers an Acquire of a lease cur holds: its token and the
@@ -280,43 +295,49 @@ func (f *fsm) notGranted(cur leaseRecord) *acquireResult {
 	return r
 }
 
-func (f *fsm) applyRelease(c *releaseCmd) (any, *fsmEvent) {
+// applyRelease frees a lease its session and owner hold with the token
+// named. A cmdRelease4 may carry the acquire of the lease's first waiter
+// (Next), which is applied in this same entry when the release freed the
+// lease: a handoff is one raft entry (handoff.go).
+func (f *fsm) applyRelease(c *releaseCmd) any {
 	s, err := f.session(c.ID, c.Identity)
 	if err != nil {
-		return err, nil
+		return err
 	}
 	if o, dup := s.Outcomes[c.ID.Seq]; dup {
 		if o.Kind != cmdRelease || o.Lease != c.Lease || o.Owner != c.Owner || o.Token != c.Token {
-			return fmt.Errorf("%w: seq %d was %v of %q", ErrSeqReused, c.ID.Seq, o.Kind, o.Lease), nil
+			return fmt.Errorf("%w: seq %d was %v of %q", ErrSeqReused, c.ID.Seq, o.Kind, o.Lease)
 		}
-		return &releaseResult{Released: o.Released}, nil
+		return &releaseResult{Released: o.Released}
 	}
 	if len(s.Outcomes) >= maxOutstanding {
-		return fmt.Errorf("%w: session %q has %d", ErrTooManyOutstanding, c.ID.Session, len(s.Outcomes)), nil
+		return fmt.Errorf("%w: session %q has %d", ErrTooManyOutstanding, c.ID.Session, len(s.Outcomes))
 	}
-	var ev *fsmEvent
 	cur, held := f.st.Leases[c.Lease]
 	released := held && cur.Session == c.ID.Session && cur.Owner == c.Owner && cur.Token == c.Token
+	s.Outcomes[c.ID.Seq] = outcome{Kind: cmdRelease, Lease: c.Lease, Owner: c.Owner, Token: c.Token, Released: released}
+	res := &releaseResult{Released: released}
 	if released {
 		f.free(c.Lease, cur)
-		ev = &fsmEvent{Kind: evFreed, Lease: c.Lease, Rec: cur}
+		res.Next = f.handOff(c.Lease, c.Next)
 	}
-	s.Outcomes[c.ID.Seq] = outcome{Kind: cmdRelease, Lease: c.Lease, Owner: c.Owner, Token: c.Token, Released: released}
-	return &releaseResult{Released: released}, ev
+	return res
 }
 
-func (f *fsm) applyRevoke(c *revokeCmd) (any, *fsmEvent) {
+func (f *fsm) applyRevoke(c *revokeCmd) any {
 	cur, held := f.st.Leases[c.Lease]
 	if !held || cur.Token != c.Token {
-		return &revokeResult{}, nil
+		return &revokeResult{}
 	}
 	f.free(c.Lease, cur)
-	return &revokeResult{Revoked: true}, &fsmEvent{Kind: evFreed, Lease: c.Lease, Rec: cur}
+	return &revokeResult{Revoked: true}
 }
 
+// free ends the grant cur of lease.
 func (f *fsm) free(lease string, cur leaseRecord) {
 	delete(f.st.Leases, lease)
-	f.unhold(cur)
+	f.unhold(lease, cur)
+	f.event(fsmEvent{Kind: evFreed, Lease: lease, Rec: cur})
 }
 
 // Snapshot captures the state for raft; Persist writes it. A halted FSM
@@ -350,9 +371,9 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("grantor: snapshot token counter %d is behind the state's %d", st.LastToken, have)
 	}
 	f.st = st
-	f.heldBy, f.heldByName = map[string]int{}, map[string]int{}
-	for _, l := range st.Leases {
-		f.hold(l)
+	f.bySession, f.heldByName = map[string]*sessionLeases{}, map[string]int{}
+	for name, l := range st.Leases {
+		f.hold(name, l)
 	}
 	f.mu.Unlock()
 	if f.observe != nil {
@@ -408,17 +429,6 @@ func (f *fsm) lease(name string) (leaseRecord, bool) {
 	return l, ok
 }
 
-// leases returns a copy of the lease table.
-func (f *fsm) leases() map[string]leaseRecord {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	m := make(map[string]leaseRecord, len(f.st.Leases))
-	for k, v := range f.st.Leases {
-		m[k] = v
-	}
-	return m
-}
-
 // leaseCount returns the number of held leases.
 func (f *fsm) leaseCount() int {
 	f.mu.RLock()
@@ -441,7 +451,7 @@ func (f *fsm) sessions() []string {
 func (f *fsm) holdsLeases(session string) bool {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return f.heldBy[session] > 0
+	return f.bySession[session] != nil
 }
 
 // hasSession reports whether session has idempotency records.

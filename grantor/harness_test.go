@@ -95,8 +95,10 @@ type fakeRaft struct {
 	allowCmd atomic.Uint32 // what allowed returns; 0 means newestCmd
 	verifies atomic.Int64
 	// afterFSM, when set, runs between the FSM's apply and apply's return,
-	// like the delay before a raft future reports the apply.
-	afterFSM func()
+	// like the delay before a raft future reports the apply; beforeFSM
+	// runs before the FSM applies, like replication.
+	afterFSM  func()
+	beforeFSM func()
 	// verify and barrierFn, when set, replace the default (succeed).
 	verify    func(round int64) error
 	barrierFn func() error
@@ -106,15 +108,25 @@ func (r *fakeRaft) apply(cmd []byte) (any, error) {
 	if !r.leader.Load() {
 		return nil, r.notLeader()
 	}
+	if f := r.beforeFSM; f != nil {
+		f()
+	}
 	r.mu.Lock()
 	r.index++
-	res := r.fsm.Apply(&raft.Log{Index: r.index, Term: 1, Type: raft.LogCommand, Data: cmd})
+	res := r.fsm.Apply(&raft.Log{Index: r.index, Term: r.termN.Load(), Type: raft.LogCommand, Data: cmd})
 	r.mu.Unlock()
 	if r.afterFSM != nil {
 		r.afterFSM()
 	}
 	r.events.add(testEvent{what: "applied " + cmdType(cmd[0]).String(), lease: fmt.Sprint(res)})
 	return res, nil
+}
+
+// entries returns how many entries were applied so far.
+func (r *fakeRaft) entries() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.index
 }
 
 func (r *fakeRaft) barrier() error {

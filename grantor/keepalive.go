@@ -16,26 +16,78 @@ type leaseRef struct {
 	TTL   time.Duration
 }
 
-// renewal is one keepalive request waiting for a verify round.
+// sessionRenewal is one session of a keepalive (issue 13): its name, the
+// term its holder computes with, and the digest of the grants it knows
+// (LeaseSetDigest).
+type sessionRenewal struct {
+	Session string
+	TTL     time.Duration
+	Digest  uint64
+}
+
+// sessionRenewed answers a sessionRenewal.
+type sessionRenewed struct {
+	Session string
+	// Renewed says the session's grants now run until tG plus TTL (the
+	// largest term of its grants, the one applied). A session that holds
+	// nothing is renewed trivially.
+	Renewed bool
+	TTL     time.Duration
+	// Digest is the digest of the session's grants; when it differs from
+	// the request's, Listed is set and Grants lists them all.
+	Digest uint64
+	Listed bool
+	Grants []sessionGrant
+}
+
+// renewal is one keepalive request waiting for a verify round: either the
+// sessions of a current sidecar, or one session and its leases (refs) of
+// an older sidecar.
 type renewal struct {
-	session string
-	refs    []leaseRef
-	done    chan renewResult // 1-buffered
+	sessions []sessionRenewal
+	session  string
+	refs     []leaseRef
+	done     chan renewResult // 1-buffered
 }
 
 // renewResult answers a renewal.
 type renewResult struct {
+	sessions      []sessionRenewed
 	renewed, lost []leaseRef
 	tG            clockwatch.Instant
 	err           error
 }
 
-// renew is rule 4 of the grantor: renewals are leader-local, and a batch
-// is acknowledged only after one VerifyLeader round that started after the
-// batch arrived. renew queues the request for the next round and waits.
+// renew renews session for an older sidecar that lists its leases: the
+// session is renewed as a whole, and the reply says which listed leases it
+// holds with those tokens (renewed, with the term stored with each) and
+// which not (lost). A session past its expiry renews nothing.
 func (l *lessor) renew(ctx context.Context, o *office, session string, refs []leaseRef) (renewResult, error) {
-	defer l.touch(o, session)()
-	r := &renewal{session: session, refs: refs, done: make(chan renewResult, 1)}
+	return l.queueRenewal(ctx, o, &renewal{session: session, refs: refs, done: make(chan renewResult, 1)}, []string{session})
+}
+
+// renewSessions renews whole sessions (rule 4 of the grantor, per
+// session): each is acknowledged after a verify round that started after
+// the request arrived, and runs until tG + d(1+rho) + eps, tG read after
+// the round returned. caller is the identity name of the requester; a
+// session another identity owns is refused (ownership.go).
+func (l *lessor) renewSessions(ctx context.Context, o *office, caller string, ss []sessionRenewal) ([]sessionRenewed, clockwatch.Instant, error) {
+	names := make([]string, len(ss))
+	for i, s := range ss {
+		if err := checkOwner(&sessionRecord{Owner: l.fsm.sessionOwner(s.Session)}, s.Session, caller); err != nil {
+			return nil, 0, err
+		}
+		names[i] = s.Session
+	}
+	res, err := l.queueRenewal(ctx, o, &renewal{sessions: ss, done: make(chan renewResult, 1)}, names)
+	return res.sessions, res.tG, err
+}
+
+// queueRenewal queues r for the next verify round and waits.
+func (l *lessor) queueRenewal(ctx context.Context, o *office, r *renewal, sessions []string) (renewResult, error) {
+	for _, s := range sessions {
+		defer l.touch(o, s)()
+	}
 	l.mu.Lock()
 	if !o.active {
 		l.mu.Unlock()
@@ -58,8 +110,8 @@ func (l *lessor) renew(ctx context.Context, o *office, session string, refs []le
 // verifyLoop runs the verify rounds of one office. Each round takes every
 // renewal that has arrived, then starts one VerifyLeader; renewals that
 // arrive during the round wait for the next. Only after the round succeeds
-// does it read tG and extend expiries to GrantorExpiry(tG, ttl). A failed
-// round acknowledges nothing.
+// does it read tG and extend the sessions' expiries to
+// GrantorExpiry(tG, ttl). A failed round acknowledges nothing.
 //
 // A caveat of hashicorp/raft v1.8.0: VerifyLeader triggers fresh heartbeats,
 // but it also counts a follower's answer to a heartbeat that was already in
@@ -90,8 +142,8 @@ func (l *lessor) verifyLoop(o *office) {
 		}
 		err := l.prop.verifyLeader()
 		if err == nil && !l.current(o) {
-			// The round ran in a later term than the office's: its lease
-			// table may be stale, so it acknowledges nothing.
+			// The round ran in a later term than the office's: its state
+			// may be stale, so it acknowledges nothing.
 			err = l.prop.notLeader()
 		}
 		if err != nil {
@@ -115,11 +167,17 @@ func (l *lessor) verifyLoop(o *office) {
 			continue
 		}
 		results := make([]renewResult, len(batch))
-		var renewed, lost int
+		var sessions, renewed, lost int
 		for i, r := range batch {
 			results[i] = l.renewLocked(o, r, tG)
+			sessions += len(results[i].sessions)
 			renewed += len(results[i].renewed)
 			lost += len(results[i].lost)
+			for _, s := range results[i].sessions {
+				if s.Renewed {
+					renewed += l.fsm.sessionLeaseCount(s.Session)
+				}
+			}
 		}
 		l.mu.Unlock()
 		l.metrics.keepaliveBatches.Add(uint64(len(batch)))
@@ -131,30 +189,65 @@ func (l *lessor) verifyLoop(o *office) {
 	}
 }
 
-// renewLocked renews each lease of r that its session holds with the given
-// token and that the leader has not decided to revoke.
+// renewLocked answers one renewal at tG.
 func (l *lessor) renewLocked(o *office, r *renewal, tG clockwatch.Instant) renewResult {
 	res := renewResult{tG: tG}
+	if r.refs == nil && r.session == "" {
+		res.sessions = make([]sessionRenewed, len(r.sessions))
+		for i, s := range r.sessions {
+			res.sessions[i] = l.renewSessionLocked(o, s, tG)
+		}
+		return res
+	}
+	ok := l.extendSessionLocked(o, r.session, tG)
 	for _, ref := range r.refs {
 		rec, held := l.fsm.lease(ref.Lease)
-		if !held || rec.Session != r.session || rec.Token != ref.Token {
+		if !ok || !held || rec.Session != r.session || rec.Token != ref.Token {
 			res.lost = append(res.lost, ref)
 			continue
 		}
-		e := o.leases[ref.Lease]
-		if e != nil && e.token == rec.Token && (e.revoking || !tG.Before(e.expiry)) {
-			// Expired on the leader's clock: the revoke is decided or
-			// about to be; never extend a grant past that.
-			res.lost = append(res.lost, ref)
-			poke(o.kick)
-			continue
-		}
-		// e is nil only between a grant's apply and its event; extend
-		// creates it from the FSM record then.
-		o.extendLocked(l.timing, ref.Lease, rec, tG)
 		// The renewal runs with the term stored with the grant, whatever
 		// the holder assumed; the reply says which (TEAM.md decision 2).
 		res.renewed = append(res.renewed, leaseRef{Lease: ref.Lease, Token: ref.Token, TTL: rec.TTL})
 	}
 	return res
+}
+
+// renewSessionLocked renews one session at tG. Nothing in it depends on
+// how many leases the session holds, unless the digests differ and the
+// reply lists them.
+func (l *lessor) renewSessionLocked(o *office, r sessionRenewal, tG clockwatch.Instant) sessionRenewed {
+	out := sessionRenewed{Session: r.Session, Renewed: l.extendSessionLocked(o, r.Session, tG)}
+	if s := o.sessions[r.Session]; s != nil {
+		out.TTL = s.ttl
+	}
+	if out.Digest = l.fsm.sessionDigest(r.Session); out.Digest != r.Digest {
+		out.Listed = true
+		out.Grants, out.Digest = l.fsm.sessionGrants(r.Session)
+	}
+	return out
+}
+
+// extendSessionLocked extends session's expiry to GrantorExpiry(tG, its
+// term) and reports whether it could: not when the leader has decided to
+// end its grants or their expiry has passed on its clock (then the expiry
+// loop is poked). A session holding nothing needs nothing: true.
+func (l *lessor) extendSessionLocked(o *office, session string, tG clockwatch.Instant) bool {
+	if !l.fsm.holdsLeases(session) {
+		return true
+	}
+	s := o.sessions[session]
+	if s == nil || s.expiry == 0 {
+		// Only between a grant's apply and its event: the grant's own
+		// rule gives the session its expiry from now.
+		_, ttl := l.fsm.sessionHeld(session)
+		o.extendLocked(l.timing, session, ttl, tG)
+		return true
+	}
+	if s.revoking || !tG.Before(s.expiry) {
+		poke(o.kick)
+		return false
+	}
+	o.extendLocked(l.timing, session, s.ttl, tG)
+	return true
 }

@@ -86,8 +86,9 @@ type lessor struct {
 	prop proposer
 
 	// slots serialise the proposals that touch one lease (Acquire and the
-	// leader's Revoke), so that a Revoke and a holder's re-Acquire are
-	// never in flight together. A slot is a one-element semaphore.
+	// leader's per-lease Revoke of older clusters), so that a Revoke and a
+	// holder's re-Acquire that keeps its token (cmdAcquire, cmdAcquire2)
+	// are never in flight together. A slot is a one-element semaphore.
 	slots [numSlots]chan struct{}
 
 	mu      sync.Mutex
@@ -122,36 +123,35 @@ type office struct {
 
 	active   bool // in office and not yet resigned
 	tE       clockwatch.Instant
-	leases   map[string]*leaseState
+	sessions map[string]*sessionState
 	queues   map[string][]*waiter
-	sessions map[string]*sessionActivity
 	pending  []*renewal    // keepalives waiting for the next verify round
 	kaWake   chan struct{} // 1-buffered: pending is not empty
 	kick     chan struct{} // 1-buffered: the expiry loop should rescan
-	// due orders the leases by when the expiry loop must look at them
+	// due orders the sessions by when the expiry loop must look at them
 	// again (expiry.go), so a scan costs what is due, not what is held.
 	due dueHeap
 }
 
-// leaseState is the leader's view of one held lease.
-type leaseState struct {
-	token   uint64
-	session string
-	ttl     time.Duration
-	// expiry is when this leader may revoke the lease; it only moves later
-	// while the grant (token) stays the same.
+// sessionState is the leader's view of one session: its expiry while it
+// holds leases (one expiry for all of them, issue 13), and its recent use.
+type sessionState struct {
+	// ttl is the largest term of the session's grants this office has
+	// seen; the session's expiry is computed with it, so it is never
+	// shorter than any of its leases' own rule. Zero while it holds none.
+	ttl time.Duration
+	// expiry is when this leader may end the session's grants; it only
+	// moves later while the session holds leases. Zero while none.
 	expiry clockwatch.Instant
 	// queued is the instant of the due-heap entry that stands for this
-	// lease; entries with another instant are stale and dropped.
+	// session; entries with another instant are stale and dropped.
 	queued clockwatch.Instant
-	// revoking is set once the expiry loop decided to revoke; renewals of
-	// this grant then answer "lost", whatever the Revoke's fate.
+	// revoking is set once the expiry loop decided to end the session's
+	// grants; renewals then answer "not renewed", whatever the entry's
+	// fate, until it is applied.
 	revoking bool
-	retryAt  clockwatch.Instant // when to re-propose a failed Revoke
-}
+	retryAt  clockwatch.Instant // when to decide again if the entry failed
 
-// sessionActivity is what the leader knows of a session's recent use.
-type sessionActivity struct {
 	busy int                // requests and streams in progress
 	last clockwatch.Instant // when the session was last seen
 }
@@ -199,7 +199,7 @@ func poke(ch chan struct{}) {
 	}
 }
 
-// onEvent is the FSM's observer: it keeps the office's lease table in step
+// onEvent is the FSM's observer: it keeps the office's sessions in step
 // with what was applied. It runs on raft's FSM goroutine.
 func (l *lessor) onEvent(ev fsmEvent) {
 	if ev.Kind == evRegistered {
@@ -216,51 +216,63 @@ func (l *lessor) onEvent(ev fsmEvent) {
 	}
 	switch ev.Kind {
 	case evGranted:
-		o.extendLocked(l.timing, ev.Lease, ev.Rec, now)
+		o.extendLocked(l.timing, ev.Rec.Session, ev.Rec.TTL, now)
 		poke(o.kick)
 	case evFreed:
-		if e := o.leases[ev.Lease]; e != nil && e.token == ev.Rec.Token {
-			delete(o.leases, ev.Lease)
+		if !l.fsm.holdsLeases(ev.Rec.Session) {
+			o.emptiedLocked(ev.Rec.Session)
 		}
 		l.wakeHeadLocked(o, ev.Lease)
 	case evRestored:
-		table := l.fsm.leases()
-		for name, e := range o.leases {
-			if rec, ok := table[name]; !ok || rec.Token != e.token {
-				delete(o.leases, name)
+		// Every session the new state holds is live until now plus its
+		// term: later than before, which is safe.
+		for name := range o.sessions {
+			if !l.fsm.holdsLeases(name) {
+				o.emptiedLocked(name)
 			}
 		}
-		for name, rec := range table {
-			if _, ok := o.leases[name]; !ok {
-				o.extendLocked(l.timing, name, rec, now)
-			}
+		for name, ttl := range l.fsm.sessionTerms() {
+			o.extendLocked(l.timing, name, ttl, now)
 		}
 		for name := range o.queues {
-			l.wakeHeadLocked(o, name)
+			l.wakeIfFreeLocked(o, name)
 		}
 		poke(o.kick)
 	}
 }
 
-// extendLocked records that rec is live until at least
-// GrantorExpiry(tG, rec.TTL). A new grant (new token) replaces the entry.
-func (o *office) extendLocked(t clockwatch.Timing, lease string, rec leaseRecord, tG clockwatch.Instant) *leaseState {
-	exp := t.GrantorExpiry(tG, rec.TTL)
-	e := o.leases[lease]
-	if e == nil || e.token != rec.Token {
-		e = &leaseState{token: rec.Token, session: rec.Session, ttl: rec.TTL, expiry: exp}
-		o.addLeaseLocked(lease, e)
-		return e
+// sessionLocked returns the state of session, creating it.
+func (o *office) sessionLocked(session string) *sessionState {
+	s := o.sessions[session]
+	if s == nil {
+		s = &sessionState{}
+		o.sessions[session] = s
 	}
-	// The same grant again (holder re-acquired). A Revoke of it cannot be
-	// in flight (the slot), so a revoking mark is from a failed proposal
-	// and the re-grant supersedes it.
-	e.revoking = false
-	e.ttl = rec.TTL
-	if exp.After(e.expiry) {
-		e.expiry = exp
+	return s
+}
+
+// extendLocked records that session's grants are live until at least
+// GrantorExpiry(tG, ttl), and that it holds a grant of term ttl. Only a
+// session that held nothing is put on the due heap: later expiries do not
+// touch it, and an entry that surfaces early is put back (expiry.go).
+func (o *office) extendLocked(t clockwatch.Timing, session string, ttl time.Duration, tG clockwatch.Instant) {
+	s := o.sessionLocked(session)
+	s.ttl = max(s.ttl, ttl)
+	exp := t.GrantorExpiry(tG, s.ttl)
+	switch {
+	case s.expiry == 0:
+		s.expiry = exp
+		o.queueLocked(session, s, exp)
+	case exp.After(s.expiry):
+		s.expiry = exp
 	}
-	return e
+}
+
+// emptiedLocked notes that session holds no lease any more.
+func (o *office) emptiedLocked(session string) {
+	if s := o.sessions[session]; s != nil {
+		s.ttl, s.expiry, s.revoking = 0, 0, false
+	}
 }
 
 // leadershipChanged is told of every raft leadership transition. Two
@@ -282,9 +294,8 @@ func (l *lessor) startOfficeLocked() {
 	o := &office{
 		ctx: ctx, cancel: cancel, ready: make(chan struct{}),
 		term:     l.prop.term(),
-		leases:   map[string]*leaseState{},
+		sessions: map[string]*sessionState{},
 		queues:   map[string][]*waiter{},
-		sessions: map[string]*sessionActivity{},
 		kaWake:   make(chan struct{}, 1),
 		kick:     make(chan struct{}, 1),
 	}
@@ -350,13 +361,12 @@ func (l *lessor) takeOffice(o *office) {
 		return
 	}
 	o.tE = tE
-	table := l.fsm.leases()
-	for name, rec := range table {
-		o.addLeaseLocked(name, &leaseState{token: rec.Token, session: rec.Session, ttl: rec.TTL,
-			expiry: l.timing.GrantorExpiry(tE, rec.TTL)})
+	terms := l.fsm.sessionTerms()
+	for name, ttl := range terms {
+		o.extendLocked(l.timing, name, ttl, tE)
 	}
-	for _, s := range l.fsm.sessions() {
-		o.sessions[s] = &sessionActivity{last: tE}
+	for _, name := range l.fsm.sessions() {
+		o.sessionLocked(name).last = tE
 	}
 	o.active = true
 	close(o.ready)
@@ -365,7 +375,7 @@ func (l *lessor) takeOffice(o *office) {
 	go l.expiryLoop(o)
 	go l.verifyLoop(o)
 	l.mu.Unlock()
-	l.log.Info("grantor: took office", "tE", tE, "leases", len(table))
+	l.log.Info("grantor: took office", "tE", tE, "sessions_holding_leases", len(terms), "leases", l.fsm.leaseCount())
 }
 
 // resignLocked ends the current office, if any: its lease table, queues
@@ -481,11 +491,7 @@ func (l *lessor) waitReady(ctx context.Context) error {
 func (l *lessor) touch(o *office, session string) func() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s := o.sessions[session]
-	if s == nil {
-		s = &sessionActivity{}
-		o.sessions[session] = s
-	}
+	s := o.sessionLocked(session)
 	s.busy++
 	s.last = l.clock.Now()
 	return func() {

@@ -57,7 +57,7 @@ func TestLessorGrantExpiryCountsFromAfterApply(t *testing.T) {
 	}
 	m := h.events.mark()
 	h.advanceTo(exp)
-	h.events.wait(t, m, "revoke", func(e testEvent) bool { return e.what == "applied revoke" })
+	h.events.wait(t, m, "revoke", isExpiry)
 }
 
 // Rule: a new leader first applies the older terms (barrier), then reads
@@ -102,7 +102,7 @@ func TestLessorNewLeaderWaitsOutOldTerms(t *testing.T) {
 	}
 	m := h.events.mark()
 	h.advanceTo(exp)
-	h.events.wait(t, m, "revoke of a", func(e testEvent) bool { return e.what == "applied revoke" })
+	h.events.wait(t, m, "the expiry of a", func(e testEvent) bool { return isExpiry(e) && h.held("a") == 0 })
 	if r := h.acquire(acq("s2", 3, "a", ttl)); !r.Granted || r.Token != 4 {
 		t.Fatalf("after the wait-out a should go to s2 with token 4: %+v", r)
 	}
@@ -132,7 +132,7 @@ func TestLessorHolderRenewsDuringWaitOut(t *testing.T) {
 	}
 	m := h.events.mark()
 	h.advanceTo(h.timing.GrantorExpiry(tG, ttl))
-	h.events.wait(t, m, "revoke", func(e testEvent) bool { return e.what == "applied revoke" })
+	h.events.wait(t, m, "revoke", isExpiry)
 	if h.held("a") != 0 {
 		t.Fatal("not revoked at the renewal's expiry")
 	}
@@ -156,7 +156,7 @@ func TestLessorSuspendPastExpiry(t *testing.T) {
 	// The refused renewal pokes the expiry loop; failing that, its next
 	// wake-up (at most maxExpirySleep of monotonic time) revokes.
 	h.clock.Advance(maxExpirySleep)
-	h.events.wait(t, m, "revoke", func(e testEvent) bool { return e.what == "applied revoke" })
+	h.events.wait(t, m, "revoke", isExpiry)
 }
 
 // Rule: one VerifyLeader round per batch, started after the batch arrived;
@@ -238,7 +238,7 @@ func TestLessorFailedVerifyAcknowledgesNothing(t *testing.T) {
 	}
 	m := h.events.mark()
 	h.advanceTo(exp)
-	h.events.wait(t, m, "revoke at the unrenewed expiry", func(e testEvent) bool { return e.what == "applied revoke" })
+	h.events.wait(t, m, "revoke at the unrenewed expiry", isExpiry)
 }
 
 // Rule: waiters are served first come first served, one wake-up at a time.
@@ -267,9 +267,11 @@ func TestLessorWaitersFirstComeFirstServed(t *testing.T) {
 }
 
 // Rule: a waiter whose context ends leaves the queue and passes the
-// wake-up on.
+// wake-up on. This is the wake-up path of clusters with older grantors,
+// where a waiter proposes its own Acquire (no handoff entries).
 func TestLessorLeavingWaiterPassesWakeUpOn(t *testing.T) {
 	h := newHarness(t)
+	h.raft.allowCmd.Store(uint32(cmdRelease3))
 	h.takeOffice()
 	const ttl = time.Minute
 	held := h.acquire(acq("s0", 1, "a", ttl))

@@ -138,6 +138,9 @@ func New(cfg Config) (n *Node, err error) {
 	rc.ElectionTimeout = cfg.ElectionTimeout
 	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
 	rc.CommitTimeout = cfg.CommitTimeout
+	// Concurrent proposals share one append and one fsync: raft takes up
+	// to MaxAppendEntries of them from a buffered channel at once.
+	rc.BatchApplyCh = true
 	rc.SnapshotThreshold = cfg.SnapshotThreshold
 	rc.SnapshotInterval = cfg.SnapshotInterval
 	rc.Logger = hlog

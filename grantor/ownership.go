@@ -44,24 +44,10 @@ func (f *fsm) adopt(session string, s *sessionRecord, identity string) {
 	if s.Owner != "" || identity == "" {
 		return
 	}
-	n := f.heldBy[session]
+	n := f.bySession[session].count()
 	f.addByName(s.Owner, -n)
 	s.Owner = identity
 	f.addByName(identity, n)
-}
-
-// hold counts a new grant for its session and that session's owner.
-func (f *fsm) hold(cur leaseRecord) {
-	f.heldBy[cur.Session]++
-	f.addByName(f.ownerOf(cur.Session), 1)
-}
-
-// unhold undoes hold for a grant that ended.
-func (f *fsm) unhold(cur leaseRecord) {
-	if f.heldBy[cur.Session]--; f.heldBy[cur.Session] <= 0 {
-		delete(f.heldBy, cur.Session)
-	}
-	f.addByName(f.ownerOf(cur.Session), -1)
 }
 
 func (f *fsm) addByName(name string, n int) {

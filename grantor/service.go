@@ -153,29 +153,61 @@ func (s *service) KeepAlive(stream grpc.BidiStreamingServer[grantorpb.KeepAliveR
 		case <-ctx.Done():
 			return status.FromContextError(ctx.Err()).Err()
 		}
-		refs, err := validKeepAlive(req)
+		resp, err := s.keepAlive(ctx, o, caller, req)
 		if err != nil {
 			return toStatus(err)
-		}
-		if err := checkOwner(&sessionRecord{Owner: s.n.fsm.sessionOwner(req.GetSession())}, req.GetSession(), caller.Name); err != nil {
-			return toStatus(err)
-		}
-		res, err := s.n.lessor.renew(ctx, o, req.GetSession(), refs)
-		if err != nil {
-			return toStatus(err)
-		}
-		resp := &grantorpb.KeepAliveResponse{
-			Batch:         req.GetBatch(),
-			Renewed:       toPB(res.renewed),
-			Lost:          toPB(res.lost),
-			GrantorTimeNs: res.tG.Nanoseconds(),
-			Rho:           s.n.cfg.Timing.Rho,
-			EpsilonNs:     int64(s.n.cfg.Timing.Epsilon),
 		}
 		if err := stream.Send(resp); err != nil {
 			return err
 		}
 	}
+}
+
+// keepAlive answers one keepalive request: whole sessions (version 5),
+// or an older sidecar's session and list of leases.
+func (s *service) keepAlive(ctx context.Context, o *office, caller Identity, req *grantorpb.KeepAliveRequest) (*grantorpb.KeepAliveResponse, error) {
+	resp := &grantorpb.KeepAliveResponse{
+		Batch:     req.GetBatch(),
+		Rho:       s.n.cfg.Timing.Rho,
+		EpsilonNs: int64(s.n.cfg.Timing.Epsilon),
+	}
+	if len(req.GetSessions()) > 0 {
+		ss, err := validSessions(req)
+		if err != nil {
+			return nil, err
+		}
+		res, tG, err := s.n.lessor.renewSessions(ctx, o, caller.Name, ss)
+		if err != nil {
+			return nil, err
+		}
+		resp.GrantorTimeNs = tG.Nanoseconds()
+		resp.Sessions = make([]*grantorpb.SessionRenewed, len(res))
+		for i, r := range res {
+			out := &grantorpb.SessionRenewed{Session: r.Session, Renewed: r.Renewed, TtlNs: int64(r.TTL),
+				LeaseSetVersion: r.Digest, Listed: r.Listed}
+			if r.Listed {
+				out.Leases = make([]*grantorpb.LeaseRef, len(r.Grants))
+				for j, g := range r.Grants {
+					out.Leases[j] = &grantorpb.LeaseRef{Lease: g.Lease, Token: g.Token, TtlNs: int64(g.TTL), Owner: g.Owner}
+				}
+			}
+			resp.Sessions[i] = out
+		}
+		return resp, nil
+	}
+	refs, err := validKeepAlive(req)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkOwner(&sessionRecord{Owner: s.n.fsm.sessionOwner(req.GetSession())}, req.GetSession(), caller.Name); err != nil {
+		return nil, err
+	}
+	res, err := s.n.lessor.renew(ctx, o, req.GetSession(), refs)
+	if err != nil {
+		return nil, err
+	}
+	resp.Renewed, resp.Lost, resp.GrantorTimeNs = toPB(res.renewed), toPB(res.lost), res.tG.Nanoseconds()
+	return resp, nil
 }
 
 func toPB(refs []leaseRef) []*grantorpb.LeaseRef {

@@ -55,7 +55,7 @@ func TestLessorOfficeEndsWithItsTerm(t *testing.T) {
 	}
 	m := h.events.mark()
 	h.advanceTo(waitOut)
-	h.events.wait(t, m, "revoke of a after the wait-out", func(e testEvent) bool { return e.what == "applied revoke" })
+	h.events.wait(t, m, "revoke of a after the wait-out", isExpiry)
 }
 
 // A verify round that returns in a later term than the office's (leadership

@@ -17,6 +17,8 @@ const (
 	maxOwner     = 256
 	// maxKeepAliveLeases bounds the leases of one keepalive request.
 	maxKeepAliveLeases = 65536
+	// maxKeepAliveSessions bounds the sessions of one keepalive request.
+	maxKeepAliveSessions = 1024
 )
 
 // validLeaseName checks a lease name: 1..256 bytes of [A-Za-z0-9._-/],
@@ -152,6 +154,28 @@ func validRelease(req *grantorpb.ReleaseRequest) (releaseCmd, error) {
 		return releaseCmd{}, invalid("token", "token must be at least 1")
 	}
 	return releaseCmd{ID: id, Lease: req.GetLease(), Owner: req.GetOwner(), Token: req.GetToken()}, nil
+}
+
+// validSessions checks a keepalive of whole sessions (version 5).
+func validSessions(req *grantorpb.KeepAliveRequest) ([]sessionRenewal, error) {
+	ss := req.GetSessions()
+	switch {
+	case len(ss) > maxKeepAliveSessions:
+		return nil, invalid("sessions", "%d sessions in one keepalive, more than %d", len(ss), maxKeepAliveSessions)
+	case len(req.GetLeases()) > 0:
+		return nil, invalid("leases", "a keepalive names sessions or leases, not both")
+	}
+	out := make([]sessionRenewal, len(ss))
+	for i, s := range ss {
+		if err := validSession("sessions.session", s.GetSession()); err != nil {
+			return nil, err
+		}
+		if ttl := s.GetTtlNs(); ttl < 0 || ttl > int64(maxTTLLimit) {
+			return nil, invalid("sessions.ttl_ns", "session %d has term %v", i, time.Duration(ttl))
+		}
+		out[i] = sessionRenewal{Session: s.GetSession(), TTL: time.Duration(s.GetTtlNs()), Digest: s.GetLeaseSetVersion()}
+	}
+	return out, nil
 }
 
 func validKeepAlive(req *grantorpb.KeepAliveRequest) ([]leaseRef, error) {

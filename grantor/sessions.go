@@ -1,0 +1,146 @@
+package grantor
+
+import "time"
+
+// The FSM's view of sessions as lease holders (issue 13 item 1).
+//
+// A session renews as a whole: the leader keeps one expiry per session
+// (lessor.go) and a keepalive names the session and the version of its
+// lease set, not every lease. The version is a digest of the set: the sum
+// of a mix of each grant's token. It is derived from the lease table alone,
+// so every replica, whatever snapshot it started from, computes the same
+// one, and so does the sidecar from the grants it holds: when the two
+// differ, the keepalive's reply lists the session's leases and the sidecar
+// reconciles (gives back grants it does not know, drops those the grantor
+// no longer has). Tokens are unique, so two sets with the same digest are
+// the same set but for a 64-bit collision; and a collision can only hide
+// a grant the session itself made, never another session's.
+
+// sessionLeases indexes the leases one session holds; derived state.
+type sessionLeases struct {
+	names  map[string]struct{}
+	digest uint64
+}
+
+func (s *sessionLeases) count() int {
+	if s == nil {
+		return 0
+	}
+	return len(s.names)
+}
+
+// LeaseSetDigest is the digest of a set of grants: the sum, modulo 2^64,
+// of TokenDigest of each token. The empty set's is 0. Sidecars compute it
+// from the grants they hold (the KeepAlive contract's lease_set_version).
+func LeaseSetDigest(tokens []uint64) uint64 {
+	var d uint64
+	for _, t := range tokens {
+		d += TokenDigest(t)
+	}
+	return d
+}
+
+// TokenDigest mixes a token into 64 well-spread bits (the splitmix64
+// finalizer), so that sums of different token sets differ.
+func TokenDigest(token uint64) uint64 {
+	z := token + 0x9e3779b97f4a7c15
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
+}
+
+// hold enters a new grant of lease name in its session's index and counts
+// it for the session's owner.
+func (f *fsm) hold(name string, cur leaseRecord) {
+	sl := f.bySession[cur.Session]
+	if sl == nil {
+		sl = &sessionLeases{names: map[string]struct{}{}}
+		f.bySession[cur.Session] = sl
+	}
+	sl.names[name] = struct{}{}
+	sl.digest += TokenDigest(cur.Token)
+	f.addByName(f.ownerOf(cur.Session), 1)
+}
+
+// unhold takes a grant that ended out of the index.
+func (f *fsm) unhold(name string, cur leaseRecord) {
+	if sl := f.bySession[cur.Session]; sl != nil {
+		delete(sl.names, name)
+		sl.digest -= TokenDigest(cur.Token)
+		if len(sl.names) == 0 {
+			delete(f.bySession, cur.Session)
+		}
+	}
+	f.addByName(f.ownerOf(cur.Session), -1)
+}
+
+// sessionGrant is one lease of a session as a keepalive reply lists it.
+type sessionGrant struct {
+	Lease string
+	Token uint64
+	TTL   time.Duration
+	Owner string
+}
+
+// sessionDigest returns the digest of session's lease set.
+func (f *fsm) sessionDigest(session string) uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if sl := f.bySession[session]; sl != nil {
+		return sl.digest
+	}
+	return 0
+}
+
+// sessionGrants returns session's grants and their digest.
+func (f *fsm) sessionGrants(session string) ([]sessionGrant, uint64) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	sl := f.bySession[session]
+	if sl == nil {
+		return nil, 0
+	}
+	out := make([]sessionGrant, 0, len(sl.names))
+	for name := range sl.names {
+		rec := f.st.Leases[name]
+		out = append(out, sessionGrant{Lease: name, Token: rec.Token, TTL: rec.TTL, Owner: rec.Owner})
+	}
+	return out, sl.digest
+}
+
+// sessionHeld returns session's grants as refs (lease, token), the
+// largest term among them, and whether it holds any.
+func (f *fsm) sessionHeld(session string) (refs []grantRef, maxTTL time.Duration) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	sl := f.bySession[session]
+	if sl == nil {
+		return nil, 0
+	}
+	refs = make([]grantRef, 0, len(sl.names))
+	for name := range sl.names {
+		rec := f.st.Leases[name]
+		refs = append(refs, grantRef{Lease: name, Token: rec.Token})
+		maxTTL = max(maxTTL, rec.TTL)
+	}
+	return refs, maxTTL
+}
+
+// sessionTerms returns, for every session holding leases, the largest
+// term among its grants.
+func (f *fsm) sessionTerms() map[string]time.Duration {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := make(map[string]time.Duration, len(f.bySession))
+	for _, rec := range f.st.Leases {
+		out[rec.Session] = max(out[rec.Session], rec.TTL)
+	}
+	return out
+}
+
+// sessionLeaseCount returns how many leases session holds.
+func (f *fsm) sessionLeaseCount(session string) int {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.bySession[session].count()
+}
