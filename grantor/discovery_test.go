@@ -251,45 +251,72 @@ func TestBootstrapExpectFormsOneCluster(t *testing.T) {
 
 // Reconciliation: an alive grantor that is not in the configuration is
 // added as a voter; one that left gracefully is removed; a dead one stays.
+// The leader is looked up again at each step: on a busy machine it may
+// change on its own, and whichever grantor leads reconciles.
 func TestReconcileGossipWithRaft(t *testing.T) {
 	c := startGossipCluster(t, 3)
-	l := c.leader()
+	first := c.nodes[:3]
+	c.leader()
 
 	// A fourth grantor joins the running cluster (its bootstrap-expect
 	// sees a cluster and waits to be added).
 	g4 := c.add("g4", 3)
 	// It is staged as a non-voter, and promoted once it answers.
-	waitRaft(t, "g4 added as a voter", func() bool { return slices.Contains(servers(l), "g4=Voter") }, l)
-	c.waitApplied(g4, l) // it has the cluster's log
+	waitRaft(t, "g4 added as a voter", func() bool { return slices.Contains(leaderServers(first), "g4=Voter") }, first...)
+	c.waitApplied(g4, c.leader()) // it has the cluster's log
 
 	// g4 leaves gossip gracefully without taking itself out of raft (as
 	// if its own removal had failed): the leader removes it.
-	var f *running
-	for _, n := range c.nodes[:3] {
-		if n != l {
-			f = n
-		}
-	}
 	if err := g4.gossip.Leave(5 * time.Second); err != nil {
 		t.Fatal(err)
 	}
 	g4.stop()
-	waitRaft(t, "g4 removed after leaving", func() bool { return !slices.Contains(servers(l), "g4=Voter") }, l)
+	waitRaft(t, "g4 removed after leaving", func() bool {
+		s := leaderServers(first)
+		return s != nil && !slices.Contains(s, "g4=Voter")
+	}, first...)
 
 	// A follower dies (no leave): gossip says dead, and it stays.
+	l := c.leader()
+	var f *running
+	for _, n := range first {
+		if n != l {
+			f = n
+		}
+	}
 	f.stop()
 	waitGossip(t, l, f.cfg.NodeID+" dead", func() bool { return gossipState(l, f.cfg.NodeID) == gossip.StateDead })
+	l = c.leader()
 	l.reconcile(tctx(t))
 	if !slices.Contains(servers(l), f.cfg.NodeID+"=Voter") {
 		t.Fatalf("a dead grantor was removed: %v", servers(l))
 	}
-	// Only an operator removes it.
-	if _, err := l.client.RemoveServer(tctx(t), &grantorpb.RemoveServerRequest{NodeId: f.cfg.NodeID}); err != nil {
-		t.Fatalf("RemoveServer: %v", err)
+	// Only an operator removes it (asking whoever leads when it asks).
+	for {
+		l = c.leader()
+		_, err := l.client.RemoveServer(tctx(t), &grantorpb.RemoveServerRequest{NodeId: f.cfg.NodeID})
+		if status.Code(err) == codes.FailedPrecondition {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("RemoveServer: %v", err)
+		}
+		break
 	}
 	if got := servers(l); len(got) != 2 || slices.Contains(got, f.cfg.NodeID+"=Voter") {
 		t.Fatalf("after RemoveServer: %v", got)
 	}
+}
+
+// leaderServers is servers() as the node of nodes that leads now sees
+// it; nil when none leads at this instant.
+func leaderServers(nodes []*running) []string {
+	for _, n := range nodes {
+		if n.raft.State() == raft.Leader {
+			return servers(n)
+		}
+	}
+	return nil
 }
 
 // Members and RemoveServer over real gRPC.

@@ -738,3 +738,37 @@ func tctx(t *testing.T) context.Context {
 func ms(d time.Duration) string {
 	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 0, 64) + "ms"
 }
+
+// longestPause is the longest stall (a clock watcher's pause event) any of
+// the processes logged so far: grantors and sidecars log "clock event
+// kind=pause length=D". A bound on how soon something happened is only
+// meaningful beyond the stalls of those who had to act.
+func longestPause(procs ...*process) time.Duration {
+	var longest time.Duration
+	for _, p := range procs {
+		for _, l := range p.out.all() {
+			if !strings.Contains(l.v, "clock event") || !strings.Contains(l.v, "kind=pause") {
+				continue
+			}
+			_, rest, ok := strings.Cut(l.v, "length=")
+			if !ok {
+				continue
+			}
+			if d, err := time.ParseDuration(strings.Fields(rest)[0]); err == nil {
+				longest = max(longest, d)
+			}
+		}
+	}
+	return longest
+}
+
+// grantorProcs lists the processes of the cluster's grantors that ran.
+func (c *cluster) grantorProcs() []*process {
+	var ps []*process
+	for _, n := range c.nodes {
+		if n.proc != nil {
+			ps = append(ps, n.proc)
+		}
+	}
+	return ps
+}

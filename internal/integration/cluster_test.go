@@ -350,8 +350,11 @@ func TestClusterPartitionedLeader(t *testing.T) {
 	if g.at.Sub(deadlineA) < handoffGap(cutTerm) {
 		t.Errorf("the waiter was granted %s after A's deadline, less than the %s the timing model guarantees", ms(g.at.Sub(deadlineA)), ms(handoffGap(cutTerm)))
 	}
-	if lost.at.Sub(deadlineA) > time.Second {
-		t.Errorf("A was told of the loss %s after its deadline", ms(lost.at.Sub(deadlineA)))
+	// How late the daemon declared the loss, by its own clock (late_ms),
+	// so that this test's own delays do not count; a stall of A's daemon
+	// excuses as much.
+	if late := time.Duration(lost.v.LateMs) * time.Millisecond; late > time.Second+longestPause(a.process) {
+		t.Errorf("A's daemon declared the loss %s after its deadline, though it stalled %s at most", ms(late), ms(longestPause(a.process)))
 	}
 	if len(writesA) == 0 {
 		t.Fatal("A never wrote")
@@ -427,6 +430,7 @@ func TestClusterDeadHolderLeaseWaitsOutTerm(t *testing.T) {
 	h := startSidecar(t, "holder's sidecar", nil, "--grantors", c.rpcAddrs())
 	w := startSidecar(t, "waiter's sidecar", nil, "--join", c.gossipAddrs(), "--gossip-addr", "127.0.0.1:0")
 	ctx := tctx(t)
+	lag := ownLag(t)
 
 	run := exec.Command(bin, "run", name, "--socket", h.socket, "--ttl", term.String(), "--",
 		"sh", "-c", `echo "token=$LEASESIDE_TOKEN"; exec sleep 1000`)
@@ -485,8 +489,15 @@ func TestClusterDeadHolderLeaseWaitsOutTerm(t *testing.T) {
 		t.Errorf("the dead holder's lease was granted %s after its deadline, less than the %s the timing model guarantees",
 			ms(g.at.Sub(lastDeadline)), ms(handoffGap(term)))
 	}
-	if g.at.Sub(lastDeadline) > term {
-		t.Errorf("the dead holder's lease was granted only %s after its deadline: more than a whole term late", ms(g.at.Sub(lastDeadline)))
+	// Liveness: within a term, beyond whatever the grantors, the waiter's
+	// sidecar and this test were stalled.
+	if over := g.at.Sub(lastDeadline); over > term {
+		stalled := longestPause(append(c.grantorProcs(), w.process)...) + lag()
+		if over > term+stalled {
+			t.Errorf("the dead holder's lease was granted only %s after its deadline: more than a whole term late (stalls: %s at most)", ms(over), ms(stalled))
+		} else {
+			t.Logf("granted %s after the deadline, more than a term, but the processes stalled up to %s", ms(over), ms(stalled))
+		}
 	}
 }
 
