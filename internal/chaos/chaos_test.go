@@ -37,6 +37,7 @@ var regressionSeeds = []struct {
 	{"F1 data race on an event shared by connections; F2 raft-wal restart panic", 1, 30 * time.Second, 3, 2},
 	{"F3 a removed dead grantor promoted back to voter", 2, 45 * time.Second, 3, 2},
 	{"F4 a granted acquire whose reply was lost answered lease_held", 12, 5 * time.Minute, 5, 3},
+	{"F5 data race on a pending grant between acquire and the renew loop", 21, 10 * time.Minute, 3, 3},
 }
 
 // fixedSeed is the short mode's fixed seed.
