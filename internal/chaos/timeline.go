@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"image/color"
 	"math"
+	"os"
 	"slices"
 	"strconv"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"gonum.org/v1/plot/font"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 )
 
 // The timeline picture of a run: one row per lease name with each holder
@@ -104,6 +106,16 @@ var faultGroups = []struct {
 	{"CPU/disk starved", StarveCPU}, {"clock stepped", ClockStep}, {"membership/rolling", Rolling},
 }
 
+// segmentLength is how much of a run one strip of the picture shows: a
+// long run is wrapped into strips, one under the other, so that a term of
+// a second or two stays wide enough to see.
+func segmentLength(d time.Duration) time.Duration {
+	if d <= 2*time.Minute {
+		return max(d, time.Second)
+	}
+	return 2 * time.Minute
+}
+
 // drawTimeline writes the picture of a run to path (PNG).
 func drawTimeline(path string, cfg Config, h *History, gs []*Grant, vs []Violation) error {
 	names := cfg.names()
@@ -122,18 +134,10 @@ func drawTimeline(path string, cfg Config, h *History, gs []*Grant, vs []Violati
 	}
 	top := float64(len(ticks)) - 0.5
 	sec := func(at int64) float64 { return time.Duration(at - h.Start).Seconds() }
-
-	p := plot.New()
-	p.Title.Text = fmt.Sprintf("leaseside chaos: seed %d, %d grantors, %d sidecar hosts, %v: %d grants, %d faults, %d violations",
-		cfg.Seed, cfg.Grantors, cfg.Sidecars, cfg.Duration, len(gs), len(h.Faults), len(vs))
-	p.X.Label.Text = "seconds since the clients started"
-	p.NominalY(ticks...)
-	p.Legend.Top = true
 	text := draw.TextStyle{Color: color.White, Font: font.From(plot.DefaultFont, vg.Points(7)), Handler: plot.DefaultTextHandler,
 		XAlign: draw.XCenter, YAlign: draw.YCenter}
 
-	var bands, bars, marks rects
-	bands.text, bars.text, marks.text = text, text, text
+	bands, bars, marks, bad := rects{text: text}, rects{text: text}, rects{text: text}, rects{text: text}
 	seen := map[color.Color]bool{}
 	for _, f := range h.Faults {
 		if f.Skipped != "" {
@@ -159,8 +163,6 @@ func drawTimeline(path string, cfg Config, h *History, gs []*Grant, vs []Violati
 		bars.items = append(bars.items, rect{x0: sec(g.Start), x1: sec(g.End), y0: y - 0.35, y1: y + 0.35,
 			fill: tokenColors[g.Token%uint64(len(tokenColors))], label: strconv.FormatUint(g.Token, 10)})
 	}
-	var bad rects
-	bad.text = text
 	for _, v := range vs {
 		y0, y1 := -0.5, top
 		if y, ok := row[v.Name]; ok {
@@ -172,19 +174,54 @@ func drawTimeline(path string, cfg Config, h *History, gs []*Grant, vs []Violati
 		}
 		bad.items = append(bad.items, rect{x0: x0, x1: max(x1, x0+0.05), y0: y0, y1: y1, fill: violationColor})
 	}
-	p.Add(bars, bands, marks, bad)
-	for _, fg := range faultGroups {
-		if seen[faultColor(fg.kind)] {
-			p.Legend.Add(fg.label, swatch{faultColor(fg.kind)})
-		}
-	}
-	if len(vs) > 0 {
-		p.Legend.Add("violation", swatch{violationColor})
-	}
-	p.X.Min, p.X.Max = 0, math.Max(sec(h.End), 1)
-	p.Y.Min, p.Y.Max = -0.5, top+0.8 // room for the legend above the rows
 
-	width := vg.Length(slices.Max([]float64{1200, math.Min(sec(h.End)*25, 10000)})) * vg.Inch / 96
-	height := vg.Length(200+90*len(ticks)) * vg.Inch / 96
-	return p.Save(width, height, path)
+	seg := segmentLength(time.Duration(h.End - h.Start)).Seconds()
+	strips := max(1, int(math.Ceil(sec(h.End)/seg)))
+	var plots [][]*plot.Plot
+	for k := range strips {
+		p := plot.New()
+		if k == 0 {
+			p.Title.Text = fmt.Sprintf("leaseside chaos: seed %d, %d grantors, %d sidecar hosts, %v: %d grants, %d faults, %d violations",
+				cfg.Seed, cfg.Grantors, cfg.Sidecars, cfg.Duration, len(gs), len(h.Faults), len(vs))
+			p.Legend.Top = true
+			p.Legend.TextStyle.Font.Size = vg.Points(8)
+			p.Legend.ThumbnailWidth = vg.Points(10)
+			for _, fg := range faultGroups {
+				if seen[faultColor(fg.kind)] {
+					p.Legend.Add(fg.label, swatch{faultColor(fg.kind)})
+				}
+			}
+			if len(vs) > 0 {
+				p.Legend.Add("violation", swatch{violationColor})
+			}
+		}
+		if k == strips-1 {
+			p.X.Label.Text = "seconds since the clients started"
+		}
+		p.NominalY(ticks...)
+		p.Add(bars, bands, marks, bad)
+		p.X.Min, p.X.Max = float64(k)*seg, float64(k+1)*seg
+		p.Y.Min, p.Y.Max = -0.5, top
+		if k == 0 {
+			p.Y.Max = top + 1.4 // room for the legend above the rows
+		}
+		plots = append(plots, []*plot.Plot{p})
+	}
+	width := vg.Length(1600) * vg.Inch / 96
+	stripHeight := vg.Length(60+70*len(ticks)) * vg.Inch / 96
+	img := vgimg.New(width, stripHeight*vg.Length(strips)+vg.Length(60)*vg.Inch/96)
+	dc := draw.New(img)
+	canvases := plot.Align(plots, draw.Tiles{Rows: strips, Cols: 1, PadTop: vg.Points(4), PadBottom: vg.Points(4)}, dc)
+	for k := range plots {
+		plots[k][0].Draw(canvases[k][0])
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
