@@ -27,6 +27,13 @@ type testCluster struct {
 
 func startCluster(t *testing.T, size int) *testCluster {
 	t.Helper()
+	return startClusterWith(t, size, nil)
+}
+
+// startClusterWith is startCluster with each node's config passed to
+// configure first, if not nil.
+func startClusterWith(t *testing.T, size int, configure func(*Config)) *testCluster {
+	t.Helper()
 	c := &testCluster{t: t, clock: clockwatch.NewFake(clockwatch.Instant(time.Hour))}
 	for i := range size {
 		cfg := fastConfig(t, t.TempDir())
@@ -39,6 +46,9 @@ func startCluster(t *testing.T, size int) *testCluster {
 		cfg.NodeID = fmt.Sprintf("n%d", i+1)
 		cfg.Bootstrap = i == 0
 		cfg.Clock = c.clock
+		if configure != nil {
+			configure(&cfg)
+		}
 		ev := newEventLog()
 		n := start(t, cfg, i == 0, func(n *Node) { n.lessor.hook = ev.add })
 		c.nodes = append(c.nodes, n)

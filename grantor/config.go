@@ -7,6 +7,7 @@ import (
 
 	"github.com/leaseside/leaseside/clockwatch"
 	"github.com/leaseside/leaseside/grantor/gossip"
+	"github.com/leaseside/leaseside/grantor/pki"
 )
 
 // Config configures a grantor Node. Start from DefaultConfig and set NodeID
@@ -31,6 +32,26 @@ type Config struct {
 	// Bootstrap makes a node without raft state bootstrap a cluster of one
 	// voter, itself (dev mode). It is ignored when state exists.
 	Bootstrap bool
+
+	// TLS, when set, is this node's certificate, key and CA: raft and gRPC
+	// then run over mutual TLS 1.3 (DESIGN.md section 6). Raft peers must
+	// present grantor certificates naming the server they speak for; gRPC
+	// callers any role, each call checked against the role (authz.go). The
+	// certificate must be a grantor's named NodeID. Without TLS every
+	// caller is InsecureIdentity.
+	TLS *pki.Configurator
+	// InMemoryRaft runs raft on an in-memory transport that opens no
+	// port: a single node that bootstraps itself (dev). It needs
+	// Bootstrap, and excludes Gossip and TLS; RaftAddr is then ignored.
+	InMemoryRaft bool
+	// MaxRecvMsgSize bounds a gRPC request in bytes; zero means
+	// DefaultMaxRecvMsgSize.
+	MaxRecvMsgSize int
+	// MaxConcurrentStreams bounds the calls in progress on one gRPC
+	// connection; zero means DefaultMaxConcurrentStreams.
+	MaxConcurrentStreams uint32
+	// Audit receives the audit trail (audit.go); nil means Logger.
+	Audit *slog.Logger
 
 	// Gossip, when set, makes the node a member of the gossip cluster
 	// (discovery.go): it gossips its role, addresses, voter flag and the
@@ -124,6 +145,12 @@ const (
 	DefaultSessionIdleTimeout  = time.Hour
 	DefaultReconcileInterval   = 10 * time.Second
 	DefaultMaxLeasesPerSidecar = 100_000
+	// DefaultMaxRecvMsgSize is gRPC's own default, 4 MiB: a keepalive of
+	// 10,000 leases is about 600 KB.
+	DefaultMaxRecvMsgSize = 4 << 20
+	// DefaultMaxConcurrentStreams: a sidecar keeps one KeepAlive stream
+	// and a few calls in flight per connection; a bench client more.
+	DefaultMaxConcurrentStreams = 1024
 
 	// MaxWait is the longest an Acquire may ask to queue for a lease.
 	MaxWait = time.Hour
@@ -213,6 +240,16 @@ func (c Config) Validate() error {
 		return bad("BootstrapExpect needs Gossip: the grantors find each other there")
 	case c.BootstrapExpect > 0 && c.Bootstrap:
 		return bad("Bootstrap and BootstrapExpect exclude each other")
+	case c.InMemoryRaft && (!c.Bootstrap || c.Gossip != nil || c.TLS != nil):
+		return bad("InMemoryRaft is for a single node: it needs Bootstrap and excludes Gossip and TLS")
+	case c.MaxRecvMsgSize < 0:
+		return bad("MaxRecvMsgSize %d is negative", c.MaxRecvMsgSize)
+	}
+	if c.TLS != nil {
+		if id := c.TLS.Identity(); id.Role != pki.RoleGrantor || id.Name != c.NodeID {
+			return bad("the TLS certificate is %s, but a grantor needs a grantor certificate named after its node ID (grantor/%s): make one with `leaseside tls cert create --grantor %s`",
+				id, c.NodeID, c.NodeID)
+		}
 	}
 	if err := c.Watch.Validate(); err != nil {
 		return bad("%v", err)
@@ -229,6 +266,15 @@ func (c Config) withNilDefaults() Config {
 	}
 	if c.ReconcileInterval == 0 {
 		c.ReconcileInterval = DefaultReconcileInterval
+	}
+	if c.MaxRecvMsgSize == 0 {
+		c.MaxRecvMsgSize = DefaultMaxRecvMsgSize
+	}
+	if c.MaxConcurrentStreams == 0 {
+		c.MaxConcurrentStreams = DefaultMaxConcurrentStreams
+	}
+	if c.Audit == nil {
+		c.Audit = c.Logger
 	}
 	c.Watch.Clock = c.Clock
 	if c.Timing.Rho > 0 {

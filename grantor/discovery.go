@@ -10,7 +10,6 @@ import (
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/leaseside/leaseside/grantor/gossip"
 	"github.com/leaseside/leaseside/grantor/grantorpb"
@@ -299,6 +298,10 @@ func (n *Node) reconcile(ctx context.Context) (pending bool) {
 			meta := g.alive.Meta
 			sid, addr := raft.ServerID(id), raft.ServerAddress(meta.RaftAddr)
 			var fut raft.IndexFuture
+			voter := false
+			if (!in || s.Address != addr) && !n.admissible(ctx, id, meta.RaftAddr) {
+				continue
+			}
 			switch {
 			case !in:
 				n.log.Info("grantor: adding a grantor alive in gossip to the raft configuration, as a non-voter until it answers",
@@ -309,7 +312,7 @@ func (n *Node) reconcile(ctx context.Context) (pending bool) {
 				n.log.Info("grantor: updating a grantor's raft address from gossip",
 					"node_id", id, "raft_addr", meta.RaftAddr, "old_addr", string(s.Address))
 				if s.Suffrage == raft.Voter {
-					fut = n.raft.AddVoter(sid, addr, 0, membershipTimeout)
+					fut, voter = n.raft.AddVoter(sid, addr, 0, membershipTimeout), true
 				} else {
 					fut = n.raft.AddNonvoter(sid, addr, 0, membershipTimeout)
 					pending = pending || meta.Voter
@@ -320,17 +323,21 @@ func (n *Node) reconcile(ctx context.Context) (pending bool) {
 					continue
 				}
 				n.log.Info("grantor: promoting a grantor that answers to voter", "node_id", id)
-				fut = n.raft.AddVoter(sid, addr, 0, membershipTimeout)
+				fut, voter = n.raft.AddVoter(sid, addr, 0, membershipTimeout), true
 			default:
 				continue
 			}
 			if err := n.await(ctx, fut); err != nil {
 				n.log.Warn("grantor: changing a grantor's membership failed; will retry", "node_id", id, "err", err)
+			} else {
+				n.audit.memberAdd(n.audit.self, id, meta.RaftAddr, voter)
 			}
 		case g.left && in:
 			n.log.Info("grantor: removing a grantor that left gracefully from the raft configuration", "node_id", id)
 			if err := n.await(ctx, n.raft.RemoveServer(raft.ServerID(id), 0, membershipTimeout)); err != nil {
 				n.log.Warn("grantor: removing a grantor that left failed; will retry", "node_id", id, "err", err)
+			} else {
+				n.audit.memberRemove(n.audit.self, id)
 			}
 		}
 	}
@@ -476,7 +483,7 @@ func (n *Node) callPeer(ctx context.Context, rpcAddr string, call func(context.C
 	if rpcAddr == "" {
 		return errors.New("no gRPC address known")
 	}
-	conn, err := grpc.NewClient(rpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(rpcAddr, grpc.WithTransportCredentials(n.dialCredentials()))
 	if err != nil {
 		return err
 	}

@@ -209,6 +209,7 @@ func (l *lessor) expire(o *office, j expireJob) {
 	l.mu.Unlock()
 	poke(o.kick)
 	l.metrics.revokes.Add(uint64(r.Freed))
+	l.audit.expireSession(j.session, c.Leases, r.Freed)
 	l.log.Debug("grantor: ended expired session", "session", j.session, "leases", r.Freed, "handoffs", len(r.Next))
 }
 
@@ -229,6 +230,7 @@ func (l *lessor) revoke(o *office, j revokeJob) {
 	}
 	if r, ok := res.(*revokeResult); ok && r.Revoked {
 		l.metrics.revokes.Add(1)
+		l.audit.revoke(j.lease, j.token)
 	}
 	l.mu.Lock()
 	for name, s := range o.sessions {

@@ -48,6 +48,8 @@ type lessorConfig struct {
 	// metrics counts revokes, keepalives and verify rounds; nil makes
 	// newLessor use counters of its own.
 	metrics *counters
+	// audit records revokes; nil records nothing.
+	audit *audit
 }
 
 // testEvent is a milestone reported to lessorConfig.hook.

@@ -31,8 +31,13 @@ type counters struct {
 	// applyTime and verifyTime are the latencies of the raft operations
 	// the lessor waits on, in seconds, as this node sees them while it
 	// leads (wall time: a measure, never a lease decision).
-	applyTime  prometheus.Histogram
-	verifyTime prometheus.Histogram
+	applyTime    prometheus.Histogram
+	verifyTime   prometheus.Histogram
+	refusedCalls [RoleOperator + 1]atomic.Uint64 // by Role
+	refusedRaft  atomic.Uint64
+
+	// tls exports the certificates' expiry; nil without TLS.
+	tls prometheus.Collector
 
 	mu          sync.Mutex
 	clockEvents map[clockwatch.EventKind]uint64
@@ -54,6 +59,13 @@ func newCounters() *counters {
 			Help:    "Time of the VerifyLeader quorum rounds that confirm a keepalive batch before its renewals are acknowledged, on the leader (successful rounds).",
 			Buckets: raftLatencyBuckets,
 		}),
+	}
+}
+
+// refusedCall counts a gRPC call refused to role.
+func (c *counters) refusedCall(r Role) {
+	if int(r) < len(c.refusedCalls) {
+		c.refusedCalls[r].Add(1)
 	}
 }
 
@@ -92,6 +104,7 @@ var (
 	descSuspends    = prometheus.NewDesc("leaseside_grantor_clock_suspends_total", "Host suspends noticed.", nil, nil)
 	descSuspended   = prometheus.NewDesc("leaseside_grantor_clock_suspended_seconds_total", "Total length of the host suspends noticed.", nil, nil)
 	descSynced      = prometheus.NewDesc("leaseside_grantor_clock_kernel_synced", "1 when the kernel says its clock is synchronised.", nil, nil)
+	descRefused     = prometheus.NewDesc("leaseside_grantor_refused_total", "Calls and connections refused: gRPC calls by the caller's role (link grpc), inbound raft connections and RPCs (link raft, role empty).", []string{"link", "role"}, nil)
 	descClockEvents = prometheus.NewDesc("leaseside_grantor_clock_events_total", "Clock watcher events, by kind (pause, suspend, unsynced).", []string{"kind"}, nil)
 )
 
@@ -106,11 +119,14 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descAcquires, descReleases, descRevokes, descKABatches, descRenewed,
 		descRenewLost, descVerify, descLeases, descWaiters, descIsLeader, descInOffice, descLastIndex,
 		descCommitIndex, descApplied, descTerm, descServers, descGossip, descLastToken, descPause, descPauses,
-		descLongest, descSuspends, descSuspended, descSynced, descClockEvents, descBecame} {
+		descLongest, descSuspends, descSuspended, descSynced, descClockEvents, descBecame, descRefused} {
 		ch <- d
 	}
 	c.n.metrics.applyTime.Describe(ch)
 	c.n.metrics.verifyTime.Describe(ch)
+	if c.n.metrics.tls != nil {
+		c.n.metrics.tls.Describe(ch)
+	}
 }
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
@@ -142,6 +158,13 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descBecame, m.becameLeader.Load())
 	m.applyTime.Collect(ch)
 	m.verifyTime.Collect(ch)
+	for _, r := range []Role{RoleGrantor, RoleSidecar, RoleOperator} {
+		counter(descRefused, m.refusedCalls[r].Load(), "grpc", r.String())
+	}
+	counter(descRefused, m.refusedRaft.Load(), "raft", "")
+	if m.tls != nil {
+		m.tls.Collect(ch)
+	}
 
 	gauge(descLeases, float64(n.fsm.leaseCount()))
 	waiters, inOffice := n.lessor.stats()

@@ -57,6 +57,7 @@ type Node struct {
 	hadState bool           // raft state existed when New ran
 	watcher  *clockwatch.Watcher
 	metrics  *counters
+	audit    *audit
 
 	// registeredCh is poked when a registration is applied (versions.go).
 	registeredCh chan struct{}
@@ -83,7 +84,12 @@ func New(cfg Config) (n *Node, err error) {
 		return nil, err
 	}
 	cfg = cfg.withNilDefaults()
-	n = &Node{cfg: cfg, log: cfg.Logger, served: make(chan struct{}), done: make(chan struct{}), left: make(chan struct{})}
+	n = &Node{cfg: cfg, log: cfg.Logger, served: make(chan struct{}), done: make(chan struct{}), left: make(chan struct{}),
+		metrics: newCounters(), audit: newAudit(cfg.Audit, cfg.NodeID)}
+	if cfg.TLS != nil {
+		n.metrics.tls = cfg.TLS.Collector("leaseside_grantor")
+		cfg.TLS.LogExpiries(n.log, time.Now())
+	}
 	node := n // the error returns below set n to nil
 	defer func() {
 		if err != nil {
@@ -110,25 +116,15 @@ func New(cfg Config) (n *Node, err error) {
 	if n.snaps, err = raft.NewFileSnapshotStoreWithLogger(raftDir, snapshotsRetained, hlog.Named("snapshots")); err != nil {
 		return nil, fmt.Errorf("grantor: opening snapshot store: %w", err)
 	}
-	// MaxRPCsInFlight 1 turns off pipelined replication: raft v1.8.0's
-	// netPipeline can deadlock after a follower rejects an append (both
-	// its channels unbuffered), wedging replication to that follower and
-	// Raft.Shutdown; grafana/pyroscope#5518 hit the same. HashiCorp's own
-	// measurements (hashicorp/raft#541) show pipelining gains little.
-	nt, err := raft.NewTCPTransportWithConfig(cfg.RaftAddr, nil, &raft.NetworkTransportConfig{
-		Logger:          hlog.Named("transport"),
-		MaxPool:         3,
-		MaxRPCsInFlight: 1,
-		Timeout:         transportTimeout,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("grantor: raft transport on %s: %w", cfg.RaftAddr, err)
+	if n.trans, err = n.newTransport(hlog.Named("transport")); err != nil {
+		return nil, err
 	}
-	n.trans = newContactTransport(nt)
-	if n.lis, err = net.Listen("tcp", cfg.RPCAddr); err != nil {
-		return nil, fmt.Errorf("grantor: gRPC listener on %s: %w", cfg.RPCAddr, err)
+	if n.lis, err = listenRPC(cfg.RPCAddr); err != nil {
+		return nil, err
 	}
-	if n.rpcAddr, err = advertiseRPC(cfg.AdvertiseRPCAddr, n.lis.Addr().String(), string(n.trans.LocalAddr())); err != nil {
+	if unixPath(cfg.RPCAddr) != "" {
+		n.rpcAddr = cfg.RPCAddr
+	} else if n.rpcAddr, err = advertiseRPC(cfg.AdvertiseRPCAddr, n.lis.Addr().String(), string(n.trans.LocalAddr())); err != nil {
 		return nil, err
 	}
 
@@ -148,7 +144,6 @@ func New(cfg Config) (n *Node, err error) {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
 
-	n.metrics = newCounters()
 	n.watcher = clockwatch.NewWatcher(cfg.Watch)
 	n.fsm = newFSM()
 	n.lessor = newLessor(lessorConfig{
@@ -158,6 +153,7 @@ func New(cfg Config) (n *Node, err error) {
 		sessionIdle: cfg.SessionIdleTimeout,
 		afterOffice: n.registerSelf,
 		metrics:     n.metrics,
+		audit:       n.audit,
 	}, n.fsm, raftProposer{n})
 	n.halted = make(chan struct{})
 	n.fsm.onHalt = n.halt
@@ -195,7 +191,7 @@ func New(cfg Config) (n *Node, err error) {
 		return nil, fmt.Errorf("grantor: starting raft: %w", err)
 	}
 
-	n.server = grpc.NewServer()
+	n.server = grpc.NewServer(n.serverOptions()...)
 	grantorpb.RegisterGrantorServer(n.server, &service{n: n})
 	n.log.Info("grantor: node started", "id", cfg.NodeID, "raft", n.RaftAddr(), "rpc", n.RPCAddr(),
 		"gossip", n.GossipAddr(), "raft_state", n.hadState)

@@ -10,7 +10,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/leaseside/leaseside/clockwatch"
@@ -51,7 +50,7 @@ func start(t *testing.T, cfg Config, ready bool, beforeRun ...func(*Node)) *runn
 		f(n)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	conn, err := grpc.NewClient(n.RPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(n.RPCAddr(), grpc.WithTransportCredentials(n.dialCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}

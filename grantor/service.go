@@ -37,6 +37,7 @@ func (s *service) Acquire(ctx context.Context, req *grantorpb.AcquireRequest) (*
 	}
 	if res.Granted {
 		s.n.metrics.acquiresGranted.Add(1)
+		s.n.audit.grant(IdentityFrom(ctx), req.GetLease(), res.Token, req.GetId().GetSession(), req.GetOwner())
 	} else {
 		s.n.metrics.acquiresNotGranted.Add(1)
 	}
@@ -69,6 +70,7 @@ func (s *service) Release(ctx context.Context, req *grantorpb.ReleaseRequest) (*
 	} else {
 		s.n.metrics.releasesNotHeld.Add(1)
 	}
+	s.n.audit.release(IdentityFrom(ctx), req.GetLease(), req.GetToken(), res.Released)
 	return &grantorpb.ReleaseResponse{Released: res.Released}, nil
 }
 
@@ -90,6 +92,7 @@ func (s *service) RemoveServer(ctx context.Context, req *grantorpb.RemoveServerR
 	if err := s.n.RemoveServer(ctx, req.GetNodeId()); err != nil {
 		return nil, toStatus(err)
 	}
+	s.n.audit.memberRemove(IdentityFrom(ctx), req.GetNodeId())
 	return &grantorpb.RemoveServerResponse{}, nil
 }
 

@@ -8,16 +8,34 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// contactTransport is raft's TCP transport, noting when each server last
-// answered this node's AppendEntries (heartbeats and replication) or
-// InstallSnapshot. Only a leader sends those, so it is the leader's view
-// of its followers' last contact, as raft keeps it internally
+// baseTransport is what contactTransport wraps: raft's NetworkTransport
+// (plain TCP), the TLS transport (raft_tls.go), or an InmemTransport
+// (dev, which opens no port).
+type baseTransport interface {
+	raft.Transport
+	raft.WithClose
+	raft.WithPreVote
+}
+
+// contactTransport is the raft transport the node hands raft. It notes
+// when each server last answered this node's AppendEntries (heartbeats and
+// replication) or InstallSnapshot. Only a leader sends those, so it is the
+// leader's view of its followers' last contact, as raft keeps it internally
 // (followerReplication.LastContact) without exporting it: raft.Stats only
-// has this node's own last contact with its leader.
+// has this node's own last contact with its leader. The times are for
+// operators (Members); no lease decision reads them.
 //
-// The times are for operators (Members); no lease decision reads them.
+// With TLS, it also tells the stream layer which server each outbound RPC
+// is for (dialTarget), so that the dialer checks the certificate of the
+// server it reaches names that server.
 type contactTransport struct {
-	*raft.NetworkTransport
+	baseTransport
+	// target rewrites the address raft gives for server id into what the
+	// wrapped transport dials; nil keeps it.
+	target func(id raft.ServerID, addr raft.ServerAddress) raft.ServerAddress
+	// closeStreams closes the outbound pooled connections, if the wrapped
+	// transport has any.
+	closeStreams func()
 
 	mu      sync.Mutex
 	last    map[raft.ServerID]time.Time
@@ -31,27 +49,62 @@ var (
 	_ raft.WithPreVote = (*contactTransport)(nil)
 )
 
-func newContactTransport(t *raft.NetworkTransport) *contactTransport {
-	return &contactTransport{NetworkTransport: t, last: map[raft.ServerID]time.Time{}, changed: make(chan struct{})}
+func newContactTransport(t baseTransport) *contactTransport {
+	c := &contactTransport{baseTransport: t, last: map[raft.ServerID]time.Time{}, changed: make(chan struct{}), closeStreams: func() {}}
+	if s, ok := t.(interface{ CloseStreams() }); ok {
+		c.closeStreams = s.CloseStreams
+	}
+	return c
+}
+
+func (t *contactTransport) dial(id raft.ServerID, addr raft.ServerAddress) raft.ServerAddress {
+	if t.target == nil {
+		return addr
+	}
+	return t.target(id, addr)
+}
+
+// AppendEntriesPipeline implements raft.Transport.
+func (t *contactTransport) AppendEntriesPipeline(id raft.ServerID, target raft.ServerAddress) (raft.AppendPipeline, error) {
+	return t.baseTransport.AppendEntriesPipeline(id, t.dial(id, target))
 }
 
 // AppendEntries implements raft.Transport.
 func (t *contactTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
-	err := t.NetworkTransport.AppendEntries(id, target, args, resp)
+	err := t.baseTransport.AppendEntries(id, t.dial(id, target), args, resp)
 	if err == nil {
 		t.contact(id)
 	}
 	return err
 }
 
+// RequestVote implements raft.Transport.
+func (t *contactTransport) RequestVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
+	return t.baseTransport.RequestVote(id, t.dial(id, target), args, resp)
+}
+
+// RequestPreVote implements raft.WithPreVote.
+func (t *contactTransport) RequestPreVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
+	return t.baseTransport.RequestPreVote(id, t.dial(id, target), args, resp)
+}
+
+// TimeoutNow implements raft.Transport.
+func (t *contactTransport) TimeoutNow(id raft.ServerID, target raft.ServerAddress, args *raft.TimeoutNowRequest, resp *raft.TimeoutNowResponse) error {
+	return t.baseTransport.TimeoutNow(id, t.dial(id, target), args, resp)
+}
+
 // InstallSnapshot implements raft.Transport.
 func (t *contactTransport) InstallSnapshot(id raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) error {
-	err := t.NetworkTransport.InstallSnapshot(id, target, args, resp, data)
+	err := t.baseTransport.InstallSnapshot(id, t.dial(id, target), args, resp, data)
 	if err == nil {
 		t.contact(id)
 	}
 	return err
 }
+
+// CloseStreams closes the pooled outbound connections, so that the peers'
+// handlers of them end; Close alone only stops the listener.
+func (t *contactTransport) CloseStreams() { t.closeStreams() }
 
 func (t *contactTransport) contact(id raft.ServerID) {
 	now := time.Now()

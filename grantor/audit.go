@@ -1,0 +1,99 @@
+package grantor
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+)
+
+// The audit trail: one structured log line for every grant, release,
+// revoke, raft membership change and refused call, each naming who did it
+// (role and name of the caller's certificate; "grantor/<this node>" for
+// what the leader does by itself, such as revokes and reconciliation).
+// Lines have the message "audit" and an event attribute:
+//
+//	grant          role name lease token session owner
+//	release        role name lease token released
+//	revoke         role name lease token      (a lease of an older cluster's expiry)
+//	expire         role name session freed leases (a session that expired, with its grants)
+//	member_add     role name node_id raft_addr voter
+//	member_remove  role name node_id
+//	refused        role name call reason      (a gRPC call the role may not make)
+//	refused_raft   peer reason                (an inbound raft connection or RPC)
+//
+// Config.Audit chooses where they go (`--audit-log FILE` writes them as
+// JSON to a file of their own); by default the node's log.
+type audit struct {
+	log  *slog.Logger
+	self Identity // who the leader's own actions are attributed to
+}
+
+func newAudit(l *slog.Logger, nodeID string) *audit {
+	return &audit{log: l, self: Identity{Role: RoleGrantor, Name: nodeID}}
+}
+
+// write logs one audit line at level. A nil *audit (tests of parts
+// without a node) logs nothing.
+func (a *audit) write(level slog.Level, event string, who Identity, attrs ...any) {
+	if a == nil {
+		return
+	}
+	a.log.Log(context.Background(), level, "audit",
+		append([]any{"event", event, "role", who.Role.String(), "name", who.Name}, attrs...)...)
+}
+
+// grant records a granted Acquire.
+func (a *audit) grant(who Identity, lease string, token uint64, session, owner string) {
+	a.write(slog.LevelInfo, "grant", who, "lease", lease, "token", token, "session", session, "owner", owner)
+}
+
+// release records a Release that ended a grant or found none.
+func (a *audit) release(who Identity, lease string, token uint64, released bool) {
+	a.write(slog.LevelInfo, "release", who, "lease", lease, "token", token, "released", released)
+}
+
+// revoke records a lease the leader revoked because it expired.
+func (a *audit) revoke(lease string, token uint64) {
+	if a == nil {
+		return
+	}
+	a.write(slog.LevelInfo, "revoke", a.self, "lease", lease, "token", token)
+}
+
+// expireSession records a session the leader ended because it expired:
+// the grants it held (lease:token) and how many were still held.
+func (a *audit) expireSession(session string, grants []grantRef, freed int) {
+	if a == nil {
+		return
+	}
+	refs := make([]string, len(grants))
+	for i, g := range grants {
+		refs[i] = g.Lease + ":" + strconv.FormatUint(g.Token, 10)
+	}
+	a.write(slog.LevelInfo, "expire", a.self, "session", session, "freed", freed, "leases", refs)
+}
+
+// memberAdd records a server added to (or updated in) the raft
+// configuration.
+func (a *audit) memberAdd(who Identity, nodeID, raftAddr string, voter bool) {
+	a.write(slog.LevelInfo, "member_add", who, "node_id", nodeID, "raft_addr", raftAddr, "voter", voter)
+}
+
+// memberRemove records a server removed from the raft configuration.
+func (a *audit) memberRemove(who Identity, nodeID string) {
+	a.write(slog.LevelInfo, "member_remove", who, "node_id", nodeID)
+}
+
+// refused records a gRPC call refused to the caller's role.
+func (a *audit) refused(who Identity, call, reason string) {
+	a.write(slog.LevelWarn, "refused", who, "call", call, "reason", reason)
+}
+
+// refusedRaft records an inbound raft connection or RPC refused; the
+// peer is its remote address (it may have no identity).
+func (a *audit) refusedRaft(peer, reason string) {
+	if a == nil {
+		return
+	}
+	a.log.Warn("audit", "event", "refused_raft", "peer", peer, "reason", reason)
+}
