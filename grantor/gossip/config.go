@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 
@@ -43,10 +44,12 @@ type Config struct {
 	// cluster; Start fails when none can be joined. Empty starts a new
 	// cluster.
 	Join []string
-	// SecretKey is the gossip encryption key (16, 24 or 32 bytes: AES-128,
-	// -192 or -256; see LoadKeyFile); nil gossips in clear text. Every
-	// member of a cluster needs the same key.
-	SecretKey []byte
+	// Keys is the gossip keyring (see LoadKeyFile): each key 16, 24 or 32
+	// bytes (AES-128, -192 or -256). The first encrypts what this member
+	// sends; every one of them decrypts what it receives, so a key can be
+	// rotated without a split (add it everywhere, make it first everywhere,
+	// remove the old one: Member.SetKeys). Empty gossips in clear text.
+	Keys [][]byte
 	// Meta is what this member gossips about itself; see SetMeta.
 	Meta Meta
 	// Logger receives memberlist's logs; nil discards them.
@@ -199,7 +202,7 @@ func (c Config) validate() error {
 	if _, _, err := splitBindAddr(c.BindAddr); err != nil {
 		return err
 	}
-	if err := checkKey(c.SecretKey); err != nil {
+	if err := checkKeys(c.Keys); err != nil {
 		return err
 	}
 	for _, s := range c.Join {
@@ -234,33 +237,63 @@ func splitBindAddr(addr string) (ip string, port int, err error) {
 
 func checkKey(key []byte) error {
 	switch len(key) {
-	case 0, 16, 24, 32:
+	case 16, 24, 32:
 		return nil
 	}
-	return fmt.Errorf("gossip: the gossip key is %d bytes; it must be 16, 24 or 32 (AES-128, -192 or -256): %w",
+	return fmt.Errorf("gossip: a gossip key is %d bytes; it must be 16, 24 or 32 (AES-128, -192 or -256): %w",
 		len(key), ErrGossipKey)
 }
 
-// LoadKeyFile reads a gossip key from path: the key's standard base64
-// encoding (as Consul's encrypt key), surrounding white space ignored.
-// Generate one with: head -c 32 /dev/urandom | base64
-func LoadKeyFile(path string) ([]byte, error) {
+func checkKeys(keys [][]byte) error {
+	for _, k := range keys {
+		if err := checkKey(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// NewKey returns a new random 32-byte gossip key, base64-encoded as a
+// line of a key file.
+func NewKey() (string, error) {
+	var k [32]byte
+	if _, err := rand.Read(k[:]); err != nil {
+		return "", err
+	}
+	return base64.StdEncoding.EncodeToString(k[:]), nil
+}
+
+// LoadKeyFile reads a gossip keyring from path: one key per line, each
+// the key's standard base64 encoding (as Consul's encrypt key), the first
+// the one that encrypts. Blank lines, surrounding white space and lines
+// starting with # are ignored; a key given twice counts once. Generate a
+// key with `leaseside tls gossip-key` (or head -c 32 /dev/urandom | base64).
+func LoadKeyFile(path string) ([][]byte, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("gossip: reading the gossip key: %w", err)
+		return nil, fmt.Errorf("gossip: reading the gossip key file: %w", err)
 	}
-	text := bytes.TrimSpace(raw)
-	if len(text) == 0 {
-		return nil, fmt.Errorf("gossip: gossip key file %s is empty: %w", path, ErrGossipKey)
+	var keys [][]byte
+	for i, line := range bytes.Split(raw, []byte("\n")) {
+		text := bytes.TrimSpace(line)
+		if len(text) == 0 || text[0] == '#' {
+			continue
+		}
+		key := make([]byte, base64.StdEncoding.DecodedLen(len(text)))
+		n, err := base64.StdEncoding.Decode(key, text)
+		if err != nil {
+			return nil, fmt.Errorf("gossip: gossip key file %s, line %d: not standard base64 (%v): %w", path, i+1, err, ErrGossipKey)
+		}
+		key = key[:n]
+		if err := checkKey(key); err != nil {
+			return nil, fmt.Errorf("gossip key file %s, line %d: %w", path, i+1, err)
+		}
+		if !slices.ContainsFunc(keys, func(k []byte) bool { return bytes.Equal(k, key) }) {
+			keys = append(keys, key)
+		}
 	}
-	key := make([]byte, base64.StdEncoding.DecodedLen(len(text)))
-	n, err := base64.StdEncoding.Decode(key, text)
-	if err != nil {
-		return nil, fmt.Errorf("gossip: gossip key file %s is not standard base64 (%v): %w", path, err, ErrGossipKey)
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("gossip: gossip key file %s holds no key: %w", path, ErrGossipKey)
 	}
-	key = key[:n]
-	if err := checkKey(key); err != nil {
-		return nil, fmt.Errorf("gossip key file %s: %w", path, err)
-	}
-	return key, nil
+	return keys, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,17 +17,19 @@ func TestLoadKeyFile(t *testing.T) {
 		name    string
 		content string // "" with noFile: the file does not exist
 		noFile  bool
-		wantLen int    // for valid keys
+		wantLen []int  // for valid files: the keys' lengths
 		wantErr string // "" = valid
 	}{
-		{name: "AES-256", content: b64(keyA), wantLen: 32},
-		{name: "AES-128 with newline", content: b64(keyA[:16]) + "\n", wantLen: 16},
-		{name: "AES-192 with spaces", content: "  " + b64(keyA[:24]) + " \n", wantLen: 24},
+		{name: "AES-256", content: b64(keyA), wantLen: []int{32}},
+		{name: "AES-128 with newline", content: b64(keyA[:16]) + "\n", wantLen: []int{16}},
+		{name: "AES-192 with spaces", content: "  " + b64(keyA[:24]) + " \n", wantLen: []int{24}},
+		{name: "a keyring, first primary", content: "# rotation under way\n" + b64(keyA[:16]) + "\n\n" + b64(keyA) + "\n" + b64(keyA[:16]) + "\n", wantLen: []int{16, 32}},
 		{name: "wrong length", content: b64(keyA[:20]), wantErr: "20 bytes; it must be 16, 24 or 32"},
+		{name: "a bad second line", content: b64(keyA) + "\nnot*base64\n", wantErr: "line 2: not standard base64"},
 		{name: "not base64", content: "not*base64!", wantErr: "not standard base64"},
 		{name: "url-safe base64", content: base64.URLEncoding.EncodeToString([]byte{0xfb, 0xff, 0xfe, 0xfb, 0xff, 0xfe, 0xfb, 0xff, 0xfe, 0xfb, 0xff, 0xfe, 0xfb, 0xff, 0xfe, 0xfb}), wantErr: "not standard base64"},
 		{name: "raw key, not encoded", content: string(keyA[:16]), wantErr: "12 bytes; it must be"},
-		{name: "empty", content: "\n", wantErr: "is empty"},
+		{name: "empty", content: "\n", wantErr: "holds no key"},
 		{name: "missing file", noFile: true, wantErr: "no such file"},
 	}
 	for _, tt := range tests {
@@ -37,10 +40,14 @@ func TestLoadKeyFile(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			key, err := LoadKeyFile(path)
+			keys, err := LoadKeyFile(path)
 			if tt.wantErr == "" {
-				if err != nil || len(key) != tt.wantLen {
-					t.Errorf("LoadKeyFile = %d bytes, %v; want %d bytes", len(key), err, tt.wantLen)
+				var lens []int
+				for _, k := range keys {
+					lens = append(lens, len(k))
+				}
+				if err != nil || !slices.Equal(lens, tt.wantLen) {
+					t.Errorf("LoadKeyFile = keys of %v bytes, %v; want %v", lens, err, tt.wantLen)
 				}
 				return
 			}
@@ -66,7 +73,7 @@ func TestConfigValidate(t *testing.T) {
 		{name: "bind host not an IP", edit: func(c *Config) { c.BindAddr = "localhost:0" }, wantErr: "must be an IP"},
 		{name: "bind without port", edit: func(c *Config) { c.BindAddr = "127.0.0.1" }, wantErr: "BindAddr"},
 		{name: "bind port out of range", edit: func(c *Config) { c.BindAddr = "127.0.0.1:70000" }, wantErr: "bad port"},
-		{name: "key of 10 bytes", edit: func(c *Config) { c.SecretKey = keyA[:10] }, wantErr: "16, 24 or 32"},
+		{name: "key of 10 bytes", edit: func(c *Config) { c.Keys = [][]byte{keyA[:10]} }, wantErr: "16, 24 or 32"},
 		{name: "empty seed", edit: func(c *Config) { c.Join = []string{""} }, wantErr: "empty address"},
 		{name: "probe timeout too long", edit: func(c *Config) { c.Timing.ProbeTimeout = c.Timing.ProbeInterval }, wantErr: "ProbeTimeout"},
 		{name: "negative timing", edit: func(c *Config) { c.Timing.PushPullInterval = -time.Second }, wantErr: "negative"},

@@ -26,9 +26,11 @@
 // # Wire
 //
 // Every packet and stream carries the memberlist label "leaseside", so a
-// member refuses other memberlist or Serf clusters (Consul, Nomad). With a
-// SecretKey, gossip is AES-GCM encrypted and members without the same key
-// are refused; Start says so (ErrGossipKey).
+// member refuses other memberlist or Serf clusters (Consul, Nomad). With
+// Keys, gossip is AES-GCM encrypted with the first key, and what comes in
+// must decrypt with one of them: a member without a key of the cluster's
+// keyring is refused; Start says so (ErrGossipKey). SetKeys rotates the
+// keyring while the member runs (memberlist's Keyring).
 //
 // # Metadata encoding (Meta)
 //

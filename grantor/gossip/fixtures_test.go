@@ -40,10 +40,18 @@ func testConfig(name string, meta Meta, key []byte, join ...string) Config {
 		Name:             name,
 		BindAddr:         "127.0.0.1:0",
 		Join:             join,
-		SecretKey:        key,
+		Keys:             keys(key),
 		Meta:             meta,
 		Logger:           testLogger(),
 		Timing:           LoopbackTiming(),
 		BroadcastTimeout: 10 * time.Second,
 	}
+}
+
+// keys is the keyring of one key, or none for a nil key.
+func keys(key []byte) [][]byte {
+	if key == nil {
+		return nil
+	}
+	return [][]byte{key}
 }

@@ -1,6 +1,7 @@
 package gossip
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log"
@@ -27,6 +28,9 @@ type Member struct {
 	ml     *memberlist.Memberlist
 	roster *roster
 	addr   string
+	// keyring is memberlist's, nil when gossip is not encrypted. Its
+	// methods lock it.
+	keyring *memberlist.Keyring
 	done   chan struct{}
 
 	metaMu  sync.Mutex // guards meta and leaving; NodeMeta reads them
@@ -67,7 +71,14 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 	mc := memberlist.DefaultLANConfig()
 	mc.Name = cfg.Name
 	mc.BindAddr, mc.BindPort, mc.AdvertisePort = host, port, port
-	mc.SecretKey = slices.Clone(cfg.SecretKey)
+	if len(cfg.Keys) > 0 {
+		kr, err := memberlist.NewKeyring(cloneKeys(cfg.Keys), slices.Clone(cfg.Keys[0]))
+		if err != nil {
+			return nil, fmt.Errorf("gossip: keyring: %w", err)
+		}
+		mc.Keyring = kr
+		m.keyring = kr
+	}
 	mc.Label = clusterLabel
 	t := cfg.Timing
 	mc.ProbeInterval, mc.ProbeTimeout, mc.SuspicionMult = t.ProbeInterval, t.ProbeTimeout, t.SuspicionMult
@@ -352,6 +363,70 @@ func (m *Member) announceLeavingLocked(timeout time.Duration) {
 	if !was {
 		m.pushMeta(timeout)
 	}
+}
+
+// SetKeys replaces the gossip keyring: keys[0] encrypts from now on,
+// every key in keys decrypts, and keys not in it are dropped. A member
+// that started without keys gossips in clear text and cannot start
+// encrypting (restart it with keys); one that encrypts cannot stop.
+// Rotating a key across a cluster takes three SetKeys on every member,
+// each done everywhere before the next: add the new key (second), make
+// it first, drop the old one.
+func (m *Member) SetKeys(keys [][]byte) error {
+	if err := checkKeys(keys); err != nil {
+		return err
+	}
+	kr := m.keyring
+	switch {
+	case kr == nil && len(keys) == 0:
+		return nil
+	case kr == nil:
+		return fmt.Errorf("gossip: this member started without a gossip key and gossips in clear text; restart it with the key file: %w", ErrGossipKey)
+	case len(keys) == 0:
+		return fmt.Errorf("gossip: the gossip key file holds no key; an encrypting member cannot stop encrypting: %w", ErrGossipKey)
+	}
+	for _, k := range keys {
+		if err := kr.AddKey(slices.Clone(k)); err != nil {
+			return fmt.Errorf("gossip: adding a key: %w", err)
+		}
+	}
+	if err := kr.UseKey(keys[0]); err != nil {
+		return fmt.Errorf("gossip: making the first key primary: %w", err)
+	}
+	// GetKeys returns the keyring's own slice, which RemoveKey rewrites.
+	for _, old := range cloneKeys(kr.GetKeys()) {
+		if !slices.ContainsFunc(keys, func(k []byte) bool { return bytes.Equal(k, old) }) {
+			if err := kr.RemoveKey(old); err != nil {
+				return fmt.Errorf("gossip: dropping a key: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// Keys returns the keyring: the primary key first; nil without
+// encryption.
+func (m *Member) Keys() [][]byte {
+	kr := m.keyring
+	if kr == nil {
+		return nil
+	}
+	primary := slices.Clone(kr.GetPrimaryKey())
+	out := [][]byte{primary}
+	for _, k := range cloneKeys(kr.GetKeys()) {
+		if !bytes.Equal(k, primary) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+func cloneKeys(keys [][]byte) [][]byte {
+	out := make([][]byte, len(keys))
+	for i, k := range keys {
+		out[i] = slices.Clone(k)
+	}
+	return out
 }
 
 // Shutdown stops gossiping at once, without announcing it: the others see

@@ -148,11 +148,11 @@ func joinGossip(ctx context.Context, seeds, bind, keyFile string, log *slog.Logg
 		Logger:   log.With("part", "gossip"),
 	}
 	if keyFile != "" {
-		key, err := gossip.LoadKeyFile(keyFile)
+		keys, err := gossip.LoadKeyFile(keyFile)
 		if err != nil {
 			return nil, err
 		}
-		cfg.SecretKey = key
+		cfg.Keys = keys
 	}
 	join := cfg.Join
 	cfg.Join = nil

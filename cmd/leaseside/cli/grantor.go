@@ -338,11 +338,11 @@ func runGrantor(ctx context.Context, e *env, o grantorOptions, verbose bool) err
 	gc := cfg.Gossip
 	gc.Logger = log.With("part", "gossip")
 	if o.GossipKeyFile != "" {
-		key, err := gossip.LoadKeyFile(o.GossipKeyFile)
+		keys, err := gossip.LoadKeyFile(o.GossipKeyFile)
 		if err != nil {
 			return fail(e, err)
 		}
-		gc.SecretKey = key
+		gc.Keys = keys
 	}
 	node, err := grantor.New(cfg)
 	if err != nil {
