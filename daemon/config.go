@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	"google.golang.org/grpc/credentials"
+
 	"github.com/leaseside/leaseside/clockwatch"
 	"github.com/leaseside/leaseside/grantor/gossip"
 	"github.com/leaseside/leaseside/ipc"
@@ -16,6 +18,12 @@ type Config struct {
 	// Grantors are gRPC addresses of grantors to start from; the daemon
 	// follows the leader from there.
 	Grantors []string
+	// Credentials are how the daemon dials grantors: with the cluster's
+	// TLS, its sidecar certificate (pki.Configurator.ClientCredentials),
+	// under whose name the grantors keep its session. Nil dials in plain
+	// text, where every caller is the same insecure operator (loopback
+	// dev, --insecure).
+	Credentials credentials.TransportCredentials
 	// Gossip, when set, is this sidecar's membership of the gossip cluster:
 	// the daemon learns the grantors and their leader from it (Grantors
 	// may then be empty).

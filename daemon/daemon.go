@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/leaseside/leaseside/clockwatch"
@@ -75,6 +76,10 @@ func New(cfg Config) (*Daemon, error) {
 	g, err := newGrantorConn(cfg.Grantors)
 	if err != nil {
 		return nil, err
+	}
+	g.creds = cfg.Credentials
+	if g.creds == nil {
+		g.creds = insecure.NewCredentials()
 	}
 	life, stop := context.WithCancel(context.Background())
 	wcfg := cfg.Watch

@@ -12,7 +12,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
 	"github.com/leaseside/leaseside/grantor/grantorpb"
@@ -41,6 +41,7 @@ type grantorConn struct {
 	// onContact, when set, hears of every exchange that needed a leader
 	// (nil error: one answered). It must not block.
 	onContact func(addr string, err error)
+	creds     credentials.TransportCredentials // Config.Credentials
 }
 
 func newGrantorConn(addrs []string) (*grantorConn, error) {
@@ -98,7 +99,7 @@ func (g *grantorConn) client() (grantorpb.GrantorClient, string, error) {
 	cc := g.conns[addr]
 	if cc == nil {
 		var err error
-		cc, err = grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		cc, err = grpc.NewClient(addr, grpc.WithTransportCredentials(g.creds))
 		if err != nil {
 			return nil, "", fmt.Errorf("grantor %s: %w", addr, err)
 		}

@@ -26,6 +26,7 @@ var callRoles = map[string][]Role{
 	grantorpb.Grantor_KeepAlive_FullMethodName:    {RoleGrantor, RoleSidecar, RoleOperator},
 	grantorpb.Grantor_Members_FullMethodName:      {RoleGrantor, RoleSidecar, RoleOperator},
 	grantorpb.Grantor_RemoveServer_FullMethodName: {RoleGrantor, RoleOperator},
+	grantorpb.Grantor_Leave_FullMethodName:        {RoleGrantor, RoleOperator},
 }
 
 // authorize establishes the caller of a call: with TLS, the identity in

@@ -492,3 +492,13 @@ func (n *Node) callPeer(ctx context.Context, rpcAddr string, call func(context.C
 	defer cancel()
 	return call(ctx, grantorpb.NewGrantorClient(conn))
 }
+
+// SetGossipKeys replaces the node's gossip keyring (see
+// gossip.Member.SetKeys): the first key encrypts, all decrypt. A grantor
+// reloads its key file with it on SIGHUP.
+func (n *Node) SetGossipKeys(keys [][]byte) error {
+	if n.gossip == nil {
+		return errors.New("grantor: this node does not gossip")
+	}
+	return n.gossip.SetKeys(keys)
+}

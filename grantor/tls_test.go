@@ -176,19 +176,22 @@ func TestRPCRolesOverTLS(t *testing.T) {
 	audit := newLineLog()
 	n := tlsNode(t, p, audit)
 	tokens := map[string]uint64{}
-	calls := map[string]func(grantorpb.GrantorClient, string) error{
-		grantorpb.Grantor_Acquire_FullMethodName: func(c grantorpb.GrantorClient, who string) error {
+	// Each call gets a client of the node, its caller's name, and a way to
+	// a client of a fresh node of its own (for Leave, which stops it).
+	type call = func(c grantorpb.GrantorClient, who string, fresh func() grantorpb.GrantorClient) error
+	calls := map[string]call{
+		grantorpb.Grantor_Acquire_FullMethodName: func(c grantorpb.GrantorClient, who string, _ func() grantorpb.GrantorClient) error {
 			a, err := c.Acquire(tctx(t), acqReq("s-"+who, 1, "roles/"+who))
 			if err == nil {
 				tokens[who] = a.Token
 			}
 			return err
 		},
-		grantorpb.Grantor_Release_FullMethodName: func(c grantorpb.GrantorClient, who string) error {
+		grantorpb.Grantor_Release_FullMethodName: func(c grantorpb.GrantorClient, who string, _ func() grantorpb.GrantorClient) error {
 			_, err := c.Release(tctx(t), &grantorpb.ReleaseRequest{Id: &grantorpb.RequestID{Session: "s-" + who, Seq: 2}, Lease: "roles/" + who, Owner: "o", Token: tokens[who]})
 			return err
 		},
-		grantorpb.Grantor_KeepAlive_FullMethodName: func(c grantorpb.GrantorClient, who string) error {
+		grantorpb.Grantor_KeepAlive_FullMethodName: func(c grantorpb.GrantorClient, who string, _ func() grantorpb.GrantorClient) error {
 			ka, err := c.KeepAlive(tctx(t))
 			if err != nil {
 				return err
@@ -199,11 +202,11 @@ func TestRPCRolesOverTLS(t *testing.T) {
 			_, err = ka.Recv()
 			return err
 		},
-		grantorpb.Grantor_Members_FullMethodName: func(c grantorpb.GrantorClient, who string) error {
+		grantorpb.Grantor_Members_FullMethodName: func(c grantorpb.GrantorClient, who string, _ func() grantorpb.GrantorClient) error {
 			_, err := c.Members(tctx(t), &grantorpb.MembersRequest{})
 			return err
 		},
-		grantorpb.Grantor_RemoveServer_FullMethodName: func(c grantorpb.GrantorClient, who string) error {
+		grantorpb.Grantor_RemoveServer_FullMethodName: func(c grantorpb.GrantorClient, who string, _ func() grantorpb.GrantorClient) error {
 			_, err := c.RemoveServer(tctx(t), &grantorpb.RemoveServerRequest{NodeId: "nobody"})
 			if status.Code(err) == codes.NotFound {
 				return nil // allowed, and answered: there is no such server
@@ -211,18 +214,25 @@ func TestRPCRolesOverTLS(t *testing.T) {
 			return err
 		},
 	}
+	calls[grantorpb.Grantor_Leave_FullMethodName] = func(_ grantorpb.GrantorClient, _ string, fresh func() grantorpb.GrantorClient) error {
+		_, err := fresh().Leave(tctx(t), &grantorpb.LeaveRequest{})
+		return err
+	}
 	if len(calls) != len(callRoles) {
 		t.Fatalf("the test covers %d RPCs, callRoles has %d", len(calls), len(callRoles))
 	}
 	for _, r := range []Role{RoleGrantor, RoleSidecar, RoleOperator} {
 		name := r.String() + "-1"
-		c := dialWith(t, n.RPCAddr(), p.conf(r.String(), name).ClientCredentials())
+		creds := p.conf(r.String(), name).ClientCredentials()
+		c := dialWith(t, n.RPCAddr(), creds)
+		fresh := func() grantorpb.GrantorClient { return dialWith(t, tlsNode(t, p, audit).RPCAddr(), creds) }
 		for _, method := range []string{grantorpb.Grantor_Acquire_FullMethodName, grantorpb.Grantor_Release_FullMethodName,
-			grantorpb.Grantor_KeepAlive_FullMethodName, grantorpb.Grantor_Members_FullMethodName, grantorpb.Grantor_RemoveServer_FullMethodName} {
+			grantorpb.Grantor_KeepAlive_FullMethodName, grantorpb.Grantor_Members_FullMethodName, grantorpb.Grantor_RemoveServer_FullMethodName,
+			grantorpb.Grantor_Leave_FullMethodName} {
 			call := calls[method]
 			short := method[strings.LastIndexByte(method, '/')+1:]
 			t.Run(r.String()+"/"+short, func(t *testing.T) {
-				err := call(c, name)
+				err := call(c, name, fresh)
 				allowed := slices.Contains(callRoles[method], r)
 				switch {
 				case allowed && err != nil:

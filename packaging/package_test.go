@@ -184,7 +184,8 @@ func TestDeb(t *testing.T) {
 			t.Fatal(err)
 		}
 		keys := slices.Sorted(maps.Keys(cfg))
-		want := []string{"bootstrap_expect", "data_dir", "epsilon", "gossip_addr", "gossip_key_file", "join", "max_leases_per_sidecar", "metrics_addr", "node_id", "raft_addr", "rho", "rpc_addr"}
+		want := []string{"audit_log", "bootstrap_expect", "data_dir", "epsilon", "gossip_addr", "gossip_key_file", "join", "max_leases_per_sidecar",
+			"max_request_bytes", "metrics_addr", "node_id", "raft_addr", "rho", "rpc_addr", "tls_ca", "tls_cert", "tls_key"}
 		if !slices.Equal(keys, want) {
 			t.Errorf("grantor.json keys %q, want %q", keys, want)
 		}
@@ -271,6 +272,21 @@ func checkSidecarConfig(t *testing.T, bin, path string) {
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
+	// The cluster's TLS files and gossip key, made by the packaged
+	// binary; grantors on loopback rather than gossip seeds.
+	run(t, bin, "tls", "ca", "create", "--dir", dir)
+	run(t, bin, "tls", "cert", "create", "--dir", dir, "--sidecar", "host1")
+	key := filepath.Join(dir, "gossip.key")
+	if err := os.WriteFile(key, []byte(run(t, bin, "tls", "gossip-key")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]string{"tls_ca": "ca.pem", "tls_cert": "sidecar-host1.pem", "tls_key": "sidecar-host1-key.pem", "gossip_key_file": "gossip.key"} {
+		if _, ok := cfg[k]; !ok {
+			t.Errorf("the packaged sidecar config has no %s", k)
+		}
+		cfg[k] = filepath.Join(dir, v)
+	}
+	delete(cfg, "join")
 	cfg["grantors"] = []string{"127.0.0.1:1"}
 	cfg["socket"] = filepath.Join(dir, "s.sock")
 	cfg["socket_group"] = fmt.Sprint(os.Getgid())

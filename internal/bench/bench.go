@@ -28,7 +28,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := newCluster(cfg.Grantors, cfg.Conns)
+	c := newCluster(cfg.Grantors, cfg.Conns, cfg.Credentials)
 	defer c.close()
 	rep := &Report{Grantors: slices.Clone(cfg.Grantors), Started: time.Now()}
 	b := &bencher{cfg: cfg, c: c, run: run}

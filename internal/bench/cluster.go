@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
@@ -23,6 +24,7 @@ import (
 // as grantors redirect it. Safe for concurrent use.
 type cluster struct {
 	conns int // connections per grantor
+	creds credentials.TransportCredentials
 
 	mu     sync.Mutex
 	addrs  []string
@@ -34,8 +36,11 @@ type cluster struct {
 	retries   atomic.Uint64 // calls repeated after UNAVAILABLE and the like
 }
 
-func newCluster(addrs []string, conns int) *cluster {
-	return &cluster{conns: conns, addrs: append([]string(nil), addrs...), pools: map[string][]*grpc.ClientConn{}}
+func newCluster(addrs []string, conns int, creds credentials.TransportCredentials) *cluster {
+	if creds == nil {
+		creds = insecure.NewCredentials()
+	}
+	return &cluster{conns: conns, creds: creds, addrs: append([]string(nil), addrs...), pools: map[string][]*grpc.ClientConn{}}
 }
 
 // close closes every connection.
@@ -71,7 +76,7 @@ func (c *cluster) client(i int) (grantorpb.GrantorClient, string, error) {
 	if pool == nil {
 		pool = make([]*grpc.ClientConn, c.conns)
 		for k := range pool {
-			cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(c.creds))
 			if err != nil {
 				for _, done := range pool[:k] {
 					done.Close()

@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"slices"
 	"time"
+
+	"google.golang.org/grpc/credentials"
 )
 
 // The workloads, in the order Run runs them.
@@ -38,6 +40,9 @@ type Config struct {
 	// Grantors are the gRPC addresses of the cluster's grantors; the
 	// bench finds the leader through their redirects.
 	Grantors []string
+	// Credentials are how the bench dials them: an operator's (or
+	// sidecar's) certificate with the cluster's TLS; nil is plain text.
+	Credentials credentials.TransportCredentials
 	// Workloads to run, a subset of Workloads; Run keeps their order.
 	Workloads []string
 	// Conns is the number of gRPC connections per grantor.

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -325,6 +326,7 @@ type grantorNode struct {
 	expect            int      // --bootstrap-expect
 	keyFile           string   // --gossip-key-file, when not ""
 	extra             []string // more flags
+	tlsDir            string   // the cluster's certificates (tlsArgs), when not ""
 	proc              *process // the current (or last) run
 	alive             bool
 }
@@ -348,7 +350,22 @@ func (n *grantorNode) args() []string {
 	if n.keyFile != "" {
 		args = append(args, "--gossip-key-file", n.keyFile)
 	}
+	switch {
+	case n.tlsDir != "":
+		args = append(args, tlsArgs(n.tlsDir, "grantor", n.id)...)
+	case n.host != nil:
+		// Off loopback without TLS: refused without --insecure.
+		args = append(args, "--insecure")
+	}
 	return append(args, n.extra...)
+}
+
+// tlsArgs are the --tls-* flags for the certificate of role and name in
+// dir, as `leaseside tls cert create --dir dir` names it.
+func tlsArgs(dir, role, name string) []string {
+	return []string{"--tls-ca", filepath.Join(dir, "ca.pem"),
+		"--tls-cert", filepath.Join(dir, role+"-"+name+".pem"),
+		"--tls-key", filepath.Join(dir, role+"-"+name+"-key.pem")}
 }
 
 // cluster is a set of grantor nodes of one raft group.
@@ -618,6 +635,10 @@ func startSidecar(t *testing.T, name string, host *netlab.Host, args ...string) 
 	t.Helper()
 	socket := tempSocket(t)
 	full := append([]string{"daemon", "--socket", socket}, args...)
+	if host != nil && !slices.Contains(args, "--tls-ca") {
+		// Off loopback without TLS: refused without --insecure.
+		full = append(full, "--insecure")
+	}
 	var cmd *exec.Cmd
 	if host != nil {
 		cmd = host.Command(bin, full...)

@@ -19,6 +19,7 @@ func newBenchCmd(e *env) *cobra.Command {
 	cfg := bench.DefaultConfig()
 	var grantors, workload string
 	var jsonOut bool
+	var tf tlsFlags
 	cmd := &cobra.Command{
 		Use:   "bench --grantors ADDR[,ADDR...]",
 		Short: "measure a grantor cluster's throughput and latency",
@@ -44,6 +45,11 @@ answers finds a violation.`,
 			if err := cfg.Validate(); err != nil {
 				return usageError{err}
 			}
+			creds, err := tf.credentials()
+			if err != nil {
+				return fail(e, err)
+			}
+			cfg.Credentials = creds
 			return runBench(cmd.Context(), e, cfg, jsonOut)
 		},
 	}
@@ -51,6 +57,7 @@ answers finds a violation.`,
 	fs.StringVar(&grantors, "grantors", "", "the grantors' gRPC addresses, comma-separated (required)")
 	fs.StringVar(&workload, "workload", "all", "what to measure: "+strings.Join(bench.Workloads, ", ")+", a comma-separated list, or all")
 	fs.BoolVar(&jsonOut, "json", false, "print the report as JSON")
+	tf.register(fs, false)
 	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long each timed workload is measured")
 	fs.DurationVar(&cfg.Warmup, "warmup", cfg.Warmup, "how long each timed workload runs before it is measured")
 	fs.IntVar(&cfg.Conns, "conns", cfg.Conns, "gRPC connections per grantor")

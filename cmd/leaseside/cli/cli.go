@@ -71,6 +71,7 @@ var subcommands = []func(*env) *cobra.Command{
 	newDaemonCmd,
 	newGrantorCmd,
 	newMembersCmd,
+	newTLSCmd,
 	newBenchCmd,
 	newVersionCmd,
 	newCompletionCmd,

@@ -12,7 +12,9 @@ import (
 	"time"
 
 	sddaemon "github.com/coreos/go-systemd/v22/daemon"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/leaseside/leaseside/clockwatch"
 	"github.com/leaseside/leaseside/daemon"
@@ -27,6 +29,10 @@ type daemonOptions struct {
 	join       string
 	gossipAddr string
 	gossipKey  string
+	// gossipAddrSet: the config file gave gossip_addr.
+	gossipAddrSet bool
+	tls           tlsFlags
+	flags         *pflag.FlagSet
 }
 
 func newDaemonCmd(e *env) *cobra.Command {
@@ -48,6 +54,7 @@ It logs "leaseside daemon ready" once the socket serves, and tells systemd
   leaseside daemon --grantors 192.0.2.10:7401,192.0.2.11:7401 --socket-group leaseside`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o.flags = cmd.Flags()
 			return runDaemon(cmd.Context(), e, &o)
 		},
 	}
@@ -55,8 +62,10 @@ It logs "leaseside daemon ready" once the socket serves, and tells systemd
 	o.sidecar.register(fs)
 	fs.StringVar(&o.grantors, "grantors", "", "comma-separated gRPC addresses of grantors (any of them; the daemon follows the leader)")
 	fs.StringVar(&o.join, "join", "", "comma-separated gossip addresses of cluster members: learn the grantors and their leader from gossip")
-	fs.StringVar(&o.gossipAddr, "gossip-addr", "0.0.0.0:0", "address to gossip on when --join is given (port 0: any free port)")
-	fs.StringVar(&o.gossipKey, "gossip-key-file", "", "file with the cluster's base64 gossip encryption key")
+	fs.StringVar(&o.gossipAddr, "gossip-addr", "0.0.0.0:0", "address to gossip on when --join is given (port 0: any free port; "+
+		"when not given and every --join seed is loopback, 127.0.0.1:0)")
+	fs.StringVar(&o.gossipKey, "gossip-key-file", "", "file with the cluster's gossip keyring (base64 keys, one per line, the first encrypts; leaseside tls gossip-key)")
+	o.tls.register(fs, true)
 	return cmd
 }
 
@@ -71,10 +80,15 @@ func runDaemon(ctx context.Context, e *env, o *daemonOptions) error {
 	if o.grantors != "" {
 		cfg.Grantors = strings.Split(o.grantors, ",")
 	}
+	o.gossipFromFile()
 	if len(cfg.Grantors) == 0 && o.join == "" {
 		return usagef("give --join (gossip) or --grantors, or grantors in the config file")
 	}
+	if err := o.checkSecurity(&cfg); err != nil {
+		return err
+	}
 	log := newLogger(e, sf.verbose)
+	warnInsecure(&o.tls, log)
 	if err := clockwatch.CheckHost(); err != nil {
 		log.Error("refusing to start", "err", err)
 		return exitCode(ExitError)
@@ -92,6 +106,15 @@ func runDaemon(ctx context.Context, e *env, o *daemonOptions) error {
 		}
 	}()
 	cfg.Logger = log
+	tlsConf, err := o.tls.configurator()
+	if err != nil {
+		return fail(e, err)
+	}
+	if tlsConf != nil {
+		logTLS(tlsConf, log)
+		cfg.Credentials = tlsConf.ClientCredentials()
+	}
+	reload := reloader{tls: tlsConf, log: log}
 	if o.join != "" {
 		m, err := joinGossip(ctx, o.join, o.gossipAddr, o.gossipKey, log)
 		if err != nil {
@@ -104,7 +127,9 @@ func runDaemon(ctx context.Context, e *env, o *daemonOptions) error {
 		}()
 		cfg.Gossip = m
 		cfg.GossipJoin = strings.Split(o.join, ",")
+		reload.keyFile, reload.setKeys = o.gossipKey, m.SetKeys
 	}
+	reload.run(ctx)
 	d, err := daemon.New(cfg)
 	if err != nil {
 		return fail(e, err)
@@ -118,12 +143,17 @@ func runDaemon(ctx context.Context, e *env, o *daemonOptions) error {
 		return exitCode(ExitError)
 	}
 	if cfg.Gossip != nil {
-		log.Info("leaseside daemon ready", "socket", sf.socket, "join", cfg.GossipJoin, "gossip", cfg.Gossip.Addr(), "session", d.Session())
+		log.Info("leaseside daemon ready", "socket", sf.socket, "join", cfg.GossipJoin, "gossip", cfg.Gossip.Addr(), "session", d.Session(),
+			"tls", tlsConf != nil, "gossip_encrypted", o.gossipKey != "")
 	} else {
-		log.Info("leaseside daemon ready", "socket", sf.socket, "grantors", cfg.Grantors, "session", d.Session())
+		log.Info("leaseside daemon ready", "socket", sf.socket, "grantors", cfg.Grantors, "session", d.Session(), "tls", tlsConf != nil)
 	}
 	if sf.metricsAddr != "" {
-		if err := serveMetrics(ctx, sf.metricsAddr, log, d.Collector()); err != nil {
+		cs := []prometheus.Collector{d.Collector()}
+		if tlsConf != nil {
+			cs = append(cs, tlsConf.Collector("leaseside_sidecar"))
+		}
+		if err := serveMetrics(ctx, sf.metricsAddr, log, cs...); err != nil {
 			log.Error("metrics", "err", err)
 			return exitCode(ExitError)
 		}
@@ -135,6 +165,53 @@ func runDaemon(ctx context.Context, e *env, o *daemonOptions) error {
 	}
 	log.Info("leaseside daemon stopped", "why", context.Cause(ctx))
 	return nil
+}
+
+// gossipFromFile takes the config file's gossip keys for the flags not
+// given on the command line.
+func (o *daemonOptions) gossipFromFile() {
+	fg := o.sidecar.fileGossip
+	if len(fg.Join) > 0 && !o.flags.Changed("join") {
+		o.join = strings.Join(fg.Join, ",")
+	}
+	if fg.Addr != "" && !o.flags.Changed("gossip-addr") {
+		o.gossipAddr = fg.Addr
+		o.gossipAddrSet = true
+	}
+	if fg.KeyFile != "" && !o.flags.Changed("gossip-key-file") {
+		o.gossipKey = fg.KeyFile
+	}
+}
+
+// checkSecurity settles the TLS files (flags over the config file) and
+// the gossip address, and refuses to run in clear text off loopback
+// without --insecure.
+func (o *daemonOptions) checkSecurity(cfg *daemon.Config) error {
+	o.tls.fromFile(o.flags, o.sidecar.fileTLS.CA, o.sidecar.fileTLS.Cert, o.sidecar.fileTLS.Key)
+	seeds := splitList(o.join)
+	if !o.flags.Changed("gossip-addr") && !o.gossipAddrSet && len(seeds) > 0 && allLoopback(seeds) {
+		o.gossipAddr = "127.0.0.1:0"
+	}
+	var exp []exposed
+	for _, g := range cfg.Grantors {
+		exp = append(exp, exposed{"--grantors", g, false})
+	}
+	if len(seeds) > 0 {
+		exp = append(exp, exposed{"--gossip-addr", o.gossipAddr, true})
+		for _, s := range seeds {
+			exp = append(exp, exposed{"--join", s, true})
+		}
+	}
+	return checkExposure(&o.tls, o.gossipKey != "", exp...)
+}
+
+func allLoopback(addrs []string) bool {
+	for _, a := range addrs {
+		if !isLoopback(a) {
+			return false
+		}
+	}
+	return true
 }
 
 // joinGossip starts this sidecar's gossip member and tries its seeds once,

@@ -24,6 +24,7 @@ type devOptions struct {
 	sidecar sidecarFlags
 	dataDir string
 	rpcAddr string
+	tls     tlsFlags // --insecure only: dev has no certificates
 }
 
 func newDevCmd(e *env) *cobra.Command {
@@ -32,10 +33,13 @@ func newDevCmd(e *env) *cobra.Command {
 		Use:   "dev",
 		Short: "run a sidecar and a single-node grantor in one process",
 		Long: `Runs a sidecar and a single-node grantor in one process, talking over real
-gRPC on loopback as they would across hosts: leases on one machine, with
-nothing else to set up. It logs "leaseside dev ready" once the socket
-serves. The grantor's raft log lives in --data-dir and keeps the fencing
-token counter across restarts.
+gRPC as they would across hosts: leases on one machine, with nothing else to
+set up. It opens no TCP or UDP port unless asked (--rpc-addr,
+--metrics-addr): the grantor serves gRPC on a Unix socket in its data
+directory that only this user can open (0600 in a 0700 directory), and its
+raft runs in memory. It logs "leaseside dev ready" once the socket serves.
+The grantor's raft log lives in --data-dir and keeps the fencing token
+counter across restarts.
 
 As root the socket is /run/leaseside/leaseside.sock; for other users it is
 $XDG_RUNTIME_DIR/leaseside/leaseside.sock, or /tmp/leaseside-UID/leaseside.sock
@@ -52,7 +56,9 @@ without XDG_RUNTIME_DIR. Clients find it there too (or set $LEASESIDE_SOCKET).`,
 	o.sidecar.register(fs)
 	fs.StringVar(&o.dataDir, "data-dir", "", "where the grantor keeps its raft log and snapshots "+
 		"(default /var/lib/leaseside/dev as root, else $XDG_STATE_HOME/leaseside/dev or ~/.local/state/leaseside/dev)")
-	fs.StringVar(&o.rpcAddr, "rpc-addr", "127.0.0.1:0", "the embedded grantor's gRPC address")
+	fs.StringVar(&o.rpcAddr, "rpc-addr", "", "serve the embedded grantor's gRPC on this TCP address instead, without TLS "+
+		"(default: only a Unix socket in the data directory; an address other hosts reach needs --insecure)")
+	fs.BoolVar(&o.tls.insecure, "insecure", false, "allow an --rpc-addr other hosts reach (in clear text, unauthenticated: logged as a warning at every start)")
 	return cmd
 }
 
@@ -68,7 +74,11 @@ func runDev(ctx context.Context, e *env, o *devOptions) error {
 	if err != nil {
 		return fail(e, err)
 	}
+	if err := checkExposure(&o.tls, false, exposed{"--rpc-addr", o.rpcAddr, false}); err != nil {
+		return err
+	}
 	log := newLogger(e, sf.verbose)
+	warnInsecure(&o.tls, log)
 	if err := clockwatch.CheckHost(); err != nil {
 		log.Error("refusing to start", "err", err)
 		return exitCode(ExitError)
@@ -80,8 +90,11 @@ func runDev(ctx context.Context, e *env, o *devOptions) error {
 	gcfg := grantor.DefaultConfig()
 	gcfg.NodeID = "dev"
 	gcfg.DataDir = filepath.Join(o.dataDir, "grantor")
-	gcfg.RaftAddr = "127.0.0.1:0"
-	gcfg.RPCAddr = o.rpcAddr
+	gcfg.InMemoryRaft = true
+	gcfg.RPCAddr = "unix:" + filepath.Join(gcfg.DataDir, "grpc.sock")
+	if o.rpcAddr != "" {
+		gcfg.RPCAddr = o.rpcAddr
+	}
 	gcfg.Bootstrap = true
 	gcfg.Timing = dcfg.Timing
 	gcfg.Logger = log.With("part", "grantor")

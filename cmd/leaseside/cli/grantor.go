@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	"github.com/leaseside/leaseside/clockwatch"
 	"github.com/leaseside/leaseside/grantor"
 	"github.com/leaseside/leaseside/grantor/gossip"
+	"github.com/leaseside/leaseside/grantor/pki"
 )
 
 // grantorOptions are the settings of `leaseside grantor`, from the
@@ -37,7 +39,13 @@ type grantorOptions struct {
 	Timing          clockwatch.Timing
 	// MaxLeasesPerSidecar is the config file's max_leases_per_sidecar.
 	MaxLeasesPerSidecar int
-	Raft                raftTimeouts
+	// Security (tls.go): TLS files, --insecure, the audit trail's file
+	// and the largest gRPC request.
+	TLS             pki.Files
+	Insecure        bool
+	AuditLog        string
+	MaxRequestBytes int
+	Raft            raftTimeouts
 }
 
 // raftTimeouts are the raft timings a grantor takes from its flags and
@@ -92,7 +100,12 @@ type grantorFileConfig struct {
 	Rho             *float64 `json:"rho"`
 	Epsilon         string   `json:"epsilon"`
 	// MaxLeasesPerSidecar: live leases one sidecar identity may hold.
-	MaxLeasesPerSidecar *int `json:"max_leases_per_sidecar"`
+	MaxLeasesPerSidecar *int   `json:"max_leases_per_sidecar"`
+	TLSCA               string `json:"tls_ca"`
+	TLSCert             string `json:"tls_cert"`
+	TLSKey              string `json:"tls_key"`
+	AuditLog            string `json:"audit_log"`
+	MaxRequestBytes     *int   `json:"max_request_bytes"`
 
 	RaftHeartbeatTimeout   string `json:"raft_heartbeat_timeout"`
 	RaftElectionTimeout    string `json:"raft_election_timeout"`
@@ -116,7 +129,8 @@ func loadGrantorConfig(path string, o *grantorOptions) error {
 		v   string
 		dst *string
 	}{{fc.NodeID, &o.NodeID}, {fc.DataDir, &o.DataDir}, {fc.RPCAddr, &o.RPCAddr}, {fc.RaftAddr, &o.RaftAddr},
-		{fc.GossipAddr, &o.GossipAddr}, {fc.GossipKeyFile, &o.GossipKeyFile}, {fc.MetricsAddr, &o.MetricsAddr}} {
+		{fc.GossipAddr, &o.GossipAddr}, {fc.GossipKeyFile, &o.GossipKeyFile}, {fc.MetricsAddr, &o.MetricsAddr},
+		{fc.TLSCA, &o.TLS.CA}, {fc.TLSCert, &o.TLS.Cert}, {fc.TLSKey, &o.TLS.Key}, {fc.AuditLog, &o.AuditLog}} {
 		if s.v != "" {
 			*s.dst = s.v
 		}
@@ -126,6 +140,9 @@ func loadGrantorConfig(path string, o *grantorOptions) error {
 	}
 	if fc.BootstrapExpect != nil {
 		o.BootstrapExpect = *fc.BootstrapExpect
+	}
+	if fc.MaxRequestBytes != nil {
+		o.MaxRequestBytes = *fc.MaxRequestBytes
 	}
 	if fc.Rho != nil {
 		o.Timing.Rho = *fc.Rho
@@ -169,6 +186,9 @@ type grantorFlagValues struct {
 	eps         time.Duration
 	raft        raftTimeouts
 	verbose     bool
+	tls         tlsFlags
+	auditLog    string
+	maxRequest  int
 }
 
 func (g *grantorFlagValues) register(fs *pflag.FlagSet) {
@@ -198,6 +218,9 @@ func (g *grantorFlagValues) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&g.raft.Commit, "raft-commit-timeout", def.Raft.Commit,
 		"how long the leader waits without new entries before it tells followers what is committed")
 	fs.BoolVarP(&g.verbose, "verbose", "v", false, "log debug detail")
+	g.tls.register(fs, true)
+	fs.StringVar(&g.auditLog, "audit-log", "", "write the audit trail (grants, releases, revokes, membership changes, refused calls) as JSON lines to this file (default: the log)")
+	fs.IntVar(&g.maxRequest, "max-request-bytes", grantor.DefaultMaxRecvMsgSize, "largest gRPC request accepted, in bytes")
 }
 
 // options returns the settings: the defaults, then the config file, then
@@ -241,6 +264,18 @@ func (g *grantorFlagValues) options(fs *pflag.FlagSet) (grantorOptions, error) {
 			o.Raft.LeaderLease = g.raft.LeaderLease
 		case "raft-commit-timeout":
 			o.Raft.Commit = g.raft.Commit
+		case "tls-ca":
+			o.TLS.CA = g.tls.files.CA
+		case "tls-cert":
+			o.TLS.Cert = g.tls.files.Cert
+		case "tls-key":
+			o.TLS.Key = g.tls.files.Key
+		case "insecure":
+			o.Insecure = g.tls.insecure
+		case "audit-log":
+			o.AuditLog = g.auditLog
+		case "max-request-bytes":
+			o.MaxRequestBytes = g.maxRequest
 		}
 	})
 	switch {
@@ -250,6 +285,11 @@ func (g *grantorFlagValues) options(fs *pflag.FlagSet) (grantorOptions, error) {
 		return o, usagef("grantor: --data-dir is empty")
 	case o.BootstrapExpect < 0:
 		return o, usagef("grantor: --bootstrap-expect must not be negative")
+	case o.MaxRequestBytes < 0:
+		return o, usagef("grantor: --max-request-bytes must not be negative")
+	}
+	if err := o.TLS.Validate(); err != nil {
+		return o, usageError{err}
 	}
 	if err := o.config().Validate(); err != nil {
 		return o, usagef("%v", err)
@@ -303,6 +343,7 @@ func (o grantorOptions) config() grantor.Config {
 	cfg.BootstrapExpect = o.BootstrapExpect
 	cfg.Timing = o.Timing
 	cfg.MaxLeasesPerSidecar = o.MaxLeasesPerSidecar
+	cfg.MaxRecvMsgSize = o.MaxRequestBytes
 	cfg.HeartbeatTimeout = o.Raft.Heartbeat
 	cfg.ElectionTimeout = o.Raft.Election
 	cfg.LeaderLeaseTimeout = o.Raft.LeaderLease
@@ -324,6 +365,13 @@ func splitList(s string) []string {
 // and keeps it in the cluster (grantor.Node.Stop); a second signal skips
 // the leadership handover. After the Leave RPC it exits 0 by itself.
 func runGrantor(ctx context.Context, e *env, o grantorOptions, verbose bool) error {
+	exp := []exposed{{"--rpc-addr", o.RPCAddr, false}, {"--raft-addr", o.RaftAddr, false}, {"--gossip-addr", o.GossipAddr, true}}
+	for _, j := range o.Join {
+		exp = append(exp, exposed{"--join", j, true})
+	}
+	if err := checkExposure(&tlsFlags{files: o.TLS, insecure: o.Insecure}, o.GossipKeyFile != "", exp...); err != nil {
+		return err
+	}
 	log := newLogger(e, verbose)
 	if err := clockwatch.CheckHost(); err != nil {
 		log.Error("refusing to start", "err", err)
@@ -335,6 +383,22 @@ func runGrantor(ctx context.Context, e *env, o grantorOptions, verbose bool) err
 
 	cfg := o.config()
 	cfg.Logger = log
+	warnInsecure(&tlsFlags{insecure: o.Insecure}, log)
+	if o.TLS.Enabled() {
+		c, err := pki.NewConfigurator(o.TLS)
+		if err != nil {
+			return fail(e, err)
+		}
+		cfg.TLS = c
+	}
+	if o.AuditLog != "" {
+		f, err := os.OpenFile(o.AuditLog, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			return fail(e, fmt.Errorf("audit log: %w", err))
+		}
+		defer f.Close()
+		cfg.Audit = slog.New(slog.NewJSONHandler(f, nil))
+	}
 	gc := cfg.Gossip
 	gc.Logger = log.With("part", "gossip")
 	if o.GossipKeyFile != "" {
@@ -352,6 +416,7 @@ func runGrantor(ctx context.Context, e *env, o grantorOptions, verbose bool) err
 	defer cancelRun()
 	runErr := make(chan error, 1)
 	go func() { runErr <- node.Run(runCtx) }()
+	reloader{tls: cfg.TLS, keyFile: o.GossipKeyFile, setKeys: node.SetGossipKeys, log: log}.run(runCtx)
 
 	metricsCtx, stopMetrics := context.WithCancel(ctx)
 	defer stopMetrics()
@@ -367,7 +432,8 @@ func runGrantor(ctx context.Context, e *env, o grantorOptions, verbose bool) err
 		log.Warn("no --join and no --bootstrap-expect: this grantor starts a gossip cluster of its own and waits for a leader to add it")
 	}
 	log.Info("leaseside grantor ready", "id", o.NodeID, "rpc", node.RPCAddr(), "raft", node.RaftAddr(),
-		"gossip", node.GossipAddr(), "data_dir", o.DataDir, "bootstrap_expect", o.BootstrapExpect)
+		"gossip", node.GossipAddr(), "data_dir", o.DataDir, "bootstrap_expect", o.BootstrapExpect, "tls", cfg.TLS != nil,
+		"gossip_encrypted", o.GossipKeyFile != "")
 	sddaemon.SdNotify(false, sddaemon.SdNotifyReady)
 
 	select {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
 	"github.com/leaseside/leaseside/grantor/grantorpb"
@@ -23,6 +24,7 @@ func newGrantorLeaveCmd(e *env) *cobra.Command {
 	var configFile, rpcAddr string
 	var timeout time.Duration
 	var asJSON bool
+	var tf tlsFlags
 	cmd := &cobra.Command{
 		Use:   "leave",
 		Short: "take a running grantor out of the cluster, then stop it",
@@ -37,28 +39,37 @@ dead, use 'leaseside members remove'.
 
 It prints what became of the grantor's place in the raft configuration:
 "removed", "not in the configuration", or "kept: the last voter" (the only
-voter does not remove itself: its raft state is the cluster's).`,
+voter does not remove itself: its raft state is the cluster's).
+
+With TLS it calls as the certificate of --tls-cert (an operator's or a
+grantor's), else as the grantor's own from the tls_* keys of --config.`,
 		Example: `  leaseside grantor leave --config /etc/leaseside/grantor.json   # this host's grantor
   leaseside grantor leave --rpc-addr 192.0.2.12:7401 --json`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o := defaultGrantorOptions()
+			if configFile != "" {
+				if err := loadGrantorConfig(configFile, &o); err != nil {
+					return fail(e, err)
+				}
+			}
 			addr := rpcAddr
 			if addr == "" {
-				o := defaultGrantorOptions()
-				if configFile != "" {
-					if err := loadGrantorConfig(configFile, &o); err != nil {
-						return fail(e, err)
-					}
-				}
 				addr = dialable(o.RPCAddr)
 			}
-			return runGrantorLeave(cmd.Context(), e, addr, timeout, asJSON)
+			tf.fromFile(cmd.Flags(), o.TLS.CA, o.TLS.Cert, o.TLS.Key)
+			creds, err := tf.credentials()
+			if err != nil {
+				return fail(e, err)
+			}
+			return runGrantorLeave(cmd.Context(), e, creds, addr, timeout, asJSON)
 		},
 	}
 	cmd.Flags().StringVar(&configFile, "config", "", "grantor.json to read rpc_addr from (the grantor's own config)")
 	cmd.Flags().StringVar(&rpcAddr, "rpc-addr", "", "gRPC address of the grantor that is to leave (default: rpc_addr of --config, else "+defaultGrantorOptions().RPCAddr+")")
 	cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Second, "give up after this long (the grantor may wait for a leader to remove it)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
+	tf.register(cmd.Flags(), false)
 	return cmd
 }
 
@@ -76,9 +87,9 @@ func dialable(addr string) string {
 }
 
 // runGrantorLeave calls the Leave RPC of the grantor at addr.
-func runGrantorLeave(ctx context.Context, e *env, addr string, timeout time.Duration, asJSON bool) error {
+func runGrantorLeave(ctx context.Context, e *env, creds credentials.TransportCredentials, addr string, timeout time.Duration, asJSON bool) error {
 	var resp *grantorpb.LeaveResponse
-	err := callGrantorWithin(ctx, addr, timeout, func(ctx context.Context, c grantorpb.GrantorClient) (err error) {
+	err := callGrantorWithin(ctx, creds, addr, timeout, func(ctx context.Context, c grantorpb.GrantorClient) (err error) {
 		resp, err = c.Leave(ctx, &grantorpb.LeaveRequest{})
 		return err
 	})

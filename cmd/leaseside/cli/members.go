@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
 	"github.com/leaseside/leaseside/grantor/grantorpb"
@@ -32,6 +32,7 @@ type membersOutput struct {
 func newMembersCmd(e *env) *cobra.Command {
 	var cf clientFlags
 	var grantors string
+	var tf tlsFlags
 	cmd := &cobra.Command{
 		Use:   "members",
 		Short: "list the cluster's grantors and sidecars; remove a dead grantor",
@@ -46,22 +47,27 @@ asked for last contact); without it, the local sidecar relays the question.
   leaseside members remove g3 --grantors 192.0.2.10:7401`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runMembers(cmd.Context(), e, &cf, grantors)
+			creds, err := tf.credentials()
+			if err != nil {
+				return fail(e, err)
+			}
+			return runMembers(cmd.Context(), e, &cf, grantors, creds)
 		},
 	}
 	cf.register(cmd.Flags(), false)
 	cmd.Flags().StringVar(&grantors, "grantors", "", "comma-separated gRPC addresses of grantors to ask (default: the local sidecar)")
+	tf.register(cmd.Flags(), false)
 	cmd.AddCommand(newMembersRemoveCmd(e))
 	return cmd
 }
 
 // runMembers lists the cluster's grantors and sidecars.
-func runMembers(ctx context.Context, e *env, cf *clientFlags, grantors string) error {
+func runMembers(ctx context.Context, e *env, cf *clientFlags, grantors string, creds credentials.TransportCredentials) error {
 	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
 	defer cancel()
 	var out membersOutput
 	if addrs := splitList(grantors); len(addrs) > 0 {
-		resp, err := askMembers(ctx, addrs)
+		resp, err := askMembers(ctx, creds, addrs)
 		if err != nil {
 			fmt.Fprintf(e.stderr, "leaseside: members: %v\n", err)
 			return exitCode(ExitUnavailable)
@@ -90,11 +96,11 @@ func runMembers(ctx context.Context, e *env, cf *clientFlags, grantors string) e
 // askMembers asks the grantors in turn until one answers; if that one is
 // not the leader and the leader's address is known, it asks the leader
 // too, which alone knows its followers' last contact.
-func askMembers(ctx context.Context, addrs []string) (*grantorpb.MembersResponse, error) {
+func askMembers(ctx context.Context, creds credentials.TransportCredentials, addrs []string) (*grantorpb.MembersResponse, error) {
 	var resp *grantorpb.MembersResponse
 	var errs []error
 	for _, a := range addrs {
-		r, err := callMembers(ctx, a)
+		r, err := callMembers(ctx, creds, a)
 		if err == nil {
 			resp = r
 			break
@@ -109,7 +115,7 @@ func askMembers(ctx context.Context, addrs []string) (*grantorpb.MembersResponse
 	}
 	for _, m := range resp.Members {
 		if m.NodeId == resp.LeaderId && m.RpcAddr != "" {
-			if r, err := callMembers(ctx, m.RpcAddr); err == nil && r.AnsweredBy == resp.LeaderId {
+			if r, err := callMembers(ctx, creds, m.RpcAddr); err == nil && r.AnsweredBy == resp.LeaderId {
 				return r, nil
 			}
 		}
@@ -117,23 +123,25 @@ func askMembers(ctx context.Context, addrs []string) (*grantorpb.MembersResponse
 	return resp, nil
 }
 
-func callMembers(ctx context.Context, addr string) (*grantorpb.MembersResponse, error) {
+func callMembers(ctx context.Context, creds credentials.TransportCredentials, addr string) (*grantorpb.MembersResponse, error) {
 	var resp *grantorpb.MembersResponse
-	err := callGrantor(ctx, addr, func(ctx context.Context, c grantorpb.GrantorClient) (err error) {
+	err := callGrantor(ctx, creds, addr, func(ctx context.Context, c grantorpb.GrantorClient) (err error) {
 		resp, err = c.Members(ctx, &grantorpb.MembersRequest{})
 		return err
 	})
 	return resp, err
 }
 
-// callGrantor calls the grantor at addr over gRPC within membersCallTimeout.
-func callGrantor(ctx context.Context, addr string, call func(context.Context, grantorpb.GrantorClient) error) error {
-	return callGrantorWithin(ctx, addr, membersCallTimeout, call)
+// callGrantor calls the grantor at addr over gRPC, with creds, within
+// membersCallTimeout.
+func callGrantor(ctx context.Context, creds credentials.TransportCredentials, addr string, call func(context.Context, grantorpb.GrantorClient) error) error {
+	return callGrantorWithin(ctx, creds, addr, membersCallTimeout, call)
 }
 
-// callGrantorWithin calls the grantor at addr over gRPC within timeout.
-func callGrantorWithin(ctx context.Context, addr string, timeout time.Duration, call func(context.Context, grantorpb.GrantorClient) error) error {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+// callGrantorWithin calls the grantor at addr over gRPC, with creds,
+// within timeout.
+func callGrantorWithin(ctx context.Context, creds credentials.TransportCredentials, addr string, timeout time.Duration, call func(context.Context, grantorpb.GrantorClient) error) error {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		return err
 	}
@@ -185,6 +193,7 @@ func printMembers(w io.Writer, out membersOutput) {
 func newMembersRemoveCmd(e *env) *cobra.Command {
 	var grantors string
 	var timeout time.Duration
+	var tf tlsFlags
 	cmd := &cobra.Command{
 		Use:   "remove NODE-ID --grantors ADDR,...",
 		Short: "take a dead grantor out of the raft configuration",
@@ -200,9 +209,14 @@ gossip is added back by the leader).`,
 			if len(addrs) == 0 {
 				return usagef("members remove needs --grantors (the local sidecar does not relay removals)")
 			}
-			return runMembersRemove(cmd.Context(), e, args[0], addrs, timeout)
+			creds, err := tf.credentials()
+			if err != nil {
+				return fail(e, err)
+			}
+			return runMembersRemove(cmd.Context(), e, creds, args[0], addrs, timeout)
 		},
 	}
+	tf.register(cmd.Flags(), false)
 	cmd.Flags().StringVar(&grantors, "grantors", "", "comma-separated gRPC addresses of grantors (any; the leader is found from them)")
 	cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Second, "give up after this long")
 	return cmd
@@ -210,14 +224,14 @@ gossip is added back by the leader).`,
 
 // runMembersRemove removes a grantor from the raft configuration through
 // the leader, following NotLeader redirects.
-func runMembersRemove(ctx context.Context, e *env, id string, addrs []string, timeout time.Duration) error {
+func runMembersRemove(ctx context.Context, e *env, creds credentials.TransportCredentials, id string, addrs []string, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var lastErr error
 	for attempts := 0; len(addrs) > 0 && ctx.Err() == nil && attempts < 3*len(addrs)+5; attempts++ {
 		a := addrs[0]
 		addrs = addrs[1:]
-		err := callGrantor(ctx, a, func(ctx context.Context, c grantorpb.GrantorClient) error {
+		err := callGrantor(ctx, creds, a, func(ctx context.Context, c grantorpb.GrantorClient) error {
 			_, err := c.RemoveServer(ctx, &grantorpb.RemoveServerRequest{NodeId: id})
 			return err
 		})

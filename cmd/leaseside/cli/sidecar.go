@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/leaseside/leaseside/daemon"
+	"github.com/leaseside/leaseside/grantor/pki"
 	"github.com/leaseside/leaseside/ipc"
 )
 
@@ -26,6 +27,18 @@ type sidecarFlags struct {
 	configFile  string
 	metricsAddr string
 	verbose     bool
+	// fileTLS are the config file's tls_ca, tls_cert and tls_key, and
+	// fileGossip its join, gossip_addr and gossip_key_file: the daemon's
+	// flags win over them; dev has no use for them.
+	fileTLS    pki.Files
+	fileGossip fileGossip
+}
+
+// fileGossip is the gossip part of the sidecar's config file.
+type fileGossip struct {
+	Join    []string
+	Addr    string
+	KeyFile string
 }
 
 func (s *sidecarFlags) register(fs *pflag.FlagSet) {
@@ -71,6 +84,14 @@ type fileConfig struct {
 	// LeaderConfirmTimeout: how long a request may wait at a grantor
 	// before it must confirm that it leads ("0s": never asked).
 	LeaderConfirmTimeout string `json:"leader_confirm_timeout"`
+	TLSCA                string `json:"tls_ca"`
+	TLSCert              string `json:"tls_cert"`
+	TLSKey               string `json:"tls_key"`
+	// Join, GossipAddr and GossipKeyFile are the daemon's --join,
+	// --gossip-addr and --gossip-key-file.
+	Join          []string `json:"join"`
+	GossipAddr    string   `json:"gossip_addr"`
+	GossipKeyFile string   `json:"gossip_key_file"`
 }
 
 // config returns the daemon config from the defaults, the config file and
@@ -97,6 +118,8 @@ func (s *sidecarFlags) config() (daemon.Config, error) {
 		}
 		cfg.Grantors = fc.Grantors
 		cfg.ACL = fc.ACL
+		s.fileTLS = pki.Files{CA: fc.TLSCA, Cert: fc.TLSCert, Key: fc.TLSKey}
+		s.fileGossip = fileGossip{Join: fc.Join, Addr: fc.GossipAddr, KeyFile: fc.GossipKeyFile}
 		for _, d := range []struct {
 			text string
 			dst  *time.Duration
