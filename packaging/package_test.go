@@ -232,6 +232,8 @@ func checkDebContents(t *testing.T, deb string) {
 		"/usr/share/doc/leaseside/METRICS.md":                      "-rw-r--r--",
 		"/usr/share/doc/leaseside/examples/grafana-dashboard.json": "-rw-r--r--",
 		"/usr/share/doc/leaseside/examples/prometheus-rules.yml":   "-rw-r--r--",
+		"/usr/share/doc/leaseside/SECURITY.md":                     "-rw-r--r--",
+		"/etc/leaseside/tls":                                       "drwxr-xr-x",
 	}
 	for path, perm := range want {
 		e, ok := entries[path]
