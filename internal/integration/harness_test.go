@@ -69,10 +69,13 @@ func startDev(t *testing.T, socket, data string, extra ...string) *devProc {
 }
 
 // startDevInNetns starts `leaseside dev` in a network namespace of its
-// own, so that a test can cut its loopback (and so its grantor) off.
+// own, its grantor on the namespace's loopback (--rpc-addr; by default dev
+// uses a Unix socket), so that a test can cut its loopback (and so its
+// grantor) off.
 func startDevInNetns(t *testing.T, socket, data string, extra ...string) *devProc {
 	t.Helper()
-	args := append([]string{"--net", "sh", "-c", `ip link set lo up && exec "$@"`, "sh", bin, "dev", "--socket", socket, "--data-dir", data}, extra...)
+	args := append([]string{"--net", "sh", "-c", `ip link set lo up && exec "$@"`, "sh", bin, "dev", "--socket", socket, "--data-dir", data,
+		"--rpc-addr", "127.0.0.1:0"}, extra...)
 	return startDevCmd(t, socket, data, exec.Command("unshare", args...))
 }
 

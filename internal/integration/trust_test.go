@@ -1,0 +1,501 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/leaseside/leaseside/grantor/grantorpb"
+	"github.com/leaseside/leaseside/grantor/pki"
+	"github.com/leaseside/leaseside/ipc"
+)
+
+// The trust boundary (issue 8, SECURITY.md) on real processes: grantors
+// and sidecars of the built binary with the cluster's certificates and
+// gossip key made by `leaseside tls`, attacked as a stranger would.
+
+// clusterPKI is a cluster CA directory and a gossip key file, made with
+// the binary (`leaseside tls ...`).
+type clusterPKI struct {
+	t   *testing.T
+	dir string
+	key string // the gossip key file
+}
+
+func newClusterPKI(t *testing.T) *clusterPKI {
+	t.Helper()
+	p := &clusterPKI{t: t, dir: t.TempDir()}
+	p.run("tls", "ca", "create", "--dir", p.dir)
+	p.key = filepath.Join(t.TempDir(), "gossip.key")
+	if err := os.WriteFile(p.key, []byte(p.run("tls", "gossip-key")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// run runs the binary and returns its stdout; it fails the test unless
+// it exits 0.
+func (p *clusterPKI) run(args ...string) string {
+	p.t.Helper()
+	var stderr bytes.Buffer
+	cmd := exec.Command(bin, args...)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		p.t.Fatalf("leaseside %v: %v\n%s", args, err, stderr.String())
+	}
+	return string(out)
+}
+
+// cert makes (or with force, remakes) the certificate of role and name and
+// returns its --tls-* flags.
+func (p *clusterPKI) cert(role, name string, force bool) []string {
+	p.t.Helper()
+	args := []string{"tls", "cert", "create", "--dir", p.dir, "--" + role, name}
+	if force {
+		args = append(args, "--force")
+	}
+	p.run(args...)
+	return tlsArgs(p.dir, role, name)
+}
+
+// creds are gRPC client credentials of role/name's certificate, made
+// first if needed.
+func (p *clusterPKI) creds(role, name string) credentials.TransportCredentials {
+	p.t.Helper()
+	if _, err := os.Stat(filepath.Join(p.dir, role+"-"+name+".pem")); err != nil {
+		p.cert(role, name, false)
+	}
+	return p.configurator(role, name).ClientCredentials()
+}
+
+func (p *clusterPKI) configurator(role, name string) *pki.Configurator {
+	p.t.Helper()
+	c, err := pki.NewConfigurator(pki.Files{CA: filepath.Join(p.dir, "ca.pem"),
+		Cert: filepath.Join(p.dir, role+"-"+name+".pem"), Key: filepath.Join(p.dir, role+"-"+name+"-key.pem")})
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return c
+}
+
+// newTLSCluster lays out three grantors on loopback with TLS and the
+// gossip key of p, starts them and waits until they are ready.
+func newTLSCluster(t *testing.T, p *clusterPKI) *cluster {
+	t.Helper()
+	c := newLoopbackCluster(t, 3)
+	for _, n := range c.nodes {
+		p.cert("grantor", n.id, false)
+		n.tlsDir, n.keyFile = p.dir, p.key
+	}
+	c.startAll()
+	return c
+}
+
+// grpcClient dials addr with creds.
+func grpcClient(t *testing.T, addr string, creds credentials.TransportCredentials) grantorpb.GrantorClient {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return grantorpb.NewGrantorClient(conn)
+}
+
+// raftStream dials with a TLS config of the test's choosing (nil: plain
+// TCP): a raft transport for sending RPCs as a stranger.
+type raftStream struct {
+	net.Listener
+	cfg *tls.Config
+}
+
+func (s raftStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	d := &net.Dialer{Timeout: timeout}
+	if s.cfg == nil {
+		return d.Dial("tcp", string(addr))
+	}
+	return tls.DialWithDialer(d, "tcp", string(addr), s.cfg)
+}
+
+func strangerRaft(t *testing.T, cfg *tls.Config) *raft.NetworkTransport {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: raftStream{ln, cfg}, Timeout: 5 * time.Second})
+	t.Cleanup(func() { tr.Close() })
+	return tr
+}
+
+// auditRE reads the session, owner and token of a grant's audit line.
+var auditRE = regexp.MustCompile(`event=grant role=sidecar name=(\S+) lease=(\S+) token=(\d+) session=(\S+) owner=(\S+)`)
+
+// noNewOffice fails the test if a grantor took office after marks.
+func noNewOffice(t *testing.T, c *cluster, marks []int) {
+	t.Helper()
+	for i, n := range c.nodes {
+		for _, l := range n.proc.out.all()[marks[i]:] {
+			if strings.Contains(l.v, "took office") {
+				t.Fatalf("grantor %s took office during the attacks: %s", n.id, l.v)
+			}
+		}
+	}
+}
+
+// Every stranger is refused on real processes (3 grantors, 2 sidecars,
+// TLS and a gossip key), and afterwards the cluster still serves with the
+// same leader and no lease was lost: a gRPC client without a certificate
+// or with one of another CA; a sidecar certificate calling RemoveServer or
+// used as a raft peer; forged AppendEntries (a huge term at the leader, an
+// undecodable entry at a follower) without a grantor certificate; a
+// gossip member without the key.
+func TestTrustStrangersRefused(t *testing.T) {
+	p := newClusterPKI(t)
+	c := newTLSCluster(t, p)
+	a := startSidecar(t, "sidecar s1 (gossip)", nil, append(p.cert("sidecar", "s1", false), "--join", c.gossipAddrs(), "--gossip-key-file", p.key)...)
+	b := startSidecar(t, "sidecar s2 (--grantors)", nil, append(p.cert("sidecar", "s2", false), "--grantors", c.rpcAddrs())...)
+	ctx := tctx(t)
+	const name = "trust/held"
+	held, err := a.client(t).Acquire(ctx, name, ipc.AcquireOptions{TTL: 6 * time.Second})
+	if err != nil {
+		t.Fatalf("acquire on s1: %v", err)
+	}
+	leader := c.currentLeader()
+	l := c.nodes[leader.node]
+	f := c.nodes[c.others(leader.node)[0]]
+	// The grant is audited, with who made it.
+	_, grantLine := l.proc.waitLine(t, 0, "event=grant", "lease="+name)
+	if m := auditRE.FindStringSubmatch(grantLine.v); m == nil || m[1] != "s1" || m[3] != held.Token {
+		t.Fatalf("grant audit line %q: want sidecar s1's grant of token %s", grantLine.v, held.Token)
+	}
+	marks, evMark := c.marks(), a.events.mark()
+
+	t.Run("gRPC without a certificate or from another CA", func(t *testing.T) {
+		other := newClusterPKI(t)
+		for what, creds := range map[string]credentials.TransportCredentials{
+			"plain text":        insecure.NewCredentials(),
+			"no certificate":    credentials.NewTLS(&tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS13}),
+			"another CA's cert": other.creds("sidecar", "s1"),
+		} {
+			ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_, err := grpcClient(t, l.rpcAddr(), creds).Acquire(ctx, &grantorpb.AcquireRequest{
+				Id: &grantorpb.RequestID{Session: "stranger", Seq: 1}, Lease: name, Owner: "o", TtlNs: int64(5 * time.Second)})
+			cancel()
+			if status.Code(err) != codes.Unavailable {
+				t.Errorf("%s: Acquire: %v, want Unavailable (no connection)", what, err)
+			}
+		}
+	})
+
+	t.Run("a sidecar certificate calling RemoveServer", func(t *testing.T) {
+		_, err := grpcClient(t, l.rpcAddr(), p.creds("sidecar", "s2")).RemoveServer(ctx, &grantorpb.RemoveServerRequest{NodeId: f.id})
+		if status.Code(err) != codes.PermissionDenied {
+			t.Fatalf("RemoveServer with a sidecar certificate: %v, want PermissionDenied", err)
+		}
+		l.proc.waitLine(t, marks[leader.node], "event=refused", "role=sidecar", "name=s2", "call=RemoveServer")
+	})
+
+	t.Run("raft without a grantor certificate", func(t *testing.T) {
+		side := p.configurator("sidecar", "s2").ClientConfig(pki.ALPNRaft, pki.Peer{Roles: []string{pki.RoleGrantor}})
+		for what, cfg := range map[string]*tls.Config{"plain TCP": nil, "a sidecar certificate": side} {
+			tr := strangerRaft(t, cfg)
+			hdr := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(f.id), Addr: []byte(tr.LocalAddr())}
+			var resp raft.AppendEntriesResponse
+			// A huge term would depose the leader.
+			if err := tr.AppendEntries(raft.ServerID(l.id), raft.ServerAddress(l.raftAddr()),
+				&raft.AppendEntriesRequest{RPCHeader: hdr, Term: 1 << 40}, &resp); err == nil {
+				t.Errorf("%s: AppendEntries with a huge term answered %+v", what, resp)
+			}
+			// An entry no grantor can decode would stop a follower.
+			if err := tr.AppendEntries(raft.ServerID(f.id), raft.ServerAddress(f.raftAddr()), &raft.AppendEntriesRequest{
+				RPCHeader: hdr, Term: 1 << 40, Entries: []*raft.Log{{Index: 1 << 30, Term: 1 << 40, Type: raft.LogCommand, Data: []byte{0xFF}}},
+				LeaderCommitIndex: 1 << 30,
+			}, &resp); err == nil {
+				t.Errorf("%s: AppendEntries with an undecodable entry answered %+v", what, resp)
+			}
+		}
+		l.proc.waitLine(t, marks[leader.node], "event=refused_raft", "TLS handshake")
+		l.proc.waitLine(t, marks[leader.node], "event=refused_raft", "a grantor certificate is needed")
+		f.proc.waitLine(t, marks[c.others(leader.node)[0]], "event=refused_raft")
+	})
+
+	t.Run("a gossip member without the key", func(t *testing.T) {
+		out, err := exec.Command(bin, "daemon", "--socket", tempSocket(t), "--join", c.gossipAddrs(0)).CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || !strings.Contains(string(out), "gossip key is wrong or missing") {
+			t.Fatalf("a sidecar without the gossip key: %v, want refused for the key\n%s", err, out)
+		}
+	})
+
+	// Afterwards: the same leader, no lease lost, the cluster serving.
+	noNewOffice(t, c, marks)
+	if lost := a.lost(); len(lost) > 0 {
+		t.Fatalf("s1 lost a lease: %+v", lost[0].v)
+	}
+	a.waitEvent(t, evMark, ipc.EventRenewed, name) // still renewed
+	if !held.Valid() {
+		t.Fatal("s1's lease is no longer valid")
+	}
+	cli(t, a.socket, "check", name, "--token", held.Token).must(t, 0)
+	acquireCLI(t, b, "trust/after", "--ttl", "5s", "--detached")
+}
+
+// A grantor or sidecar with an address other hosts reach refuses to start
+// in clear text: exit 2, naming the address's flag and --insecure; with
+// --insecure it starts, and says so.
+func TestTrustClearTextRefusedOffLoopback(t *testing.T) {
+	ports := freeLoopbackPorts(t, 3)
+	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(ports[i]) }
+	grantor := []string{"grantor", "--node-id", "g1", "--data-dir", t.TempDir(), "--raft-addr", addr(1), "--gossip-addr", addr(2), "--bootstrap-expect", "1"}
+	for _, tc := range []struct {
+		name string
+		args []string
+		flag string
+	}{
+		{name: "grantor on all interfaces", args: append(grantor, "--rpc-addr", "0.0.0.0:"+strconv.Itoa(ports[0])), flag: "--rpc-addr"},
+		{name: "grantor gossiping off loopback", args: append(grantor, "--rpc-addr", addr(0), "--join", "192.0.2.1:7403"), flag: "--join"},
+		{name: "sidecar dialing grantors off loopback", args: []string{"daemon", "--socket", tempSocket(t), "--grantors", "192.0.2.1:7401"}, flag: "--grantors"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, bin, tc.args...) // killed if it does start
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+				t.Fatalf("exit %v, want 2\n%s", err, stderr.String())
+			}
+			for _, want := range []string{tc.flag, "--insecure", "not a loopback address"} {
+				if !strings.Contains(stderr.String(), want) {
+					t.Errorf("stderr does not name %s:\n%s", want, stderr.String())
+				}
+			}
+		})
+	}
+	// With --insecure it starts, warning.
+	g := startProcess(t, "insecure grantor", exec.Command(bin, append(grantor, "--rpc-addr", "0.0.0.0:"+strconv.Itoa(ports[0]), "--insecure")...))
+	g.waitLine(t, 0, "running with --insecure")
+	g.waitLine(t, 0, "leaseside grantor ready")
+	g.term(t)
+}
+
+// Certificates (a whole CA replacement) and the gossip key are rotated on
+// three grantors and a sidecar by SIGHUP, step by step as packaging/README.md
+// says, while the sidecar holds a lease and renews it: nothing is lost,
+// and afterwards the old CA and the old key are refused and the new ones
+// work.
+func TestTrustRotation(t *testing.T) {
+	p := newClusterPKI(t)
+	c := newTLSCluster(t, p)
+	s := startSidecar(t, "sidecar s1", nil, append(p.cert("sidecar", "s1", false), "--join", c.gossipAddrs(), "--gossip-key-file", p.key)...)
+	ctx := tctx(t)
+	const name = "trust/rotated"
+	held, err := s.client(t).Acquire(ctx, name, ipc.AcquireOptions{TTL: 4 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	procs := []*process{s.process}
+	for _, n := range c.nodes {
+		procs = append(procs, n.proc)
+	}
+	// reload sends SIGHUP to every process and waits until each reloaded
+	// without an error, and the lease was renewed since.
+	reload := func(step string) {
+		t.Helper()
+		evMark := s.events.mark()
+		for _, pr := range procs {
+			mark := pr.out.mark()
+			if err := pr.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+				t.Fatal(err)
+			}
+			pr.waitMatch(t, mark, "reload done or failed", func(l string) bool {
+				return strings.Contains(l, "reload done") || strings.Contains(l, "not reloaded")
+			})
+			for _, l := range pr.out.all()[mark:] {
+				if strings.Contains(l.v, "not reloaded") {
+					t.Fatalf("%s: %s: %s", step, pr.name, l.v)
+				}
+			}
+		}
+		s.waitEvent(t, evMark, ipc.EventRenewed, name)
+		t.Logf("%s: reloaded everywhere, lease renewed", step)
+	}
+	write := func(path, body string, mode os.FileMode) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(body), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func(path string) string {
+		t.Helper()
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+
+	// An operator of the old CA, for the end.
+	p.cert("operator", "op", false)
+	oldOp := p.dir
+
+	// The CA: trust both, move every certificate to the new one, drop
+	// the old one.
+	caPath := filepath.Join(p.dir, "ca.pem")
+	oldCA := read(caPath)
+	newCA := newClusterPKI(t)
+	write(caPath, oldCA+read(filepath.Join(newCA.dir, "ca.pem")), 0o644)
+	reload("CA step 1: trust both")
+	ids := map[string]string{"s1": "sidecar"}
+	for _, n := range c.nodes {
+		ids[n.id] = "grantor"
+	}
+	for id, role := range ids {
+		newCA.cert(role, id, false)
+		for _, suffix := range []string{".pem", "-key.pem"} {
+			write(filepath.Join(p.dir, role+"-"+id+suffix), read(filepath.Join(newCA.dir, role+"-"+id+suffix)), 0o600)
+		}
+	}
+	reload("CA step 2: certificates of the new CA")
+	write(caPath, read(filepath.Join(newCA.dir, "ca.pem")), 0o644)
+	reload("CA step 3: the old CA dropped")
+
+	// The gossip key: add, make primary, drop the old one.
+	oldKey := strings.TrimSpace(read(p.key))
+	newKey := strings.TrimSpace(p.run("tls", "gossip-key"))
+	write(p.key, oldKey+"\n"+newKey+"\n", 0o600)
+	reload("gossip step 1: add the new key")
+	write(p.key, newKey+"\n"+oldKey+"\n", 0o600)
+	reload("gossip step 2: the new key first")
+	write(p.key, newKey+"\n", 0o600)
+	reload("gossip step 3: the old key dropped")
+
+	// Nothing lost.
+	if lost := s.lost(); len(lost) > 0 {
+		t.Fatalf("lost a lease during the rotations: %+v", lost[0].v)
+	}
+	cli(t, s.socket, "check", name, "--token", held.Token).must(t, 0)
+
+	// The old CA's certificates are refused, the new ones taken: two
+	// operators that trust both CAs, one with a certificate of each.
+	bundle := filepath.Join(t.TempDir(), "both.pem")
+	write(bundle, oldCA+read(filepath.Join(newCA.dir, "ca.pem")), 0o644)
+	newCA.cert("operator", "op", false)
+	for what, dir := range map[string]string{"old": oldOp, "new": newCA.dir} {
+		conf, err := pki.NewConfigurator(pki.Files{CA: bundle, Cert: filepath.Join(dir, "operator-op.pem"), Key: filepath.Join(dir, "operator-op-key.pem")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx5, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err = grpcClient(t, c.nodes[0].rpcAddr(), conf.ClientCredentials()).Members(ctx5, &grantorpb.MembersRequest{})
+		cancel()
+		switch {
+		case what == "old" && status.Code(err) != codes.Unavailable:
+			t.Errorf("an operator of the old CA after the rotation: %v, want Unavailable", err)
+		case what == "new" && err != nil:
+			t.Errorf("an operator of the new CA after the rotation: %v", err)
+		}
+	}
+	oldKeyFile := filepath.Join(t.TempDir(), "old.key")
+	write(oldKeyFile, oldKey+"\n", 0o600)
+	out, err := exec.Command(bin, "daemon", "--socket", tempSocket(t), "--join", c.gossipAddrs(0), "--gossip-key-file", oldKeyFile).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "gossip key is wrong or missing") {
+		t.Errorf("a sidecar with the old gossip key only: %v, want refused\n%s", err, out)
+	}
+	s2 := startSidecar(t, "sidecar s2 (new CA and key)", nil, append(newCA.cert("sidecar", "s2", false),
+		"--join", c.gossipAddrs(), "--gossip-key-file", p.key)...)
+	acquireCLI(t, s2, "trust/after-rotation", "--ttl", "5s", "--detached")
+}
+
+// `leaseside dev` run by root opens no TCP or UDP port, and another local
+// user reaches its grantor by no path: not over the network (nothing
+// listens), not over the grantor's Unix socket (0600 in a 0700 directory),
+// not over the sidecar's socket (0660, root's group). Root, as a control,
+// reaches the grantor's socket with the same probe.
+func TestTrustDevOpensNoPort(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: dev is run as root and probed by nobody")
+	}
+	// Directories anyone may enter, so that only what dev sets protects
+	// its sockets.
+	open := func() string {
+		d, err := os.MkdirTemp("", "lsdev")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(d) })
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	socket, data := filepath.Join(open(), "s.sock"), filepath.Join(open(), "data")
+	dev := startDev(t, socket, data)
+	pid := dev.cmd.Process.Pid
+
+	out, err := exec.Command("ss", "-H", "-ltnup").CombinedOutput()
+	if err != nil {
+		t.Fatalf("ss: %v: %s", err, out)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.Contains(line, "pid="+strconv.Itoa(pid)+",") {
+			t.Errorf("dev listens on a port: %s", line)
+		}
+	}
+	// Nor does it hold a connected TCP or UDP socket of its own.
+	out, _ = exec.Command("ss", "-H", "-tunp").CombinedOutput()
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.Contains(line, "pid="+strconv.Itoa(pid)+",") {
+			t.Errorf("dev has a TCP or UDP socket: %s", line)
+		}
+	}
+
+	grpcSock := "unix:" + filepath.Join(data, "grantor", "grpc.sock")
+	probe := func(asNobody bool, args ...string) (int, string) {
+		full := append([]string{bin}, args...)
+		if asNobody {
+			full = append([]string{"setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"}, full...)
+		}
+		cmd := exec.Command(full[0], full[1:]...)
+		cmd.Env = append(os.Environ(), "HOME=/")
+		b, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode(), string(b)
+		} else if err != nil {
+			t.Fatalf("%v: %v", full, err)
+		}
+		return 0, string(b)
+	}
+	if code, out := probe(false, "members", "--grantors", grpcSock, "--json", "--timeout", "10s"); code != 0 {
+		t.Fatalf("root's probe of the grantor's socket failed (exit %d): the probe itself is broken\n%s", code, out)
+	}
+	if code, out := probe(true, "members", "--grantors", grpcSock, "--json", "--timeout", "10s"); code == 0 || !strings.Contains(out, "permission denied") {
+		t.Errorf("nobody's probe of the grantor's socket: exit %d, want refused for permission\n%s", code, out)
+	}
+	if code, out := probe(true, "status", "--socket", socket); code == 0 || !strings.Contains(strings.ToLower(out), "permission denied") {
+		t.Errorf("nobody's probe of the sidecar's socket: exit %d, want refused for permission\n%s", code, out)
+	}
+}
