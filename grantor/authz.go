@@ -27,6 +27,9 @@ var callRoles = map[string][]Role{
 	grantorpb.Grantor_Members_FullMethodName:      {RoleGrantor, RoleSidecar, RoleOperator},
 	grantorpb.Grantor_RemoveServer_FullMethodName: {RoleGrantor, RoleOperator},
 	grantorpb.Grantor_Leave_FullMethodName:        {RoleGrantor, RoleOperator},
+	// A grantor registers itself (the handler refuses another node ID);
+	// without TLS every caller is an operator, grantors included.
+	grantorpb.Grantor_RegisterNode_FullMethodName: {RoleGrantor, RoleOperator},
 }
 
 // authorize establishes the caller of a call: with TLS, the identity in

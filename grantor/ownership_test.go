@@ -182,13 +182,6 @@ func testIdentityServer(t *testing.T, n *Node) string {
 	return lis.Addr().String()
 }
 
-type identityStream struct {
-	grpc.ServerStream
-	ctx context.Context
-}
-
-func (s *identityStream) Context() context.Context { return s.ctx }
-
 // as returns a client whose calls carry identity id.
 func as(t *testing.T, addr string, id Identity) (grantorpb.GrantorClient, func(context.Context) context.Context) {
 	t.Helper()

@@ -214,6 +214,13 @@ func TestRPCRolesOverTLS(t *testing.T) {
 			return err
 		},
 	}
+	calls[grantorpb.Grantor_RegisterNode_FullMethodName] = func(c grantorpb.GrantorClient, who string, _ func() grantorpb.GrantorClient) error {
+		_, err := c.RegisterNode(tctx(t), &grantorpb.RegisterNodeRequest{NodeId: who, RpcAddr: "127.0.0.1:1", MaxCommand: 1})
+		if status.Code(err) == codes.NotFound {
+			return nil // allowed, and answered: who is not in the configuration
+		}
+		return err
+	}
 	calls[grantorpb.Grantor_Leave_FullMethodName] = func(_ grantorpb.GrantorClient, _ string, fresh func() grantorpb.GrantorClient) error {
 		_, err := fresh().Leave(tctx(t), &grantorpb.LeaveRequest{})
 		return err
@@ -228,7 +235,7 @@ func TestRPCRolesOverTLS(t *testing.T) {
 		fresh := func() grantorpb.GrantorClient { return dialWith(t, tlsNode(t, p, audit).RPCAddr(), creds) }
 		for _, method := range []string{grantorpb.Grantor_Acquire_FullMethodName, grantorpb.Grantor_Release_FullMethodName,
 			grantorpb.Grantor_KeepAlive_FullMethodName, grantorpb.Grantor_Members_FullMethodName, grantorpb.Grantor_RemoveServer_FullMethodName,
-			grantorpb.Grantor_Leave_FullMethodName} {
+			grantorpb.Grantor_RegisterNode_FullMethodName, grantorpb.Grantor_Leave_FullMethodName} {
 			call := calls[method]
 			short := method[strings.LastIndexByte(method, '/')+1:]
 			t.Run(r.String()+"/"+short, func(t *testing.T) {

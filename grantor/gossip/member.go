@@ -31,7 +31,7 @@ type Member struct {
 	// keyring is memberlist's, nil when gossip is not encrypted. Its
 	// methods lock it.
 	keyring *memberlist.Keyring
-	done   chan struct{}
+	done    chan struct{}
 
 	metaMu  sync.Mutex // guards meta and leaving; NodeMeta reads them
 	meta    Meta

@@ -172,6 +172,7 @@ func (c *cluster) grantorArgs(g *grantor, bootstrap int) []string {
 		"--raft-addr", g.host.HostPort(raftPort),
 		"--gossip-addr", g.host.HostPort(gossipPort),
 		"--join", c.gossipAddrs(g),
+		"--insecure", // netlab addresses are not loopback; the faults are the point here, not TLS
 	}
 	if bootstrap > 0 {
 		args = append(args, "--bootstrap-expect", strconv.Itoa(bootstrap))
@@ -182,7 +183,7 @@ func (c *cluster) grantorArgs(g *grantor, bootstrap int) []string {
 // sidecarArgs are the flags of sidecar s: it learns the grantors and
 // their leader from gossip, so it follows grantors that join later.
 func (c *cluster) sidecarArgs(s *sidecar) []string {
-	return []string{"daemon", "--socket", s.socket, "--join", c.gossipAddrs(nil)}
+	return []string{"daemon", "--socket", s.socket, "--join", c.gossipAddrs(nil), "--insecure"}
 }
 
 // operatorArgs are the flags of an operator's command against the

@@ -167,8 +167,10 @@ func noNewOffice(t *testing.T, c *cluster, marks []int) {
 // same leader and no lease was lost: a gRPC client without a certificate
 // or with one of another CA; a sidecar certificate calling RemoveServer or
 // used as a raft peer; forged AppendEntries (a huge term at the leader, an
-// undecodable entry at a follower) without a grantor certificate; a
-// gossip member without the key.
+// undecodable entry at a follower) without a grantor certificate; another
+// sidecar releasing and renewing under the holder's session with the
+// holder's own ids (the attack of issue 8: probe, release as the holder,
+// acquire); a gossip member without the key.
 func TestTrustStrangersRefused(t *testing.T) {
 	p := newClusterPKI(t)
 	c := newTLSCluster(t, p)
@@ -183,11 +185,15 @@ func TestTrustStrangersRefused(t *testing.T) {
 	leader := c.currentLeader()
 	l := c.nodes[leader.node]
 	f := c.nodes[c.others(leader.node)[0]]
-	// The grant is audited, with who made it.
+	// The grant is audited, with who made it; the attack below uses the
+	// holder's session and owner, read from there.
 	_, grantLine := l.proc.waitLine(t, 0, "event=grant", "lease="+name)
-	if m := auditRE.FindStringSubmatch(grantLine.v); m == nil || m[1] != "s1" || m[3] != held.Token {
+	m := auditRE.FindStringSubmatch(grantLine.v)
+	if m == nil || m[1] != "s1" || m[3] != held.Token {
 		t.Fatalf("grant audit line %q: want sidecar s1's grant of token %s", grantLine.v, held.Token)
 	}
+	session, owner := m[4], m[5]
+	token, _ := strconv.ParseUint(held.Token, 10, 64)
 	marks, evMark := c.marks(), a.events.mark()
 
 	t.Run("gRPC without a certificate or from another CA", func(t *testing.T) {
@@ -237,6 +243,39 @@ func TestTrustStrangersRefused(t *testing.T) {
 		l.proc.waitLine(t, marks[leader.node], "event=refused_raft", "TLS handshake")
 		l.proc.waitLine(t, marks[leader.node], "event=refused_raft", "a grantor certificate is needed")
 		f.proc.waitLine(t, marks[c.others(leader.node)[0]], "event=refused_raft")
+	})
+
+	t.Run("another sidecar's session", func(t *testing.T) {
+		s2 := grpcClient(t, l.rpcAddr(), p.creds("sidecar", "s2"))
+		// Probe: the refusal names the holder's token and sidecar, not
+		// its session or owner.
+		probe, err := s2.Acquire(ctx, &grantorpb.AcquireRequest{Id: &grantorpb.RequestID{Session: "s2-own", Seq: 1},
+			Lease: name, Owner: "o", TtlNs: int64(5 * time.Second)})
+		if err != nil || probe.Granted || probe.Token != token || probe.HolderName != "s1" {
+			t.Fatalf("probe: %v %v, want refused, naming token %d and holder s1", probe, err, token)
+		}
+		if strings.Contains(probe.String(), session) || strings.Contains(probe.String(), owner) {
+			t.Fatalf("the refused acquire reveals the holder's session or owner: %v", probe)
+		}
+		// Release as the holder, with its own session, owner and token
+		// (read here from the grantor's audit trail, the strongest case).
+		_, err = s2.Release(ctx, &grantorpb.ReleaseRequest{Id: &grantorpb.RequestID{Session: session, Seq: 1 << 20},
+			Lease: name, Owner: owner, Token: token})
+		if status.Code(err) != codes.PermissionDenied {
+			t.Fatalf("Release under s1's session with s2's certificate: %v, want PermissionDenied", err)
+		}
+		ka, err := s2.KeepAlive(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ka.Send(&grantorpb.KeepAliveRequest{Session: session, Batch: 1, Leases: []*grantorpb.LeaseRef{{Lease: name, Token: token, TtlNs: int64(6 * time.Second)}}})
+		if _, err := ka.Recv(); status.Code(err) != codes.PermissionDenied {
+			t.Fatalf("KeepAlive under s1's session with s2's certificate: %v, want PermissionDenied", err)
+		}
+		// And the acquire that would have followed gets nothing.
+		if g, err := b.client(t).Acquire(ctx, name, ipc.AcquireOptions{TTL: 5 * time.Second}); !errors.Is(err, ipc.ErrLeaseHeld) {
+			t.Fatalf("acquire on s2 after the attack: %v %v, want held", g, err)
+		}
 	})
 
 	t.Run("a gossip member without the key", func(t *testing.T) {
