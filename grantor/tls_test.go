@@ -393,10 +393,13 @@ func TestRaftOverTLSRefusesStrangers(t *testing.T) {
 			}
 		})
 	}
-	// Nothing changed: the same leader in the same term, the lease still
-	// held under its token, and the cluster still granting.
-	if got := c.leader(); got != li || l.raft.CurrentTerm() != term {
-		t.Fatalf("leader %d in term %d, want %d in term %d", got, l.raft.CurrentTerm(), li, term)
+	// Nothing changed: no node took the forged term (a busy machine may
+	// still see an election of its own), the lease is still held under
+	// its token, and the cluster still grants.
+	for _, n := range c.nodes {
+		if got := n.raft.CurrentTerm(); got >= term+1000 {
+			t.Fatalf("%s is in term %d: it took the forged term", n.cfg.NodeID, got)
+		}
 	}
 	if again := mustAcquire(t, side, acqReq("s2", 1, "jobs/held")); again.Granted || again.Token != held.Token {
 		t.Fatalf("the held lease: %v, want held under token %d", again, held.Token)

@@ -8,6 +8,8 @@
 #   internal/bench/bench-cluster.sh --workload grants --duration 5s
 #
 # LEASESIDE: the binary to use (default: built from this checkout).
+# TLS=1: the grantors run mutual TLS under a fresh CA, and the bench calls
+# them with an operator's certificate (to measure what TLS costs).
 # BASE_PORT: grantor i uses BASE_PORT+4(i-1) .. +3 for rpc, raft, gossip
 # and metrics (default 17410).
 set -eu
@@ -22,6 +24,7 @@ if [ -z "$bin" ]; then
 	go build -o "$bin" ./cmd/leaseside
 fi
 n=${GRANTORS:-3}
-leaseside_up "$bin" "$work" "$n" "${BASE_PORT:-17410}"
-echo "bench: $n grantors up, leader pid $ls_leader_pid" >&2
-"$bin" bench --grantors "$ls_rpcs" --leader-pid "$ls_leader_pid" --leader-metrics "$ls_leader_metrics" "$@"
+LS_TLS=${TLS:-} leaseside_up "$bin" "$work" "$n" "${BASE_PORT:-17410}"
+echo "bench: $n grantors up (TLS: ${TLS:-0}), leader pid $ls_leader_pid" >&2
+# shellcheck disable=SC2086 # ls_client_tls is words or none
+"$bin" bench --grantors "$ls_rpcs" --leader-pid "$ls_leader_pid" --leader-metrics "$ls_leader_metrics" $ls_client_tls "$@"

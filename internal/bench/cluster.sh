@@ -34,20 +34,33 @@ cluster_alive() {
 # data in DIR; grantor i uses the ports BASE+4(i-1) .. +3 for rpc, raft,
 # gossip and metrics. It returns once one has taken office as leader, and
 # sets ls_rpcs (the rpc addresses, comma-separated), ls_pids, ls_leader_pid
-# and ls_leader_metrics (its metrics URL).
+# and ls_leader_metrics (its metrics URL). With LS_TLS=1 the grantors run
+# mutual TLS under a CA made in DIR/tls, and ls_client_tls holds the --tls-*
+# flags of an operator's certificate for the clients; else it is empty.
 leaseside_up() {
 	_bin=$1 _dir=$2 _n=$3 _base=$4
 	mkdir -p "$_dir"
-	head -c 32 /dev/urandom | base64 >"$_dir/gossip.key"
+	"$_bin" tls gossip-key >"$_dir/gossip.key"
+	ls_client_tls=
+	if [ "${LS_TLS:-}" = 1 ]; then
+		"$_bin" tls ca create --dir "$_dir/tls" >/dev/null
+		"$_bin" tls cert create --dir "$_dir/tls" --operator bench >/dev/null
+		ls_client_tls="--tls-ca $_dir/tls/ca.pem --tls-cert $_dir/tls/operator-bench.pem --tls-key $_dir/tls/operator-bench-key.pem"
+	fi
 	_join='' ls_rpcs='' ls_pids='' _logs=''
 	for _i in $(seq 1 "$_n"); do
+		_tlsflags=
+		if [ -n "$ls_client_tls" ]; then
+			"$_bin" tls cert create --dir "$_dir/tls" --grantor "g$_i" >/dev/null
+			_tlsflags="--tls-ca $_dir/tls/ca.pem --tls-cert $_dir/tls/grantor-g$_i.pem --tls-key $_dir/tls/grantor-g$_i-key.pem"
+		fi
 		_p=$((_base + 4 * (_i - 1)))
 		if [ -z "$_join" ]; then _joinflag=; else _joinflag="--join $_join"; fi
-		# shellcheck disable=SC2086 # _joinflag is two words or none
+		# shellcheck disable=SC2086 # _joinflag and _tlsflags are words or none
 		"$_bin" grantor --node-id "g$_i" --data-dir "$_dir/g$_i" --bootstrap-expect "$_n" \
 			--rpc-addr "127.0.0.1:$_p" --raft-addr "127.0.0.1:$((_p + 1))" \
 			--gossip-addr "127.0.0.1:$((_p + 2))" --metrics-addr "127.0.0.1:$((_p + 3))" \
-			--gossip-key-file "$_dir/gossip.key" $_joinflag 2>"$_dir/g$_i.log" &
+			--gossip-key-file "$_dir/gossip.key" $_joinflag $_tlsflags 2>"$_dir/g$_i.log" &
 		cluster_pids="$cluster_pids $!"
 		ls_pids="$ls_pids $!"
 		_logs="$_logs $_dir/g$_i.log"
