@@ -401,11 +401,27 @@ func TestRaftOverTLSRefusesStrangers(t *testing.T) {
 			t.Fatalf("%s is in term %d: it took the forged term", n.cfg.NodeID, got)
 		}
 	}
-	if again := mustAcquire(t, side, acqReq("s2", 1, "jobs/held")); again.Granted || again.Token != held.Token {
+	sideCreds := p.conf(pki.RoleSidecar, "h1").ClientCredentials()
+	if again := c.acquireAtLeader(sideCreds, acqReq("s2", 1, "jobs/held")); again.Granted || again.Token != held.Token {
 		t.Fatalf("the held lease: %v, want held under token %d", again, held.Token)
 	}
-	if fresh := mustAcquire(t, side, acqReq("s2", 2, "jobs/other")); !fresh.Granted {
+	if fresh := c.acquireAtLeader(sideCreds, acqReq("s2", 2, "jobs/other")); !fresh.Granted {
 		t.Fatalf("a new acquire: %v", fresh)
+	}
+}
+
+// acquireAtLeader sends req to the node in office, with creds, and again
+// (the same request id: it is granted once) if leadership moves meanwhile.
+func (c *testCluster) acquireAtLeader(creds credentials.TransportCredentials, req *grantorpb.AcquireRequest) *grantorpb.AcquireResponse {
+	c.t.Helper()
+	for attempt := 1; ; attempt++ {
+		resp, err := dialWith(c.t, c.nodes[c.leader()].RPCAddr(), creds).Acquire(tctx(c.t), req)
+		if err == nil {
+			return resp
+		}
+		if status.Code(err) != codes.FailedPrecondition || attempt == 20 {
+			c.t.Fatalf("Acquire %v: %v", req, err)
+		}
 	}
 }
 
