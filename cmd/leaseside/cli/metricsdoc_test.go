@@ -21,6 +21,7 @@ import (
 	"github.com/leaseside/leaseside/daemon"
 	"github.com/leaseside/leaseside/grantor"
 	"github.com/leaseside/leaseside/grantor/gossip"
+	"github.com/leaseside/leaseside/grantor/pki"
 )
 
 // METRICS.md is generated here from the collectors the metrics ports
@@ -82,10 +83,27 @@ func TestMetricsDoc(t *testing.T) {
 // sidecar daemon on loopback, as dev does, and returns their collectors.
 func liveMetricSections(t *testing.T) []metricSection {
 	t.Helper()
+	// With TLS, as in production: the certificates' expiry is exported.
+	ca := t.TempDir()
+	if err := pki.CreateCA(ca, 0); err != nil {
+		t.Fatal(err)
+	}
+	tlsConf := func(role, name string) *pki.Configurator {
+		cert, key, err := pki.CreateCert(ca, pki.CertRequest{Identity: pki.Identity{Role: role, Name: name}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := pki.NewConfigurator(pki.Files{CA: filepath.Join(ca, pki.CAFile), Cert: cert, Key: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
 	gcfg := grantor.DefaultConfig()
 	gcfg.NodeID = "metrics-doc"
 	gcfg.DataDir = t.TempDir()
 	gcfg.Bootstrap = true
+	gcfg.TLS = tlsConf(pki.RoleGrantor, gcfg.NodeID)
 	gcfg.Gossip = &gossip.Config{BindAddr: "127.0.0.1:0", Meta: gossip.Meta{Version: Version}}
 	node, err := grantor.New(gcfg)
 	if err != nil {
@@ -95,6 +113,8 @@ func liveMetricSections(t *testing.T) []metricSection {
 
 	dcfg := daemon.DefaultConfig()
 	dcfg.Grantors = []string{node.RPCAddr()}
+	sideTLS := tlsConf(pki.RoleSidecar, "metrics-doc")
+	dcfg.Credentials = sideTLS.ClientCredentials()
 	d, err := daemon.New(dcfg)
 	if err != nil {
 		t.Fatal(err)
@@ -122,7 +142,7 @@ func liveMetricSections(t *testing.T) []metricSection {
 
 	return []metricSection{
 		{title: "Sidecar", intro: "Served by `leaseside daemon --metrics-addr ADDR` and `leaseside dev --metrics-addr ADDR`.",
-			collectors: []prometheus.Collector{d.Collector()}},
+			collectors: []prometheus.Collector{d.Collector(), sideTLS.Collector("leaseside_sidecar")}},
 		{title: "Grantor", intro: "Served by `leaseside grantor --metrics-addr ADDR` (or `metrics_addr` in grantor.json) and by `leaseside dev`.",
 			collectors: []prometheus.Collector{node.Collector()}},
 		{title: "Go runtime and process", intro: "Served on every metrics port besides the families above (client_golang's Go and process collectors).",
