@@ -141,16 +141,20 @@ func TestPrometheusRulesAndDashboard(t *testing.T) {
 		t.Fatalf("promtool check rules: %v\n%s", err, out)
 	}
 
-	// The cluster, each process with a metrics port.
+	// The cluster, each process with a metrics port, with TLS as in
+	// production (its certificates' expiry is exported).
 	ports := freeLoopbackPorts(t, 5)
 	addr := func(i int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[i])) }
+	p := newClusterPKI(t)
 	c := newLoopbackCluster(t, 3)
 	for i, n := range c.nodes {
 		n.extra = []string{"--metrics-addr", addr(i)}
+		p.cert("grantor", n.id, false)
+		n.tlsDir, n.keyFile = p.dir, p.key
 	}
 	c.startAll()
 	c.waitOffice(c.marks0())
-	s := startSidecar(t, "sidecar", nil, "--grantors", c.rpcAddrs(), "--metrics-addr", addr(3))
+	s := startSidecar(t, "sidecar", nil, append(p.cert("sidecar", "s1", false), "--grantors", c.rpcAddrs(), "--metrics-addr", addr(3))...)
 	ev := s.events.mark()
 	acquireCLI(t, s, "jobs/monitored", "--ttl", "3s", "--detached")
 	s.waitEvent(t, ev, ipc.EventRenewed, "jobs/monitored") // a renewal margin to record
