@@ -70,6 +70,10 @@ type Node struct {
 	leaving  atomic.Bool   // set by the Leave RPC
 	left     chan struct{} // closed by the Leave RPC: Run stops the node
 	watchers sync.WaitGroup
+	// startMu orders Run's start of the watchers before Shutdown's wait
+	// for them: a WaitGroup must not be added to while it is waited on
+	// from zero (a SIGTERM right after the start raced here).
+	startMu sync.Mutex
 
 	shutdownOnce sync.Once
 	shutdownErr  error
@@ -233,8 +237,10 @@ func (n *Node) Run(ctx context.Context) error {
 	if !n.running.CompareAndSwap(false, true) {
 		return errors.New("grantor: Run called twice")
 	}
+	n.startMu.Lock()
 	select {
 	case <-n.done:
+		n.startMu.Unlock()
 		// Shut down before Run: Shutdown may have seen running already set
 		// and left the listener to Serve, which will not run now.
 		_ = n.lis.Close()
@@ -262,6 +268,7 @@ func (n *Node) Run(ctx context.Context) error {
 			go n.bootstrapExpect()
 		}
 	}
+	n.startMu.Unlock()
 
 	var err error
 	select {
@@ -372,7 +379,9 @@ func (n *Node) WaitReady(ctx context.Context) error { return n.lessor.waitReady(
 // with Run; later calls return the first call's result.
 func (n *Node) Shutdown() error {
 	n.shutdownOnce.Do(func() {
+		n.startMu.Lock()
 		close(n.done)
+		n.startMu.Unlock()
 		n.watchers.Wait()
 		n.lessor.stop()
 		var errs []error
