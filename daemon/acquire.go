@@ -90,7 +90,7 @@ func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*i
 	}
 	d.mu.Unlock()
 
-	l := &lease{name: req.Lease, ttl: ttl, owner: owner, ownerID: id, ownerPID: req.OwnerPID, uid: c.Cred.UID,
+	l := &lease{name: req.Lease, ttl: ttl, sess: d.g.sessionFor(ttl), owner: owner, ownerID: id, ownerPID: req.OwnerPID, uid: c.Cred.UID,
 		conn: c, lockDelay: req.LockDelay(), releaseAt: never, noRenew: req.NoRenew, renewed: make(chan struct{}), stopWatch: func() {}}
 	// abandon is closed when nobody can take the grant any more: the
 	// owner ended, or the requester left.
@@ -115,8 +115,22 @@ func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*i
 	deadline, _ := rctx.Deadline()
 	gctx, gcancel := context.WithDeadline(d.life, deadline)
 	defer gcancel()
+	// Until the grant is listed or given back, the session's keepalive
+	// replies may list a grant of the name that the table lacks: it is
+	// this acquire's, not one to give back (renewer.go).
+	k := acquireKey{l.sess, l.name}
+	d.mu.Lock()
+	d.acquiring[k]++
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		if d.acquiring[k]--; d.acquiring[k] <= 0 {
+			delete(d.acquiring, k)
+		}
+		d.mu.Unlock()
+	}()
 	t0 := d.clock.Now() // rule 1: read before the request is sent
-	resp, gerr := d.g.acquire(gctx, req.Lease, id, ttl, req.Wait(), &d.metrics.acquireRPCs, abandon)
+	resp, gerr := d.g.acquire(gctx, l.sess, req.Lease, id, req.Wait(), &d.metrics.acquireRPCs, abandon)
 	if gerr != nil {
 		return fail(grantorError(gerr))
 	}

@@ -39,6 +39,9 @@ type Daemon struct {
 	// under mu.
 	turns      turns
 	unreleased map[turnKey][]queuedRelease
+	// acquiring counts the acquires in flight per session and name,
+	// which keepalive replies must not take for grants to give back.
+	acquiring map[acquireKey]int
 	// floor is the largest timing model assumed in the daemon's life.
 	floor timingFloor
 	// reach is the daemon's view of the way to the grantor leader.
@@ -85,17 +88,18 @@ func New(cfg Config) (*Daemon, error) {
 	wcfg := cfg.Watch
 	wcfg.Clock, wcfg.Rho = cfg.Clock, cfg.Timing.Rho
 	d := &Daemon{
-		watcher:  clockwatch.NewWatcher(wcfg),
-		susp:     clockwatch.NewSuspendDetector(cfg.Clock),
-		life:     life,
-		stop:     stop,
-		cfg:      cfg,
-		clock:    cfg.Clock,
-		log:      cfg.Logger,
-		g:        g,
-		leases:   map[string]*lease{},
-		watchers: map[*ipc.Conn]string{},
-		kick:     make(chan struct{}, 1),
+		watcher:   clockwatch.NewWatcher(wcfg),
+		susp:      clockwatch.NewSuspendDetector(cfg.Clock),
+		life:      life,
+		stop:      stop,
+		cfg:       cfg,
+		clock:     cfg.Clock,
+		log:       cfg.Logger,
+		g:         g,
+		leases:    map[string]*lease{},
+		watchers:  map[*ipc.Conn]string{},
+		acquiring: map[acquireKey]int{},
+		kick:      make(chan struct{}, 1),
 	}
 	d.floor.set(cfg.Timing)
 	d.reach.firstOK = make(chan struct{})

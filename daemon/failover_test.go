@@ -59,8 +59,8 @@ func TestSilentGrantorIsLeftForAnother(t *testing.T) {
 	}
 	r.clock.Advance(100 * time.Millisecond)
 	ka := r.waitKeepAlive(t)
-	if len(ka.Leases) != 1 || ka.Leases[0].Token != 1 {
-		t.Fatalf("keepalive to the second grantor: %v", ka.Leases)
+	if len(ka.Sessions) != 1 || ka.Sessions[0].LeaseSetVersion != grantorpb.TokenDigest(1) {
+		t.Fatalf("keepalive to the second grantor: %v, want the session holding token 1", ka.Sessions)
 	}
 	if !r.clock.Now().Before(r.timing.HolderDeadline(t0, ttl)) {
 		t.Fatal("the deadline came before the daemon left the silent grantor")

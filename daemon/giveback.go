@@ -50,9 +50,24 @@ func (d *Daemon) sendReleases(ctx context.Context, owner, name string) {
 	delete(d.unreleased, k)
 	d.mu.Unlock()
 	for _, q := range qs {
-		if _, err := d.g.release(ctx, q.l.name, q.l.ownerID, q.l.token); err != nil {
-			d.log.Warn("release failed; the grantor frees the lease when its term ends",
+		if _, err := d.g.release(ctx, q.l.sess, q.l.name, q.l.ownerID, q.l.token); err != nil {
+			d.log.Warn("release failed; the grantor lists the grant in this host's session's next keepalive reply, and it is given back then",
 				"lease", q.l.name, "token", q.l.token, "why", q.why, "err", err)
 		}
 	}
+}
+
+// accountedLocked reports whether a grant of name that the grantor lists
+// in session s for owner, and that the table does not hold, may still be
+// accounted for by a request of this daemon: an acquire of name in s in
+// flight (its reply will list it, or give it back), or a queued release.
+// The caller holds d.mu.
+func (d *Daemon) accountedLocked(s *gsession, name, owner string) bool {
+	return d.acquiring[acquireKey{s, name}] > 0 || len(d.unreleased[turnKey{owner, name}]) > 0
+}
+
+// acquireKey names the acquires of one lease name in one grantor session.
+type acquireKey struct {
+	s    *gsession
+	name string
 }

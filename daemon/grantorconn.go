@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,17 +19,18 @@ import (
 	"github.com/leaseside/leaseside/grantor/grantorpb"
 )
 
-// grantorConn is the sidecar's session with the grantor cluster: one
-// session id per daemon start, request ids that make retries safe, and the
-// grantors it knows with its best guess of the leader, which it follows as
-// grantors redirect it.
+// grantorConn is the sidecar's link with the grantor cluster: its grantor
+// sessions, one per distinct term (a session renews as a whole, so every
+// lease in it has the session's term), each with request ids that make
+// retries safe; and the grantors it knows with its best guess of the
+// leader, which it follows as grantors redirect it.
 type grantorConn struct {
+	// session is this daemon start's random id; grantor sessions are
+	// named after it and their term (sessionFor).
 	session string
 
 	mu       sync.Mutex
-	seq      uint64
-	inflight map[uint64]struct{}
-	received []uint64 // replies in since the last request was numbered
+	sessions map[time.Duration]*gsession
 	addrs    []string // known grantor RPC addresses
 	leader   string   // best guess; "" means try addrs in turn
 	next     int      // next of addrs to try when the leader is unknown
@@ -51,7 +53,7 @@ func newGrantorConn(addrs []string) (*grantorConn, error) {
 	}
 	return &grantorConn{
 		session:  hex.EncodeToString(b[:]),
-		inflight: map[uint64]struct{}{},
+		sessions: map[time.Duration]*gsession{},
 		addrs:    append([]string(nil), addrs...),
 		conns:    map[string]*grpc.ClientConn{},
 		probes:   map[string]*leaderProbe{},
@@ -128,34 +130,58 @@ func (g *grantorConn) failed(addr string, err error) {
 	g.next++
 }
 
-// newID numbers a mutating request. done must be called once its reply
-// (or final failure) is in, so the grantor may forget its outcome.
+// gsession is one grantor session of this daemon: the leases of one term.
+// Its fields below mu are guarded by grantorConn.mu.
+type gsession struct {
+	id  string
+	ttl time.Duration
+
+	seq      uint64
+	inflight map[uint64]struct{}
+	received []uint64 // replies in since the last request was numbered
+}
+
+// sessionFor returns the grantor session of the leases of term ttl.
+func (g *grantorConn) sessionFor(ttl time.Duration) *gsession {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s := g.sessions[ttl]
+	if s == nil {
+		s = &gsession{id: g.session + "-" + strconv.FormatInt(ttl.Milliseconds(), 10) + "ms", ttl: ttl, inflight: map[uint64]struct{}{}}
+		g.sessions[ttl] = s
+	}
+	return s
+}
+
+// newID numbers a mutating request of session s. done must be called
+// once its reply (or final failure) is in, so the grantor may forget its
+// outcome.
 //
 // Besides first_unacked, each id lists the seqs above it whose replies
 // came in since the previous request (also_received): a long waiting
 // acquire keeps first_unacked low, and without the list the grantor would
 // have to remember every outcome after it.
-func (g *grantorConn) newID() (id *grantorpb.RequestID, done func()) {
+func (g *grantorConn) newID(s *gsession) (id *grantorpb.RequestID, done func()) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.seq++
-	seq := g.seq
-	g.inflight[seq] = struct{}{}
+	s.seq++
+	seq := s.seq
+	s.inflight[seq] = struct{}{}
 	first := seq
-	for s := range g.inflight {
-		first = min(first, s)
+	for q := range s.inflight {
+		first = min(first, q)
 	}
 	var also []uint64
-	for _, s := range g.received {
-		if s > first {
-			also = append(also, s)
+	for _, q := range s.received {
+		if q > first {
+			also = append(also, q)
 		}
 	}
-	g.received = g.received[:0]
-	return &grantorpb.RequestID{Session: g.session, Seq: seq, FirstUnacked: first, AlsoReceived: also}, func() {
+	s.received = s.received[:0]
+	return &grantorpb.RequestID{Session: s.id, Seq: seq, FirstUnacked: first, AlsoReceived: also}, func() {
 		g.mu.Lock()
-		delete(g.inflight, seq)
-		g.received = append(g.received, seq)
+		delete(s.inflight, seq)
+		s.received = append(s.received, seq)
 		g.mu.Unlock()
 	}
 }
@@ -244,8 +270,9 @@ func retryable(err error) bool {
 // request id and no wait settles what became of it: the grant, if the
 // grantor had made one (a retry is answered from its record), else a
 // fresh answer. The caller gives back whatever it got.
-func (g *grantorConn) acquire(ctx context.Context, name, owner string, ttl, wait time.Duration, attempts *atomic.Uint64, abandon <-chan struct{}) (*grantorpb.AcquireResponse, error) {
-	id, done := g.newID()
+func (g *grantorConn) acquire(ctx context.Context, s *gsession, name, owner string, wait time.Duration, attempts *atomic.Uint64, abandon <-chan struct{}) (*grantorpb.AcquireResponse, error) {
+	ttl := s.ttl
+	id, done := g.newID(s)
 	defer done()
 	waitUntil := time.Now().Add(wait)
 	call := func(ctx context.Context, api grantorpb.GrantorClient, wait time.Duration) (*grantorpb.AcquireResponse, error) {
@@ -279,8 +306,10 @@ func (g *grantorConn) acquire(ctx context.Context, name, owner string, ttl, wait
 	})
 }
 
-func (g *grantorConn) release(ctx context.Context, name, owner string, token uint64) (bool, error) {
-	id, done := g.newID()
+// release releases the grant token of name, which session s holds for
+// owner.
+func (g *grantorConn) release(ctx context.Context, s *gsession, name, owner string, token uint64) (bool, error) {
+	id, done := g.newID(s)
 	defer done()
 	req := &grantorpb.ReleaseRequest{Id: id, Lease: name, Owner: owner, Token: token}
 	resp, err := retry(ctx, g, callOpts{attempt: attemptTimeout, leader: true}, func(ctx context.Context, api grantorpb.GrantorClient) (*grantorpb.ReleaseResponse, error) {

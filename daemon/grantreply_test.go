@@ -64,8 +64,8 @@ func newGrantDaemon(t *testing.T, clock clockwatch.Clock, grantorAddr string, ti
 	return d
 }
 
-func newTestLease(name, ownerID string, ttl time.Duration) *lease {
-	return &lease{name: name, ttl: ttl, owner: "connection", ownerID: ownerID, releaseAt: never,
+func newTestLease(d *Daemon, name, ownerID string, ttl time.Duration) *lease {
+	return &lease{name: name, ttl: ttl, sess: d.g.sessionFor(ttl), owner: "connection", ownerID: ownerID, releaseAt: never,
 		renewed: make(chan struct{}), stopWatch: func() {}}
 }
 
@@ -82,7 +82,11 @@ func storedTerm(t *testing.T, d *Daemon, name string, token uint64) time.Duratio
 		t.Fatal(err)
 	}
 	defer ka.CloseSend()
-	if err := ka.Send(&grantorpb.KeepAliveRequest{Session: d.g.session, Batch: 1, Leases: []*grantorpb.LeaseRef{{Lease: name, Token: token}}}); err != nil {
+	d.mu.Lock()
+	sess := d.leases[name].sess
+	d.mu.Unlock()
+	// An older sidecar's keepalive, which the grantor answers per lease.
+	if err := ka.Send(&grantorpb.KeepAliveRequest{Session: sess.id, Batch: 1, Leases: []*grantorpb.LeaseRef{{Lease: name, Token: token}}}); err != nil {
 		t.Fatal(err)
 	}
 	resp, err := ka.Recv()
@@ -95,42 +99,48 @@ func storedTerm(t *testing.T, d *Daemon, name string, token uint64) time.Duratio
 	return time.Duration(resp.Renewed[0].TtlNs)
 }
 
-// Issue 9 item 1: two acquires of one name by one owner with different
-// terms, both applied at the grantor, their replies taken in either order.
-// The sidecar must end up computing with the grant the grantor holds and
-// with the term the grantor stored for it, never a longer one. (Before
-// decision 1 the grantor kept one token and the last term applied, and the
-// sidecar the term of the reply it stored first: 12s against 1s.)
+// Issue 9 item 1: two acquires of one name by one owner, both answered by
+// the grantor, their replies taken in either order. The sidecar must end
+// up computing with the grant the grantor holds and with the term the
+// grantor stored for it, never a longer one. (Before decision 1 the
+// grantor kept one token and the last term applied, and the sidecar the
+// term of the reply it stored first: 12s against 1s.) Leases of another
+// term ride on another grantor session, so the second of two terms is
+// refused while the first holds the name; two of one term are two grants.
 func TestConcurrentAcquiresComputeWithTheGrantorsTerm(t *testing.T) {
 	timing := clockwatch.DefaultTiming()
 	for _, tt := range []struct {
 		name       string
-		longFirst  bool // the long term's acquire is applied first
+		terms      []time.Duration // in the order the grantor applies them
 		replyOrder []int
 	}{
-		{name: "replies in apply order", longFirst: true, replyOrder: []int{0, 1}},
-		{name: "replies in reverse order", longFirst: true, replyOrder: []int{1, 0}},
-		{name: "short applied first, replies in apply order", replyOrder: []int{0, 1}},
-		{name: "short applied first, replies reversed", replyOrder: []int{1, 0}},
+		{name: "long then short, replies in apply order", terms: []time.Duration{12 * time.Second, time.Second}, replyOrder: []int{0, 1}},
+		{name: "long then short, replies reversed", terms: []time.Duration{12 * time.Second, time.Second}, replyOrder: []int{1, 0}},
+		{name: "short then long, replies in apply order", terms: []time.Duration{time.Second, 12 * time.Second}, replyOrder: []int{0, 1}},
+		{name: "short then long, replies reversed", terms: []time.Duration{time.Second, 12 * time.Second}, replyOrder: []int{1, 0}},
+		{name: "one term twice, replies in apply order", terms: []time.Duration{12 * time.Second, 12 * time.Second}, replyOrder: []int{0, 1}},
+		{name: "one term twice, replies reversed", terms: []time.Duration{12 * time.Second, 12 * time.Second}, replyOrder: []int{1, 0}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			clock := clockwatch.NewFake(start)
 			d := newGrantDaemon(t, clock, startGrantor(t, clock, timing), timing)
-			terms := []time.Duration{12 * time.Second, time.Second}
-			if !tt.longFirst {
-				terms[0], terms[1] = terms[1], terms[0]
-			}
 			t0 := clock.Now()
 			var resps []*grantorpb.AcquireResponse
-			for _, ttl := range terms {
-				resp, err := d.g.acquire(ctxT(t), "x", "conn:1", ttl, 0, &d.metrics.acquireRPCs, nil)
-				if err != nil || !resp.Granted {
-					t.Fatalf("acquire ttl %v: %v %v", ttl, resp, err)
+			for _, ttl := range tt.terms {
+				resp, err := d.g.acquire(ctxT(t), d.g.sessionFor(ttl), "x", "conn:1", 0, &d.metrics.acquireRPCs, nil)
+				if err != nil {
+					t.Fatalf("acquire ttl %v: %v", ttl, err)
 				}
 				resps = append(resps, resp)
 			}
+			if !resps[0].Granted {
+				t.Fatalf("first acquire refused: %v", resps[0])
+			}
 			for _, i := range tt.replyOrder {
-				if _, ierr := d.granted(ctxT(t), newTestLease("x", "conn:1", terms[i]), resps[i], t0); ierr != nil {
+				if !resps[i].Granted {
+					continue // answered lease_held
+				}
+				if _, ierr := d.granted(ctxT(t), newTestLease(d, "x", "conn:1", tt.terms[i]), resps[i], t0); ierr != nil {
 					t.Fatalf("reply %d: %v", i, ierr)
 				}
 			}
@@ -168,11 +178,11 @@ func TestGrantorTimingRaisesTheSidecars(t *testing.T) {
 		t.Fatal("mismatch before any reply")
 	}
 	t0 := clock.Now()
-	resp, err := d.g.acquire(ctxT(t), "x", "conn:1", 10*time.Second, 0, &d.metrics.acquireRPCs, nil)
+	resp, err := d.g.acquire(ctxT(t), d.g.sessionFor(10*time.Second), "x", "conn:1", 0, &d.metrics.acquireRPCs, nil)
 	if err != nil || !resp.Granted {
 		t.Fatalf("acquire: %v %v", resp, err)
 	}
-	g, ierr := d.granted(ctxT(t), newTestLease("x", "conn:1", 10*time.Second), resp, t0)
+	g, ierr := d.granted(ctxT(t), newTestLease(d, "x", "conn:1", 10*time.Second), resp, t0)
 	if ierr != nil {
 		t.Fatal(ierr)
 	}

@@ -46,6 +46,9 @@ type scriptedGrantor struct {
 	// rate skews the grantor's clock against the fake one: it reads
 	// start + (now-start)*(1+rate).
 	rate float64
+	// sessionReply, when set, rewrites the answer to a session of a
+	// keepalive (by default: renewed, the digests agree).
+	sessionReply func(*grantorpb.SessionRenewal, *grantorpb.SessionRenewed)
 	// keepalives receives every keepalive request as it arrives.
 	keepalives chan *grantorpb.KeepAliveRequest
 	// releases receives every release request.
@@ -132,7 +135,18 @@ func (s *scriptedGrantor) KeepAlive(stream grantorpb.Grantor_KeepAliveServer) er
 			continue
 		}
 		s.clock.Advance(delay)
-		if err := stream.Send(&grantorpb.KeepAliveResponse{Batch: req.Batch, Renewed: req.Leases, GrantorTimeNs: s.remoteNow()}); err != nil {
+		resp := &grantorpb.KeepAliveResponse{Batch: req.Batch, Renewed: req.Leases, GrantorTimeNs: s.remoteNow()}
+		for _, ss := range req.Sessions {
+			r := &grantorpb.SessionRenewed{Session: ss.Session, Renewed: true, TtlNs: ss.TtlNs, LeaseSetVersion: ss.LeaseSetVersion}
+			s.mu.Lock()
+			answer := s.sessionReply
+			s.mu.Unlock()
+			if answer != nil {
+				answer(ss, r)
+			}
+			resp.Sessions = append(resp.Sessions, r)
+		}
+		if err := stream.Send(resp); err != nil {
 			return err
 		}
 	}

@@ -17,6 +17,9 @@ type lease struct {
 	name  string
 	token uint64
 	ttl   time.Duration
+	// sess is the grantor session the grant belongs to: the one of its
+	// term, renewed as a whole.
+	sess *gsession
 	// owner is the binding kind (ipc.Owner*); ownerID names the owner to
 	// the grantor, unique within this session.
 	owner    string

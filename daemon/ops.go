@@ -150,9 +150,10 @@ func (d *Daemon) release(ctx context.Context, c *ipc.Conn, name, token string) *
 	d.emitLocked(l, &ipc.Event{Event: ipc.EventReleased, Reason: ipc.ReasonExplicitRelease})
 	d.mu.Unlock()
 
-	if _, err := d.g.release(rctx, l.name, l.ownerID, l.token); err != nil {
+	if _, err := d.g.release(rctx, l.sess, l.name, l.ownerID, l.token); err != nil {
 		// The lease is already out of the table, so nobody here acts on
-		// it; the grantor frees it when its term runs out.
+		// it; the grantor lists it in the session's next keepalive reply,
+		// and it is given back then.
 		return grantorError(err)
 	}
 	return nil

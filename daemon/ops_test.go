@@ -73,12 +73,16 @@ func TestNoRenewLeaseRenewedOnlyOnRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.clock.Advance(ttl / 2)
-	for _, ref := range r.waitKeepAlive(t).Leases {
-		if ref.Lease == "batch/nightly" {
-			t.Fatalf("daemon renewed a no_renew lease on its own: %v", ref)
-		}
+	r.waitKeepAlive(t)
+	if ev := r.waitEvent(t, ipc.EventRenewed); ev.Lease != "batch/kept" {
+		t.Fatalf("renewed %+v, want batch/kept", ev)
 	}
+	// The session's keepalive renewed both at the grantor; the daemon did
+	// not extend the no_renew lease's deadline on its own.
 	g := l.Grant
+	if now, err := r.c.Check(ctxT(t), "batch/nightly", ""); err != nil || now.DeadlineBoottimeNs != g.DeadlineBoottimeNs {
+		t.Fatalf("no_renew lease after its session's keepalive: %+v %v, want deadline %d unchanged", now, err, g.DeadlineBoottimeNs)
+	}
 	g2, err := r.c.Renew(ctxT(t), "batch/nightly")
 	if err != nil {
 		t.Fatal(err)

@@ -9,19 +9,31 @@ import (
 	"github.com/leaseside/leaseside/ipc"
 )
 
-// batch is a keepalive in flight.
+// batch is a keepalive in flight: the grantor sessions it renews, each
+// with the leases it held when the keepalive was sent.
 type batch struct {
-	id      uint64
-	t0      clockwatch.Instant // read before the keepalive was handed on
-	timeout clockwatch.Instant
-	leases  []*lease
+	id       uint64
+	t0       clockwatch.Instant // read before the keepalive was handed on
+	timeout  clockwatch.Instant
+	sessions []*sessionBatch
+}
+
+// sessionBatch is one session of a batch.
+type sessionBatch struct {
+	s      *gsession
+	leases []*lease
+	// digest is of the leases' tokens: what the grantor compares.
+	digest uint64
 }
 
 // renewLoop is rule 4 and 5 of the timing model, on a goroutine of its own
-// that no request handler can hold up: it sends one keepalive per tick for
-// every lease that is due, sets deadlines from the t0 of the batch that
-// renewed them, retries failed keepalives with jittered backoff, and
-// declares a lease lost the moment its deadline passes.
+// that no request handler can hold up. A keepalive renews whole grantor
+// sessions (issue 13): each session is renewed every d/3 of its term, at
+// the instant its oldest renewal (or grant) t0 + d/3 comes, and every lease
+// in it gets the deadline t0 + d(1-rho) - eps from the t0 of that
+// keepalive. One message carries every session due, so a message costs the
+// same for 1 lease or 10,000. Failed keepalives are retried with jittered
+// backoff, and a lease is lost the moment its deadline passes.
 func (d *Daemon) renewLoop(ctx context.Context) {
 	out := make(chan *grantorpb.KeepAliveRequest, 1)
 	reset := make(chan struct{}, 1)
@@ -64,12 +76,12 @@ func (d *Daemon) renewLoop(ctx context.Context) {
 			ownerCheckAt = now.Add(ownerCheckInterval)
 		}
 		if inflight == nil && !now.Before(retryAt) {
-			if due := d.due(now); len(due) > 0 {
+			if due := d.dueSessions(now); len(due) > 0 {
 				nextID++
 				t0 := d.clock.Now() // rule 1, for renewals
-				inflight = &batch{id: nextID, t0: t0, timeout: t0.Add(batchTimeout(d.cfg.RenewTimeout, due)), leases: due}
+				inflight = &batch{id: nextID, t0: t0, timeout: t0.Add(batchTimeout(d.cfg.RenewTimeout, due)), sessions: due}
 				select {
-				case out <- &grantorpb.KeepAliveRequest{Batch: nextID, Leases: keepAliveRefs(due)}:
+				case out <- keepAliveRequest(nextID, due):
 				default:
 					fail(now) // the sender is stuck on an earlier batch
 				}
@@ -96,6 +108,9 @@ func (d *Daemon) renewLoop(ctx context.Context) {
 					d.log.Warn("keepalive failed", "batch", inflight.id, "err", r.err)
 					fail(now)
 				}
+			case inflight != nil && r.resp.Batch == inflight.id && len(r.resp.Sessions) != len(inflight.sessions):
+				d.log.Error("the grantor did not renew sessions: it is older than this sidecar (upgrade every grantor before the sidecars)", "grantor", r.addr)
+				fail(now)
 			case inflight != nil && r.resp.Batch == inflight.id:
 				d.watcher.ObserveKeepAlive(clockwatch.Sample{Sent: inflight.t0, Received: now, Remote: clockwatch.Instant(r.resp.GrantorTimeNs)})
 				d.applyRenewal(inflight, r.resp)
@@ -108,34 +123,92 @@ func (d *Daemon) renewLoop(ctx context.Context) {
 	}
 }
 
-// due returns the leases whose renewal is due now, together with those
-// due within half an interval, so that leases share keepalives.
-func (d *Daemon) due(now clockwatch.Instant) []*lease {
+// dueSessions returns the grantor sessions to renew now: those with a
+// lease whose renewal is due (renewAt passed: d/3 after the t0 of its
+// last renewal or grant, or at once when asked for), each with every
+// lease it holds.
+func (d *Daemon) dueSessions(now clockwatch.Instant) []*sessionBatch {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var due []*lease
+	var due map[*gsession]bool
 	for _, l := range d.leases {
-		if l.renewAt != never && l.renewAt.Sub(now) <= renewInterval(l.ttl)/2 {
-			due = append(due, l)
+		if l.renewAt != never && !now.Before(l.renewAt) {
+			if due == nil {
+				due = map[*gsession]bool{}
+			}
+			due[l.sess] = true
 		}
 	}
-	return due
+	if len(due) == 0 {
+		return nil
+	}
+	bySession := map[*gsession]*sessionBatch{}
+	var out []*sessionBatch
+	for _, l := range d.leases {
+		if !due[l.sess] {
+			continue
+		}
+		sb := bySession[l.sess]
+		if sb == nil {
+			sb = &sessionBatch{s: l.sess}
+			bySession[l.sess] = sb
+			out = append(out, sb)
+		}
+		sb.leases = append(sb.leases, l)
+		sb.digest += grantorpb.TokenDigest(l.token)
+	}
+	return out
 }
 
-// applyRenewal sets the deadline of every lease the grantor renewed to
-// t0 + d(1-rho) - eps (rule 3; the token is unchanged, rule 6) and ends
-// those it reports lost.
-func (d *Daemon) applyRenewal(b *batch, resp *grantorpb.KeepAliveResponse) {
-	renewed := map[string]*grantorpb.LeaseRef{}
-	for _, r := range resp.Renewed {
-		renewed[r.Lease] = r
+// keepAliveRequest is the keepalive of a batch for the wire: each session
+// with its term and the digest of the grants the daemon knows in it.
+func keepAliveRequest(id uint64, ss []*sessionBatch) *grantorpb.KeepAliveRequest {
+	req := &grantorpb.KeepAliveRequest{Batch: id, Sessions: make([]*grantorpb.SessionRenewal, len(ss))}
+	for i, sb := range ss {
+		req.Sessions[i] = &grantorpb.SessionRenewal{Session: sb.s.id, TtlNs: int64(sb.s.ttl), LeaseSetVersion: sb.digest}
 	}
+	return req
+}
+
+// applyRenewal takes in the reply to batch b, session by session.
+func (d *Daemon) applyRenewal(b *batch, resp *grantorpb.KeepAliveResponse) {
 	d.learnTiming(resp.Rho, resp.EpsilonNs)
 	now := d.clock.Now()
 	timing := d.timing()
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	for _, l := range b.leases {
+	var giveBack []*lease
+	for i, sb := range b.sessions {
+		giveBack = append(giveBack, d.applySessionLocked(b, sb, resp.Sessions[i], timing, now)...)
+	}
+	for _, l := range giveBack {
+		d.queueReleaseLocked(l, "granted to this session without this daemon knowing (a reply that never came)")
+	}
+	d.mu.Unlock()
+	for _, l := range giveBack {
+		d.metrics.givenBack.Add(1)
+		d.log.Info("giving back a grant the grantor lists in this host's session", "lease", l.name, "token", l.token)
+	}
+}
+
+// applySessionLocked applies one session's reply. When the grantor
+// renewed the session, every lease the daemon knew in it when the
+// keepalive left gets the deadline t0 + d(1-rho) - eps (rule 3; the token
+// is unchanged, rule 6), d the smaller of its own term and the one the
+// grantor applied; unless the grantor's list shows that it no longer holds
+// that grant, which ends it. Grants the list shows and the daemon does not
+// know, and no request of the daemon may still bring, are returned to be
+// given back. A session not renewed has ended at the grantor: its leases
+// are lost. The caller holds d.mu.
+func (d *Daemon) applySessionLocked(b *batch, sb *sessionBatch, r *grantorpb.SessionRenewed, timing clockwatch.Timing, now clockwatch.Instant) []*lease {
+	var listed map[string]*grantorpb.LeaseRef
+	if r.Listed {
+		listed = make(map[string]*grantorpb.LeaseRef, len(r.Leases))
+		for _, ref := range r.Leases {
+			listed[ref.Lease] = ref
+		}
+	}
+	applied := time.Duration(r.TtlNs)
+	for _, l := range sb.leases {
 		if d.leases[l.name] != l {
 			continue // released or lost meanwhile
 		}
@@ -145,38 +218,69 @@ func (d *Daemon) applyRenewal(b *batch, resp *grantorpb.KeepAliveResponse) {
 			d.loseLocked(l, d.lostReason(l, true))
 			continue
 		}
-		if r, ok := renewed[l.name]; ok && r.Token == l.token {
-			if !l.pending {
-				d.metrics.renewed(l.deadline.Sub(now), l.ttl)
-			}
-			if r.TtlNs > 0 {
-				l.ttl = time.Duration(r.TtlNs) // the term the grantor applied
-			}
-			if dl := timing.HolderDeadline(b.t0, l.ttl); dl.After(l.deadline) {
-				l.t0, l.deadline = b.t0, dl
-			}
-			l.pending = false
-			l.renewals++
-			l.renewLatency = now.Sub(b.t0)
-			l.scheduleRenewal(b.t0)
-			d.emitLocked(l, &ipc.Event{Event: ipc.EventRenewed, DeadlineBoottimeNs: l.deadline.Nanoseconds(), ValidMs: l.deadline.Sub(now).Milliseconds()})
-			l.signalRenewed(true)
+		if !r.Renewed {
+			d.loseLocked(l, ipc.ReasonRevoked)
 			continue
 		}
-		d.loseLocked(l, ipc.ReasonRevoked)
+		if listed != nil {
+			if ref := listed[l.name]; ref == nil || ref.Token != l.token {
+				d.loseLocked(l, ipc.ReasonRevoked) // the grantor no longer holds this grant
+				continue
+			}
+		}
+		explicit := l.renewAt == 0
+		if l.noRenew && !explicit {
+			continue // renewed only on request: it lapses at its deadline
+		}
+		if !l.pending {
+			d.metrics.renewed(l.deadline.Sub(now), l.ttl)
+		}
+		term := l.ttl
+		if applied > 0 {
+			term = min(term, applied) // the term the grantor applied
+		}
+		if dl := timing.HolderDeadline(b.t0, term); dl.After(l.deadline) {
+			l.t0, l.deadline = b.t0, dl
+		}
+		l.pending = false
+		l.renewals++
+		l.renewLatency = now.Sub(b.t0)
+		l.scheduleRenewal(b.t0)
+		d.emitLocked(l, &ipc.Event{Event: ipc.EventRenewed, DeadlineBoottimeNs: l.deadline.Nanoseconds(), ValidMs: l.deadline.Sub(now).Milliseconds()})
+		l.signalRenewed(true)
 	}
+	if listed == nil {
+		return nil
+	}
+	// Grants of the session the daemon does not know: an acquire whose
+	// reply never came. One that a request in flight (an acquire, or a
+	// release queued) may still account for is left for the next list.
+	var orphans []*lease
+	for name, ref := range listed {
+		if l := d.leases[name]; l != nil && l.token == ref.Token {
+			continue
+		}
+		if d.accountedLocked(sb.s, name, ref.Owner) {
+			continue
+		}
+		orphans = append(orphans, &lease{name: name, token: ref.Token, ttl: time.Duration(ref.TtlNs), ownerID: ref.Owner,
+			sess: sb.s, releaseAt: never, renewed: make(chan struct{}), stopWatch: func() {}})
+	}
+	return orphans
 }
 
 // finishBatch wakes whoever waits on the renewal of a failed batch.
 func (d *Daemon) finishBatch(b *batch) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for _, l := range b.leases {
-		if d.leases[l.name] == l {
-			if l.noRenew {
-				l.renewAt = never // a failed renew request is not retried on its own
+	for _, sb := range b.sessions {
+		for _, l := range sb.leases {
+			if d.leases[l.name] == l {
+				if l.noRenew {
+					l.renewAt = never // a failed renew request is not retried on its own
+				}
+				l.signalRenewed(false)
 			}
-			l.signalRenewed(false)
 		}
 	}
 }
@@ -212,9 +316,7 @@ func (d *Daemon) nextWake(now clockwatch.Instant, inflight *batch, retryAt clock
 		if !l.pending {
 			deadline = min(deadline, l.deadline, l.releaseAt)
 		}
-		if l.renewAt != never {
-			renew = min(renew, l.renewAt.Add(-renewInterval(l.ttl)/2))
-		}
+		renew = min(renew, l.renewAt)
 	}
 	d.mu.Unlock()
 	next := deadline
@@ -230,9 +332,9 @@ func (d *Daemon) nextWake(now clockwatch.Instant, inflight *batch, retryAt clock
 // stopped.
 const ownerCheckInterval = time.Second
 
-func batchTimeout(limit time.Duration, ls []*lease) time.Duration {
-	for _, l := range ls {
-		limit = min(limit, l.ttl/4)
+func batchTimeout(limit time.Duration, ss []*sessionBatch) time.Duration {
+	for _, sb := range ss {
+		limit = min(limit, sb.s.ttl/4)
 	}
 	return limit
 }
@@ -240,13 +342,4 @@ func batchTimeout(limit time.Duration, ls []*lease) time.Duration {
 func backoff(failures int) time.Duration {
 	d := 50 * time.Millisecond << min(failures, 5)
 	return min(d, time.Second)
-}
-
-// keepAliveRefs lists the leases of a batch for the wire.
-func keepAliveRefs(ls []*lease) []*grantorpb.LeaseRef {
-	refs := make([]*grantorpb.LeaseRef, len(ls))
-	for i, l := range ls {
-		refs[i] = &grantorpb.LeaseRef{Lease: l.name, Token: l.token, TtlNs: int64(l.ttl)}
-	}
-	return refs
 }

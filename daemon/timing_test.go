@@ -1,10 +1,12 @@
 package daemon
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/leaseside/leaseside/clockwatch"
+	"github.com/leaseside/leaseside/grantor/grantorpb"
 	"github.com/leaseside/leaseside/ipc"
 )
 
@@ -44,8 +46,9 @@ func TestRenewalKeepsTokenDeadlineFromBatchT0(t *testing.T) {
 	r.clock.Advance(ttl / 3)
 	t0 := r.clock.Now()
 	ka := r.waitKeepAlive(t)
-	if len(ka.Leases) != 1 || ka.Leases[0].Lease != "jobs/a" {
-		t.Fatalf("keepalive %v, want jobs/a", ka.Leases)
+	tok, _ := strconv.ParseUint(l.Token, 10, 64)
+	if len(ka.Leases) != 0 || len(ka.Sessions) != 1 || ka.Sessions[0].TtlNs != int64(ttl) || ka.Sessions[0].LeaseSetVersion != grantorpb.TokenDigest(tok) {
+		t.Fatalf("keepalive %v, want the session of term %v holding jobs/a's grant", ka, ttl)
 	}
 	ev := r.waitEvent(t, ipc.EventRenewed)
 	if ev.Token != l.Token {
@@ -93,18 +96,27 @@ func TestLostNoLaterThanDeadline(t *testing.T) {
 	}
 }
 
-// The renew loop batches: leases due in the same tick ride one keepalive.
+// The leases of one term ride one session, renewed as a whole: the
+// keepalive names the session and the digest of its three grants, not
+// the leases.
 func TestRenewalsShareOneKeepAlive(t *testing.T) {
 	r := newRig(t)
+	var tokens []uint64
 	for _, n := range []string{"a", "b", "c"} {
-		if _, err := r.c.Acquire(ctxT(t), n, ipc.AcquireOptions{TTL: ttl}); err != nil {
+		l, err := r.c.Acquire(ctxT(t), n, ipc.AcquireOptions{TTL: ttl})
+		if err != nil {
 			t.Fatal(err)
 		}
+		tok, _ := strconv.ParseUint(l.Token, 10, 64)
+		tokens = append(tokens, tok)
 	}
 	r.clock.Advance(ttl / 3)
 	ka := r.waitKeepAlive(t)
-	if len(ka.Leases) != 3 {
-		t.Fatalf("keepalive carried %d leases, want all 3", len(ka.Leases))
+	if len(ka.Leases) != 0 || len(ka.Sessions) != 1 || ka.Sessions[0].LeaseSetVersion != grantorpb.LeaseSetDigest(tokens) {
+		t.Fatalf("keepalive %v, want one session with the digest of all 3 grants", ka)
+	}
+	for range 3 {
+		r.waitEvent(t, ipc.EventRenewed)
 	}
 }
 

@@ -39,11 +39,11 @@ func TestNodeSessionKeepAliveAndHandoff(t *testing.T) {
 		}
 		return r.Sessions[0]
 	}
-	if s := renew(1, LeaseSetDigest(tokens)); !s.Renewed || s.Listed || len(s.Leases) != 0 || s.TtlNs != int64(10*time.Second) {
+	if s := renew(1, grantorpb.LeaseSetDigest(tokens)); !s.Renewed || s.Listed || len(s.Leases) != 0 || s.TtlNs != int64(10*time.Second) {
 		t.Fatalf("renewal with the right digest: %v", s)
 	}
-	s := renew(2, LeaseSetDigest(tokens[:2]))
-	if !s.Renewed || !s.Listed || len(s.Leases) != 3 || s.LeaseSetVersion != LeaseSetDigest(tokens) {
+	s := renew(2, grantorpb.LeaseSetDigest(tokens[:2]))
+	if !s.Renewed || !s.Listed || len(s.Leases) != 3 || s.LeaseSetVersion != grantorpb.LeaseSetDigest(tokens) {
 		t.Fatalf("renewal with a stale digest: %v", s)
 	}
 	for _, l := range s.Leases {

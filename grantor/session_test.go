@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/leaseside/leaseside/clockwatch"
+	"github.com/leaseside/leaseside/grantor/grantorpb"
 )
 
 // Tests written from DESIGN.md section 2, "Sessions and handoffs", with
@@ -23,7 +24,7 @@ func (h *harness) renewSession(session string, ttl time.Duration, tokens ...uint
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	res, tG, err := h.l.renewSessions(h.ctx(), o, "", []sessionRenewal{{Session: session, TTL: ttl, Digest: LeaseSetDigest(tokens)}})
+	res, tG, err := h.l.renewSessions(h.ctx(), o, "", []sessionRenewal{{Session: session, TTL: ttl, Digest: grantorpb.LeaseSetDigest(tokens)}})
 	if err != nil {
 		h.t.Fatalf("renewing %s: %v", session, err)
 	}
@@ -126,7 +127,7 @@ func TestSessionRenewalNeedsAFreshVerify(t *testing.T) {
 	renew := func() <-chan out {
 		ch := make(chan out, 1)
 		go func() {
-			r, _, err := h.l.renewSessions(h.ctx(), o, "", []sessionRenewal{{Session: "s1", TTL: ttl, Digest: LeaseSetDigest([]uint64{a.Token})}})
+			r, _, err := h.l.renewSessions(h.ctx(), o, "", []sessionRenewal{{Session: "s1", TTL: ttl, Digest: grantorpb.LeaseSetDigest([]uint64{a.Token})}})
 			ch <- out{r, err}
 		}()
 		return ch
@@ -223,7 +224,7 @@ func TestSessionKeepAliveCostsTheSameForAnySize(t *testing.T) {
 	o, _ := h.l.await(h.ctx())
 	tG := h.clock.Now()
 	allocs := func(session string, tokens []uint64) float64 {
-		req := sessionRenewal{Session: session, TTL: ttl, Digest: LeaseSetDigest(tokens)}
+		req := sessionRenewal{Session: session, TTL: ttl, Digest: grantorpb.LeaseSetDigest(tokens)}
 		return testing.AllocsPerRun(100, func() {
 			h.l.mu.Lock()
 			r := h.l.renewSessionLocked(o, req, tG)
@@ -247,7 +248,7 @@ func TestSessionDigestMismatchListsTheSession(t *testing.T) {
 	a := h.acquire(acq("s1", 1, "a", ttl))
 	b := h.acquire(acq("s1", 2, "b", ttl)) // its reply "never came"
 	r, _ := h.renewSession("s1", ttl, a.Token)
-	if !r.Renewed || !r.Listed || len(r.Grants) != 2 || r.Digest != LeaseSetDigest([]uint64{a.Token, b.Token}) {
+	if !r.Renewed || !r.Listed || len(r.Grants) != 2 || r.Digest != grantorpb.LeaseSetDigest([]uint64{a.Token, b.Token}) {
 		t.Fatalf("renewal with a stale digest: %+v, want the two grants listed", r)
 	}
 	got := map[string]sessionGrant{}

@@ -1,6 +1,10 @@
 package grantor
 
-import "time"
+import (
+	"time"
+
+	"github.com/leaseside/leaseside/grantor/grantorpb"
+)
 
 // The FSM's view of sessions as lease holders (issue 13 item 1).
 //
@@ -29,26 +33,6 @@ func (s *sessionLeases) count() int {
 	return len(s.names)
 }
 
-// LeaseSetDigest is the digest of a set of grants: the sum, modulo 2^64,
-// of TokenDigest of each token. The empty set's is 0. Sidecars compute it
-// from the grants they hold (the KeepAlive contract's lease_set_version).
-func LeaseSetDigest(tokens []uint64) uint64 {
-	var d uint64
-	for _, t := range tokens {
-		d += TokenDigest(t)
-	}
-	return d
-}
-
-// TokenDigest mixes a token into 64 well-spread bits (the splitmix64
-// finalizer), so that sums of different token sets differ.
-func TokenDigest(token uint64) uint64 {
-	z := token + 0x9e3779b97f4a7c15
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	return z ^ (z >> 31)
-}
-
 // hold enters a new grant of lease name in its session's index and counts
 // it for the session's owner.
 func (f *fsm) hold(name string, cur leaseRecord) {
@@ -58,7 +42,7 @@ func (f *fsm) hold(name string, cur leaseRecord) {
 		f.bySession[cur.Session] = sl
 	}
 	sl.names[name] = struct{}{}
-	sl.digest += TokenDigest(cur.Token)
+	sl.digest += grantorpb.TokenDigest(cur.Token)
 	f.addByName(f.ownerOf(cur.Session), 1)
 }
 
@@ -66,7 +50,7 @@ func (f *fsm) hold(name string, cur leaseRecord) {
 func (f *fsm) unhold(name string, cur leaseRecord) {
 	if sl := f.bySession[cur.Session]; sl != nil {
 		delete(sl.names, name)
-		sl.digest -= TokenDigest(cur.Token)
+		sl.digest -= grantorpb.TokenDigest(cur.Token)
 		if len(sl.names) == 0 {
 			delete(f.bySession, cur.Session)
 		}

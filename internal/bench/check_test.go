@@ -8,32 +8,55 @@ import (
 	"github.com/leaseside/leaseside/grantor/grantorpb"
 )
 
-func refs(pairs ...any) []*grantorpb.LeaseRef {
-	var out []*grantorpb.LeaseRef
-	for i := 0; i < len(pairs); i += 2 {
-		out = append(out, &grantorpb.LeaseRef{Lease: pairs[i].(string), Token: uint64(pairs[i+1].(int))})
+func TestSessionRenewed(t *testing.T) {
+	sent := &grantorpb.SessionRenewal{Session: "s", LeaseSetVersion: grantorpb.LeaseSetDigest([]uint64{1, 2, 3})}
+	ok := func() *grantorpb.SessionRenewed {
+		return &grantorpb.SessionRenewed{Session: "s", Renewed: true, LeaseSetVersion: sent.LeaseSetVersion}
 	}
-	return out
-}
-
-func TestRenewedAll(t *testing.T) {
-	sent := refs("a", 1, "b", 2, "c", 3)
 	for _, tc := range []struct {
 		name    string
 		resp    *grantorpb.KeepAliveResponse
 		wantErr bool
 	}{
-		{name: "in order", resp: &grantorpb.KeepAliveResponse{Renewed: refs("a", 1, "b", 2, "c", 3)}},
-		{name: "any order", resp: &grantorpb.KeepAliveResponse{Renewed: refs("c", 3, "a", 1, "b", 2)}},
-		{name: "one lost", resp: &grantorpb.KeepAliveResponse{Renewed: refs("a", 1, "b", 2), Lost: refs("c", 3)}, wantErr: true},
-		{name: "one missing", resp: &grantorpb.KeepAliveResponse{Renewed: refs("a", 1, "b", 2)}, wantErr: true},
-		{name: "other token", resp: &grantorpb.KeepAliveResponse{Renewed: refs("b", 2, "a", 1, "c", 4)}, wantErr: true},
-		{name: "duplicate", resp: &grantorpb.KeepAliveResponse{Renewed: refs("b", 2, "a", 1, "a", 1)}, wantErr: true},
+		{name: "renewed", resp: &grantorpb.KeepAliveResponse{Sessions: []*grantorpb.SessionRenewed{ok()}}},
+		{name: "not renewed", resp: &grantorpb.KeepAliveResponse{Sessions: []*grantorpb.SessionRenewed{func() *grantorpb.SessionRenewed { r := ok(); r.Renewed = false; return r }()}}, wantErr: true},
+		{name: "other grants", resp: &grantorpb.KeepAliveResponse{Sessions: []*grantorpb.SessionRenewed{func() *grantorpb.SessionRenewed { r := ok(); r.LeaseSetVersion++; return r }()}}, wantErr: true},
+		{name: "listed", resp: &grantorpb.KeepAliveResponse{Sessions: []*grantorpb.SessionRenewed{func() *grantorpb.SessionRenewed { r := ok(); r.Listed = true; return r }()}}, wantErr: true},
+		{name: "no session", resp: &grantorpb.KeepAliveResponse{}, wantErr: true},
+		{name: "another session", resp: &grantorpb.KeepAliveResponse{Sessions: []*grantorpb.SessionRenewed{func() *grantorpb.SessionRenewed { r := ok(); r.Session = "x"; return r }()}}, wantErr: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := renewedAll(sent, tc.resp)
+			err := sessionRenewed(sent, tc.resp)
 			if tc.wantErr != (err != nil) || (err != nil && !errors.Is(err, ErrViolation)) {
-				t.Errorf("renewedAll = %v, want error %v (an ErrViolation)", err, tc.wantErr)
+				t.Errorf("sessionRenewed = %v, want error %v (an ErrViolation)", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestListedAll(t *testing.T) {
+	held := []held{{lease: "a", token: 1}, {lease: "b", token: 2}, {lease: "c", token: 3}}
+	refs := func(pairs ...any) []*grantorpb.LeaseRef {
+		var out []*grantorpb.LeaseRef
+		for i := 0; i < len(pairs); i += 2 {
+			out = append(out, &grantorpb.LeaseRef{Lease: pairs[i].(string), Token: uint64(pairs[i+1].(int))})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name    string
+		listed  []*grantorpb.LeaseRef
+		wantErr bool
+	}{
+		{name: "any order", listed: refs("c", 3, "a", 1, "b", 2)},
+		{name: "one missing", listed: refs("a", 1, "b", 2), wantErr: true},
+		{name: "other token", listed: refs("b", 2, "a", 1, "c", 4), wantErr: true},
+		{name: "duplicate", listed: refs("b", 2, "a", 1, "a", 1), wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := listedAll(held, &grantorpb.SessionRenewed{Renewed: true, Listed: true, Leases: tc.listed})
+			if tc.wantErr != (err != nil) || (err != nil && !errors.Is(err, ErrViolation)) {
+				t.Errorf("listedAll = %v, want error %v (an ErrViolation)", err, tc.wantErr)
 			}
 		})
 	}

@@ -11,11 +11,12 @@ import (
 )
 
 // keepAlives sets up Sessions sessions holding SessionLeases leases each,
-// then has every session open one KeepAlive stream and send batches that
-// list all its leases, KeepAliveInFlight at a time, as fast as replies
-// come. Every reply must echo its batch in order and renew every lease
-// listed, none lost. A reply counts when its batch was sent and answered
-// in the measured window.
+// then has every session open one KeepAlive stream and send keepalives
+// that renew the session as a whole (its name, term and the digest of its
+// grants), KeepAliveInFlight at a time, as fast as replies come. Every
+// reply must echo its batch in order, renew the session, and state the
+// digest of exactly the grants the session holds (so no list). A reply
+// counts when its batch was sent and answered in the measured window.
 func (b *bencher) keepAlives(ctx context.Context) (*Result, error) {
 	n, per := b.cfg.Sessions, b.cfg.SessionLeases
 	t0 := time.Now()
@@ -44,7 +45,7 @@ func (b *bencher) keepAlives(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	l := Merge(lat)
-	res := &Result{Setup: fmt.Sprintf("%d sessions holding %d leases each (%d leases), one KeepAlive stream per session over %d connections, %d batch(es) in flight per stream, every batch listing all the session's leases; %v measured after %v warmup",
+	res := &Result{Setup: fmt.Sprintf("%d sessions holding %d leases each (%d leases), one KeepAlive stream per session over %d connections, %d batch(es) in flight per stream, every batch renewing its session as a whole; %v measured after %v warmup",
 		n, per, n*per, b.cfg.Conns, b.cfg.KeepAliveInFlight, b.cfg.Duration, b.cfg.Warmup)}
 	res.addTarget("keepalive messages/s", w.Rate(len(l)), "/s", ">=", 50000)
 	res.Add("lease renewals/s", w.Rate(len(l)*per), "/s")
@@ -53,7 +54,7 @@ func (b *bencher) keepAlives(ctx context.Context) (*Result, error) {
 	res.Add("keepalive replies measured", float64(len(l)), "")
 	res.Add("setup grants/s", setupRate, "/s")
 	cpu.Report(res)
-	res.Note(fmt.Sprintf("every reply echoed its batch in order and renewed all %d leases it listed, none lost; all leases released afterwards", per))
+	res.Note(fmt.Sprintf("every reply echoed its batch in order, renewed its session and stated the digest of exactly its %d grants; all leases released afterwards", per))
 	return res, nil
 }
 
@@ -71,10 +72,7 @@ func (b *bencher) renewLoop(ctx context.Context, i int, h holding, w Window) (La
 	if err != nil {
 		return nil, fmt.Errorf("session %s: opening KeepAlive: %w", h.s.id, err)
 	}
-	refs := make([]*grantorpb.LeaseRef, len(h.leases))
-	for j, l := range h.leases {
-		refs[j] = &grantorpb.LeaseRef{Lease: l.lease, Token: l.token}
-	}
+	renewal := h.renewal(b.cfg.LeaseTTL)
 	var (
 		lat      Latencies
 		batch    uint64
@@ -84,7 +82,7 @@ func (b *bencher) renewLoop(ctx context.Context, i int, h holding, w Window) (La
 	send := func() error {
 		batch++
 		sentAt = append(sentAt, time.Now())
-		return stream.Send(&grantorpb.KeepAliveRequest{Session: h.s.id, Batch: batch, Leases: refs})
+		return stream.Send(&grantorpb.KeepAliveRequest{Session: h.s.id, Batch: batch, Sessions: []*grantorpb.SessionRenewal{renewal}})
 	}
 	for range b.cfg.KeepAliveInFlight {
 		if err := send(); err != nil {
@@ -101,7 +99,7 @@ func (b *bencher) renewLoop(ctx context.Context, i int, h holding, w Window) (La
 		if resp.Batch != answered {
 			return nil, fmt.Errorf("%w: session %s got the reply to batch %d, expected %d", ErrViolation, h.s.id, resp.Batch, answered)
 		}
-		if err := renewedAll(refs, resp); err != nil {
+		if err := sessionRenewed(renewal, resp); err != nil {
 			return nil, fmt.Errorf("session %s batch %d: %w", h.s.id, resp.Batch, err)
 		}
 		if w.Holds(sentAt[0], now) {
@@ -132,35 +130,50 @@ func (b *bencher) streamErr(h holding, stream grantorpb.Grantor_KeepAliveClient,
 	return fmt.Errorf("session %s: KeepAlive: %w", h.s.id, err)
 }
 
-// renewedAll checks that resp renewed exactly sent, in any order, and lost
-// none.
-func renewedAll(sent []*grantorpb.LeaseRef, resp *grantorpb.KeepAliveResponse) error {
-	if len(resp.Lost) > 0 {
-		return fmt.Errorf("%w: %d of %d held leases reported lost, first %s token %d",
-			ErrViolation, len(resp.Lost), len(sent), resp.Lost[0].Lease, resp.Lost[0].Token)
+// renewal is the keepalive entry that renews h's session as a whole.
+func (h holding) renewal(ttl time.Duration) *grantorpb.SessionRenewal {
+	tokens := make([]uint64, len(h.leases))
+	for j, l := range h.leases {
+		tokens[j] = l.token
 	}
-	if len(resp.Renewed) != len(sent) {
-		return fmt.Errorf("%w: %d of %d leases renewed", ErrViolation, len(resp.Renewed), len(sent))
+	return &grantorpb.SessionRenewal{Session: h.s.id, TtlNs: int64(ttl), LeaseSetVersion: grantorpb.LeaseSetDigest(tokens)}
+}
+
+// sessionRenewed checks that resp renewed the one session sent and that
+// the grantor's digest of its grants is the one sent: it holds exactly
+// the session's grants, so it listed none.
+func sessionRenewed(sent *grantorpb.SessionRenewal, resp *grantorpb.KeepAliveResponse) error {
+	if len(resp.Sessions) != 1 || resp.Sessions[0].Session != sent.Session {
+		return fmt.Errorf("%w: the reply answers %d sessions, not session %s", ErrViolation, len(resp.Sessions), sent.Session)
 	}
-	inOrder := true
-	for j, r := range resp.Renewed {
-		if r.Lease != sent[j].Lease || r.Token != sent[j].Token {
-			inOrder = false
-			break
+	r := resp.Sessions[0]
+	switch {
+	case !r.Renewed:
+		return fmt.Errorf("%w: session %s not renewed", ErrViolation, sent.Session)
+	case r.LeaseSetVersion != sent.LeaseSetVersion || r.Listed:
+		return fmt.Errorf("%w: session %s holds other grants than its own (digest %#x, sent %#x; %d listed)",
+			ErrViolation, sent.Session, r.LeaseSetVersion, sent.LeaseSetVersion, len(r.Leases))
+	}
+	return nil
+}
+
+// listedAll checks that the session's listed grants are exactly held.
+func listedAll(held []held, r *grantorpb.SessionRenewed) error {
+	if !r.Renewed || !r.Listed {
+		return fmt.Errorf("%w: renewed %v, listed %v", ErrViolation, r.Renewed, r.Listed)
+	}
+	if len(r.Leases) != len(held) {
+		return fmt.Errorf("%w: %d of %d leases listed", ErrViolation, len(r.Leases), len(held))
+	}
+	want := make(map[string]uint64, len(held))
+	for _, h := range held {
+		want[h.lease] = h.token
+	}
+	for _, l := range r.Leases {
+		if tok, ok := want[l.Lease]; !ok || tok != l.Token {
+			return fmt.Errorf("%w: listed %s token %d, which the session was not granted", ErrViolation, l.Lease, l.Token)
 		}
-	}
-	if inOrder {
-		return nil
-	}
-	want := make(map[string]uint64, len(sent))
-	for _, s := range sent {
-		want[s.Lease] = s.Token
-	}
-	for _, r := range resp.Renewed {
-		if tok, ok := want[r.Lease]; !ok || tok != r.Token {
-			return fmt.Errorf("%w: renewed %s token %d, which was not asked for", ErrViolation, r.Lease, r.Token)
-		}
-		delete(want, r.Lease)
+		delete(want, l.Lease)
 	}
 	return nil
 }

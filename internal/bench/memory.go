@@ -54,18 +54,18 @@ func (b *bencher) memory(ctx context.Context) (*Result, error) {
 	return res, nil
 }
 
-// verifyLive has every session renew all its leases in one keepalive and
-// checks that each was renewed. A keepalive the grantor refuses for want
-// of a leader (one stepped down under the load) is sent again, on a new
-// stream, to whichever grantor leads next, as call does for other RPCs.
+// verifyLive has every session renew itself in one keepalive that asks
+// for its list (a digest that cannot match), and checks that the session
+// was renewed and lists exactly its grants. A keepalive the grantor
+// refuses for want of a leader (one stepped down under the load) is sent
+// again, on a new stream, to whichever grantor leads next, as call does
+// for other RPCs.
 func (b *bencher) verifyLive(ctx context.Context, hs []holding) error {
 	b.progress("mem: checking every lease is live")
 	return ForEach(ctx, len(hs), b.cfg.Concurrency, func(ctx context.Context, i int) error {
-		refs := make([]*grantorpb.LeaseRef, len(hs[i].leases))
-		for j, l := range hs[i].leases {
-			refs[j] = &grantorpb.LeaseRef{Lease: l.lease, Token: l.token}
-		}
-		req := &grantorpb.KeepAliveRequest{Session: hs[i].s.id, Batch: 1, Leases: refs}
+		renewal := hs[i].renewal(b.cfg.LeaseTTL)
+		renewal.LeaseSetVersion++ // ask for the list
+		req := &grantorpb.KeepAliveRequest{Session: hs[i].s.id, Batch: 1, Sessions: []*grantorpb.SessionRenewal{renewal}}
 		resp, err := call(ctx, b.c, i, func(ctx context.Context, api grantorpb.GrantorClient) (*grantorpb.KeepAliveResponse, error) {
 			ctx, cancel := context.WithCancel(ctx)
 			defer cancel()
@@ -88,7 +88,10 @@ func (b *bencher) verifyLive(ctx context.Context, hs []holding) error {
 		if err != nil {
 			return fmt.Errorf("session %s: KeepAlive: %w", hs[i].s.id, err)
 		}
-		if err := renewedAll(refs, resp); err != nil {
+		if len(resp.Sessions) != 1 {
+			return fmt.Errorf("session %s: %w: the reply answers %d sessions", hs[i].s.id, ErrViolation, len(resp.Sessions))
+		}
+		if err := listedAll(hs[i].leases, resp.Sessions[0]); err != nil {
 			return fmt.Errorf("session %s: %w", hs[i].s.id, err)
 		}
 		return nil
