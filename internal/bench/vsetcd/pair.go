@@ -93,6 +93,7 @@ func lockPairing(cycles, p50 *bench.Target) pairing {
 	return pairing{against: "etcd", leaseside: "grants", etcdSide: "locks", comparisons: []comparison{
 		{metric: "cycles/s", unit: "/s", better: "higher", target: cycles, figure: "grants/s (each with its release)"},
 		{metric: "acquire p50", unit: "ms", better: "lower", target: p50, figure: "acquire latency p50"},
+		{metric: "leader CPU per cycle", unit: "µs", better: "lower", perOp: "grants/s (each with its release)"},
 	}}
 }
 

@@ -62,8 +62,8 @@ func mustRead(t *testing.T, file string) []*bench.Result {
 func TestCompareRecorded(t *testing.T) {
 	fixture := map[string]string{"locks64": "locks", "locks16": "locks", "shell-run": "shell"}
 	want := map[string][]string{
-		"locks64":    {"cycles/s", "acquire p50"},
-		"locks16":    {"cycles/s", "acquire p50"},
+		"locks64":    {"cycles/s", "acquire p50", "leader CPU per cycle"},
+		"locks16":    {"cycles/s", "acquire p50", "leader CPU per cycle"},
 		"handoffs":   {"handoffs/s", "handoff p50", "leader CPU per handoff"},
 		"keepalives": {"messages/s", "renewals/s", "leader CPU per message"},
 		"memory":     {"leader RSS per live lease"},
@@ -141,8 +141,8 @@ func TestCompareTargets(t *testing.T) {
 		{name: "both missed", lsCycles: 2999, lsP50: 4.01},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ls := result("grants", "grants/s (each with its release)", tc.lsCycles, "acquire latency p50", tc.lsP50)
-			et := result("locks", "grants/s (each with its release)", 1000.0, "acquire latency p50", 10.0)
+			ls := result("grants", "grants/s (each with its release)", tc.lsCycles, "acquire latency p50", tc.lsP50, "leader CPU", 0.5)
+			et := result("locks", "grants/s (each with its release)", 1000.0, "acquire latency p50", 10.0, "leader CPU", 0.5)
 			lines, err := compare("locks64", []*bench.Result{ls}, []*bench.Result{et})
 			if err != nil {
 				t.Fatal(err)
