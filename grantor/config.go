@@ -132,11 +132,16 @@ type Config struct {
 	SessionIdleTimeout time.Duration
 }
 
-// Defaults used by DefaultConfig.
+// Defaults used by DefaultConfig. The raft timings are hashicorp/raft's
+// own, except the leader lease timeout, raised from 500ms to the heartbeat
+// timeout (the most raft allows): on a CPU-starved machine a leader that
+// is merely slow stepped down several times a minute (lost quorum) and
+// leases were lost at the failovers. A failover takes about 1.5 to 3s
+// with these (README, "Raft timeouts" and "Choosing a term").
 const (
-	DefaultHeartbeatTimeout    = 500 * time.Millisecond
-	DefaultElectionTimeout     = 500 * time.Millisecond
-	DefaultLeaderLeaseTimeout  = 250 * time.Millisecond
+	DefaultHeartbeatTimeout    = time.Second
+	DefaultElectionTimeout     = time.Second
+	DefaultLeaderLeaseTimeout  = time.Second
 	DefaultCommitTimeout       = 50 * time.Millisecond
 	DefaultSnapshotThreshold   = 8192
 	DefaultSnapshotInterval    = 2 * time.Minute

@@ -32,12 +32,15 @@ func errorLines(p *process) []string {
 // failover or a restart is routine (grantor/hclog.go demotes those lines
 // to WARN, at most one per peer and message every few seconds, and keeps
 // real errors at ERROR). The survivors keep retrying the dead peer for as
-// long as the test waits for two renewals through the new leader.
+// long as the test waits for two renewals through the new leader. The
+// sidecar finds the grantors by gossip, and its ready line says so; it
+// says why it stopped.
 func TestClusterFailoverLogsNoErrors(t *testing.T) {
 	const term = 6 * time.Second
 	c := newLoopbackCluster(t, 3)
 	c.startAll()
-	s := startSidecar(t, "sidecar", nil, "--grantors", c.rpcAddrs())
+	s := startSidecar(t, "sidecar", nil, "--join", c.gossipAddrs(0), "--gossip-addr", "127.0.0.1:0")
+	s.waitLine(t, 0, "leaseside daemon ready", "join="+c.gossipAddrs(0), "gossip=127.0.0.1:")
 	g := acquireCLI(t, s, "jobs/quiet-failover", "--ttl", term.String(), "--detached")
 
 	leader := c.currentLeader()
@@ -70,6 +73,9 @@ func TestClusterFailoverLogsNoErrors(t *testing.T) {
 	for _, l := range errorLines(s.process) {
 		t.Errorf("the sidecar logged at ERROR during a normal failover: %s", l)
 	}
+	m := s.out.mark()
+	s.term(t)
+	s.waitLine(t, m, "leaseside daemon stopped", `why="terminated signal received"`)
 }
 
 // renewals checks what a sidecar reported of one grant: every renewal came

@@ -87,7 +87,10 @@ func runDaemon(ctx context.Context, e *env, o *daemonOptions) error {
 	if err := o.checkSecurity(&cfg); err != nil {
 		return err
 	}
-	log := newLogger(e, sf.verbose)
+	log, err := newLogger(e, sf.logFlags)
+	if err != nil {
+		return err
+	}
 	warnInsecure(&o.tls, log)
 	if err := clockwatch.CheckHost(); err != nil {
 		log.Error("refusing to start", "err", err)

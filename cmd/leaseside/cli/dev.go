@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -77,7 +76,10 @@ func runDev(ctx context.Context, e *env, o *devOptions) error {
 	if err := checkExposure(&o.tls, false, exposed{"--rpc-addr", o.rpcAddr, false}); err != nil {
 		return err
 	}
-	log := newLogger(e, sf.verbose)
+	log, err := newLogger(e, sf.logFlags)
+	if err != nil {
+		return err
+	}
 	warnInsecure(&o.tls, log)
 	if err := clockwatch.CheckHost(); err != nil {
 		log.Error("refusing to start", "err", err)
@@ -142,7 +144,7 @@ func runDev(ctx context.Context, e *env, o *devOptions) error {
 		log.Error("sidecar stopped", "err", err)
 		return exitCode(ExitError)
 	}
-	log.Info("leaseside dev stopped")
+	log.Info("leaseside dev stopped", "reason", context.Cause(ctx).Error())
 	return nil
 }
 
@@ -159,12 +161,4 @@ func defaultDataDir() string {
 		return filepath.Join(h, ".local", "state", "leaseside", "dev")
 	}
 	return filepath.Join(os.TempDir(), fmt.Sprintf("leaseside-%d", os.Geteuid()), "dev")
-}
-
-func newLogger(e *env, verbose bool) *slog.Logger {
-	level := slog.LevelInfo
-	if verbose {
-		level = slog.LevelDebug
-	}
-	return slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level}))
 }

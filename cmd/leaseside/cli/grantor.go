@@ -46,6 +46,8 @@ type grantorOptions struct {
 	AuditLog        string
 	MaxRequestBytes int
 	Raft            raftTimeouts
+	// LogFormat is --log-format ("" means text).
+	LogFormat string
 }
 
 // raftTimeouts are the raft timings a grantor takes from its flags and
@@ -111,6 +113,8 @@ type grantorFileConfig struct {
 	RaftElectionTimeout    string `json:"raft_election_timeout"`
 	RaftLeaderLeaseTimeout string `json:"raft_leader_lease_timeout"`
 	RaftCommitTimeout      string `json:"raft_commit_timeout"`
+	// LogFormat is --log-format's key.
+	LogFormat string `json:"log_format"`
 }
 
 // loadGrantorConfig applies the config file at path to o.
@@ -150,6 +154,9 @@ func loadGrantorConfig(path string, o *grantorOptions) error {
 	if fc.MaxLeasesPerSidecar != nil {
 		o.MaxLeasesPerSidecar = *fc.MaxLeasesPerSidecar
 	}
+	if fc.LogFormat != "" {
+		o.LogFormat = fc.LogFormat
+	}
 	for _, d := range []struct {
 		key, v string
 		dst    *time.Duration
@@ -185,7 +192,7 @@ type grantorFlagValues struct {
 	rho         float64
 	eps         time.Duration
 	raft        raftTimeouts
-	verbose     bool
+	log         logFlags
 	tls         tlsFlags
 	auditLog    string
 	maxRequest  int
@@ -217,7 +224,7 @@ func (g *grantorFlagValues) register(fs *pflag.FlagSet) {
 			"Raise it on a starved machine (fewer needless leader changes)")
 	fs.DurationVar(&g.raft.Commit, "raft-commit-timeout", def.Raft.Commit,
 		"how long the leader waits without new entries before it tells followers what is committed")
-	fs.BoolVarP(&g.verbose, "verbose", "v", false, "log debug detail")
+	g.log.register(fs)
 	g.tls.register(fs, true)
 	fs.StringVar(&g.auditLog, "audit-log", "", "write the audit trail (grants, releases, revokes, membership changes, refused calls) as JSON lines to this file (default: the log)")
 	fs.IntVar(&g.maxRequest, "max-request-bytes", grantor.DefaultMaxRecvMsgSize, "largest gRPC request accepted, in bytes")
@@ -276,6 +283,8 @@ func (g *grantorFlagValues) options(fs *pflag.FlagSet) (grantorOptions, error) {
 			o.AuditLog = g.auditLog
 		case "max-request-bytes":
 			o.MaxRequestBytes = g.maxRequest
+		case "log-format":
+			o.LogFormat = g.log.format
 		}
 	})
 	switch {
@@ -323,7 +332,7 @@ the background.`,
 			if err != nil {
 				return fail(e, err)
 			}
-			return runGrantor(cmd.Context(), e, o, g.verbose)
+			return runGrantor(cmd.Context(), e, o, logFlags{verbose: g.log.verbose, format: o.LogFormat})
 		},
 	}
 	g.register(cmd.Flags())
@@ -364,7 +373,7 @@ func splitList(s string) []string {
 // runGrantor runs one grantor node until SIGTERM or SIGINT, then stops it
 // and keeps it in the cluster (grantor.Node.Stop); a second signal skips
 // the leadership handover. After the Leave RPC it exits 0 by itself.
-func runGrantor(ctx context.Context, e *env, o grantorOptions, verbose bool) error {
+func runGrantor(ctx context.Context, e *env, o grantorOptions, lf logFlags) error {
 	exp := []exposed{{"--rpc-addr", o.RPCAddr, false}, {"--raft-addr", o.RaftAddr, false}, {"--gossip-addr", o.GossipAddr, true}}
 	for _, j := range o.Join {
 		exp = append(exp, exposed{"--join", j, true})
@@ -372,7 +381,10 @@ func runGrantor(ctx context.Context, e *env, o grantorOptions, verbose bool) err
 	if err := checkExposure(&tlsFlags{files: o.TLS, insecure: o.Insecure}, o.GossipKeyFile != "", exp...); err != nil {
 		return err
 	}
-	log := newLogger(e, verbose)
+	log, err := newLogger(e, lf)
+	if err != nil {
+		return err
+	}
 	if err := clockwatch.CheckHost(); err != nil {
 		log.Error("refusing to start", "err", err)
 		return exitCode(ExitError)

@@ -26,7 +26,7 @@ type sidecarFlags struct {
 	socketGroup string
 	configFile  string
 	metricsAddr string
-	verbose     bool
+	logFlags
 	// fileTLS are the config file's tls_ca, tls_cert and tls_key, and
 	// fileGossip its join, gossip_addr and gossip_key_file: the daemon's
 	// flags win over them; dev has no use for them.
@@ -48,7 +48,7 @@ func (s *sidecarFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&s.configFile, "config", "", "JSON config file with the keys "+jsonKeys(fileConfig{})+
 		" (documented in packaging/README.md, installed as "+configDocPath+"); flags win over it")
 	fs.StringVar(&s.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (off when empty)")
-	fs.BoolVarP(&s.verbose, "verbose", "v", false, "log debug detail")
+	s.logFlags.register(fs)
 }
 
 // configDocPath is where the packages install packaging/README.md, which
@@ -92,6 +92,8 @@ type fileConfig struct {
 	Join          []string `json:"join"`
 	GossipAddr    string   `json:"gossip_addr"`
 	GossipKeyFile string   `json:"gossip_key_file"`
+	// LogFormat is --log-format's key.
+	LogFormat string `json:"log_format"`
 }
 
 // config returns the daemon config from the defaults, the config file and
@@ -115,6 +117,9 @@ func (s *sidecarFlags) config() (daemon.Config, error) {
 		}
 		if fc.SocketGroup != "" && s.socketGroup == "" {
 			s.socketGroup = fc.SocketGroup
+		}
+		if fc.LogFormat != "" && s.format == "" {
+			s.format = fc.LogFormat
 		}
 		cfg.Grantors = fc.Grantors
 		cfg.ACL = fc.ACL
