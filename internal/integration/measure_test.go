@@ -32,6 +32,7 @@ var (
 	measureTerms    = flag.String("measure.terms", "3s,6s,15s,30s", "lease terms to measure failover for")
 	measureKills    = flag.Int("measure.kills", 6, "leader kills per term (failover) or per load level (load)")
 	measureHogs     = flag.String("measure.hogs", "0,4,8,12,16", "CPU hogs (yes > /dev/null) per load level")
+	measureFOHogs   = flag.Int("measure.failover.hogs", 0, "CPU hogs running during TestMeasureFailoverByTerm")
 	measureWindow   = flag.Duration("measure.window", time.Minute, "how long each load level runs")
 	measureTerm     = flag.Duration("measure.term", 6*time.Second, "the lease term of TestMeasureUnderLoad")
 	measureRaft     = flag.String("measure.raft", "", "comma-separated extra grantor flags (raft timeouts); TestMeasureUnderLoad takes several sets separated by ; and interleaves them")
@@ -144,6 +145,7 @@ func TestMeasureFailoverByTerm(t *testing.T) {
 		}
 		t.Run(ts, func(t *testing.T) {
 			c, s, leases := measureCluster(t, term, *measureRaft)
+			startHogs(t, *measureFOHogs)
 			var fs []failover
 			for range *measureKills {
 				f := killLeader(t, c, s, leases, term)
@@ -157,8 +159,8 @@ func TestMeasureFailoverByTerm(t *testing.T) {
 				sum(fs, func(f failover) int { return f.lost }), len(fs)*measureLeases, loadAvg()))
 		})
 	}
-	t.Logf("raft flags %q\n| term | kill to new leader in office (median, max) | kill to every holder renewed (median, max) | least margin left | leases lost | load average |\n| --- | --- | --- | --- | --- | --- |\n%s",
-		*measureRaft, strings.Join(rows, "\n"))
+	t.Logf("raft flags %q, %d CPU hogs\n| term | kill to new leader in office (median, max) | kill to every holder renewed (median, max) | least margin left | leases lost | load average |\n| --- | --- | --- | --- | --- | --- |\n%s",
+		*measureRaft, *measureFOHogs, strings.Join(rows, "\n"))
 }
 
 // TestMeasureUnderLoad runs, for each number of CPU hogs of
