@@ -40,7 +40,7 @@ func TestClusterFailoverLogsNoErrors(t *testing.T) {
 	c := newLoopbackCluster(t, 3)
 	c.startAll()
 	s := startSidecar(t, "sidecar", nil, "--join", c.gossipAddrs(0), "--gossip-addr", "127.0.0.1:0")
-	s.waitLine(t, 0, "leaseside daemon ready", "join="+c.gossipAddrs(0), "gossip=127.0.0.1:")
+	s.waitLine(t, 0, "leaseside daemon ready", "join=["+c.gossipAddrs(0)+"]", "gossip=127.0.0.1:")
 	g := acquireCLI(t, s, "jobs/quiet-failover", "--ttl", term.String(), "--detached")
 
 	leader := c.currentLeader()
@@ -75,7 +75,7 @@ func TestClusterFailoverLogsNoErrors(t *testing.T) {
 	}
 	m := s.out.mark()
 	s.term(t)
-	s.waitLine(t, m, "leaseside daemon stopped", `why="terminated signal received"`)
+	s.waitLine(t, m, "leaseside daemon stopped", `why="signal terminated"`)
 }
 
 // renewals checks what a sidecar reported of one grant: every renewal came

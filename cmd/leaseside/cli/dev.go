@@ -144,7 +144,7 @@ func runDev(ctx context.Context, e *env, o *devOptions) error {
 		log.Error("sidecar stopped", "err", err)
 		return exitCode(ExitError)
 	}
-	log.Info("leaseside dev stopped", "reason", context.Cause(ctx).Error())
+	log.Info("leaseside dev stopped", "why", context.Cause(ctx).Error())
 	return nil
 }
 

@@ -149,7 +149,7 @@ func TestDevLogsJSON(t *testing.T) {
 			t.Errorf("not a JSON log record: %q (%v)", l, err)
 		}
 	}
-	if !strings.Contains(out, `"logger":"raft"`) || !strings.Contains(out, `"msg":"leaseside dev stopped","reason":"terminated signal received"`) {
+	if !strings.Contains(out, `"logger":"raft"`) || !strings.Contains(out, `"msg":"leaseside dev stopped","why":"terminated signal received"`) {
 		t.Errorf("raft's lines or the stop line missing:\n%s", out)
 	}
 }
