@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -588,5 +589,88 @@ func TestTrustDevOpensNoPort(t *testing.T) {
 	}
 	if code, out := probe(true, "status", "--socket", socket); code == 0 || !strings.Contains(strings.ToLower(out), "permission denied") {
 		t.Errorf("nobody's probe of the sidecar's socket: exit %d, want refused for permission\n%s", code, out)
+	}
+}
+
+// --audit-log writes the audit trail as JSON lines, each naming who: a
+// grant and a release by a sidecar's certificate, a call refused to it.
+// On SIGHUP the file is opened again by its name, so a log rotated away
+// is followed by a new one.
+func TestTrustAuditLog(t *testing.T) {
+	p := newClusterPKI(t)
+	c := newLoopbackCluster(t, 1)
+	n := c.nodes[0]
+	p.cert("grantor", n.id, false)
+	n.tlsDir, n.keyFile = p.dir, p.key
+	audit := filepath.Join(t.TempDir(), "audit.log")
+	n.extra = []string{"--audit-log", audit}
+	c.startAll()
+	c.waitOffice(c.marks0())
+	s := startSidecar(t, "sidecar s1", nil, append(p.cert("sidecar", "s1", false), "--grantors", c.rpcAddrs())...)
+
+	type line struct {
+		Event, Role, Name, Lease, Call string
+		Token                          uint64
+	}
+	// lines reads the audit file's JSON lines; every line must decode.
+	lines := func(path string) []line {
+		t.Helper()
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []line
+		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			var v struct {
+				Msg string `json:"msg"`
+				line
+			}
+			if err := json.Unmarshal([]byte(l), &v); err != nil || v.Msg != "audit" {
+				t.Fatalf("audit log line %q: %v", l, err)
+			}
+			out = append(out, v.line)
+		}
+		return out
+	}
+	has := func(ls []line, want line) bool {
+		for _, l := range ls {
+			if l.Event == want.Event && l.Role == want.Role && l.Name == want.Name && l.Lease == want.Lease && l.Call == want.Call {
+				return true
+			}
+		}
+		return false
+	}
+
+	acquireCLI(t, s, "audit/one", "--ttl", "5s", "--detached")
+	cli(t, s.socket, "release", "audit/one").must(t, 0)
+	ctx5, cancel := context.WithTimeout(tctx(t), 5*time.Second)
+	defer cancel()
+	if _, err := grpcClient(t, n.rpcAddr(), p.creds("sidecar", "s1")).RemoveServer(ctx5, &grantorpb.RemoveServerRequest{NodeId: n.id}); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("RemoveServer by a sidecar: %v", err)
+	}
+	ls := lines(audit)
+	for _, want := range []line{
+		{Event: "grant", Role: "sidecar", Name: "s1", Lease: "audit/one"},
+		{Event: "release", Role: "sidecar", Name: "s1", Lease: "audit/one"},
+		{Event: "refused", Role: "sidecar", Name: "s1", Call: "RemoveServer"},
+	} {
+		if !has(ls, want) {
+			t.Errorf("no audit line %+v in %+v", want, ls)
+		}
+	}
+
+	// Rotated away, then SIGHUP: the next lines go to a new file.
+	if err := os.Rename(audit, audit+".1"); err != nil {
+		t.Fatal(err)
+	}
+	mark := n.proc.out.mark()
+	n.proc.cmd.Process.Signal(syscall.SIGHUP)
+	n.proc.waitLine(t, mark, "reload done")
+	acquireCLI(t, s, "audit/two", "--ttl", "5s", "--detached")
+	if !has(lines(audit), line{Event: "grant", Role: "sidecar", Name: "s1", Lease: "audit/two"}) {
+		t.Fatalf("the grant after the reopen is not in the new file: %+v", lines(audit))
+	}
+	if has(lines(audit+".1"), line{Event: "grant", Role: "sidecar", Name: "s1", Lease: "audit/two"}) {
+		t.Fatal("the grant after the reopen went to the rotated file")
 	}
 }

@@ -403,13 +403,14 @@ func runGrantor(ctx context.Context, e *env, o grantorOptions, lf logFlags) erro
 		}
 		cfg.TLS = c
 	}
+	var audit *logFile
 	if o.AuditLog != "" {
-		f, err := os.OpenFile(o.AuditLog, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-		if err != nil {
+		var err error
+		if audit, err = openLogFile(o.AuditLog); err != nil {
 			return fail(e, fmt.Errorf("audit log: %w", err))
 		}
-		defer f.Close()
-		cfg.Audit = slog.New(slog.NewJSONHandler(f, nil))
+		defer audit.Close()
+		cfg.Audit = slog.New(slog.NewJSONHandler(audit, nil))
 	}
 	gc := cfg.Gossip
 	gc.Logger = log.With("part", "gossip")
@@ -428,7 +429,7 @@ func runGrantor(ctx context.Context, e *env, o grantorOptions, lf logFlags) erro
 	defer cancelRun()
 	runErr := make(chan error, 1)
 	go func() { runErr <- node.Run(runCtx) }()
-	reloader{tls: cfg.TLS, keyFile: o.GossipKeyFile, setKeys: node.SetGossipKeys, log: log}.run(runCtx)
+	reloader{tls: cfg.TLS, keyFile: o.GossipKeyFile, setKeys: node.SetGossipKeys, audit: audit, log: log}.run(runCtx)
 
 	metricsCtx, stopMetrics := context.WithCancel(ctx)
 	defer stopMetrics()

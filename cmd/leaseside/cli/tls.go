@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -136,6 +137,7 @@ type reloader struct {
 	tls     *pki.Configurator // nil without TLS
 	keyFile string            // "" without a gossip key
 	setKeys func([][]byte) error
+	audit   *logFile // reopened (after logrotate moved it); nil without --audit-log
 	log     *slog.Logger
 }
 
@@ -180,9 +182,58 @@ func (r reloader) reload() {
 			r.log.Info("reload: gossip keys reloaded", "file", r.keyFile, "keys", len(keys))
 		}
 	}
+	if r.audit != nil {
+		if err := r.audit.Reopen(); err != nil {
+			ok = false
+			r.log.Error("reload: audit log not reopened; writing to the file open before", "err", err)
+		}
+	}
 	if ok {
 		r.log.Info("reload done")
 	}
+}
+
+// logFile is a log file, appended to, that Reopen opens again by its
+// name: a log rotated away is followed by a new file on SIGHUP.
+type logFile struct {
+	path string
+	mu   sync.Mutex
+	f    *os.File
+}
+
+func openLogFile(path string) (*logFile, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	return &logFile{path: path, f: f}, nil
+}
+
+// Write implements io.Writer.
+func (l *logFile) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.f.Write(p)
+}
+
+// Reopen opens the file by its name again; on an error the old one stays.
+func (l *logFile) Reopen() error {
+	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	old := l.f
+	l.f = f
+	l.mu.Unlock()
+	return old.Close()
+}
+
+// Close closes the file.
+func (l *logFile) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.f.Close()
 }
 
 // logTLS logs the identity TLS runs under and the certificates close to
