@@ -58,4 +58,15 @@
 // gossip (membership.go). Members answers from any node; Collector
 // exports the node's metrics, its clock watcher's stalls included
 // (metrics.go).
+//
+// Trust (DESIGN.md section 6, SECURITY.md): with Config.TLS (grantor/pki),
+// raft runs over mutual TLS and every raft RPC must speak for the server
+// its connection's grantor certificate names (raft_tls.go); gRPC needs a
+// client certificate of the cluster CA, and an interceptor puts the
+// caller's Identity in the context and refuses what its role may not call
+// (authz.go). The leader admits a grantor gossip told of only once its
+// raft address shows that grantor's certificate (discovery.go). Grants,
+// releases, expiries, membership changes and refusals are written to the
+// audit trail with who made them (audit.go). With InMemoryRaft and a unix:
+// RPCAddr, a node opens no port at all (dev).
 package grantor
