@@ -38,6 +38,7 @@ var regressionSeeds = []struct {
 	{"F3 a removed dead grantor promoted back to voter", 2, 45 * time.Second, 3, 2},
 	{"F4 a granted acquire whose reply was lost answered lease_held", 12, 5 * time.Minute, 5, 3},
 	{"F5 data race on a pending grant between acquire and the renew loop", 21, 10 * time.Minute, 3, 3},
+	{"F4 again: three grants whose replies were lost in a partition, answered lease_held", 31, 10 * time.Minute, 5, 4},
 }
 
 // fixedSeed is the short mode's fixed seed.

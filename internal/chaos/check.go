@@ -223,7 +223,7 @@ func checkTokens(gs []*Grant, probes []Probe) []Violation {
 					top = byStart[i]
 				}
 			}
-			if top != nil && top != g && top.Token >= g.Token {
+			if top != nil && top != g && (top.Token > g.Token || top.Token == g.Token && top.Holder != g.Holder) {
 				vs = append(vs, Violation{Checker: CheckTokens, Name: n, At: g.Start, A: top, B: g,
 					Message: fmt.Sprintf("token %d granted after token %d was read", g.Token, top.Token)})
 			}

@@ -77,7 +77,7 @@ func grants(h *History) []*Grant {
 		name  string
 		token uint64
 	}
-	byKey := map[key]*Grant{}
+	byKey := map[key][]*Grant{} // a holder may hold one grant in several spells
 	byOp := map[string]*Grant{}
 	calls := map[string]int64{} // op -> when the acquire or run was sent
 	last := map[string]int64{}  // holder -> its last record
@@ -86,17 +86,19 @@ func grants(h *History) []*Grant {
 
 	add := func(name string, token uint64, op, holder string, call, start, deadline int64) {
 		k := key{name, token}
-		if g := byKey[k]; g != nil && g.Holder == holder {
+		if gs := byKey[k]; len(gs) > 0 && gs[len(gs)-1].Holder == holder && len(gs[len(gs)-1].ends) == 0 {
 			// The same owner got the grant it holds again.
+			g := gs[len(gs)-1]
 			g.Ops = append(g.Ops, op)
 			g.updates = append(g.updates, update{at: start, deadline: deadline})
 			byOp[op] = g
 			return
 		}
+		// A new grant, or one its holder had stopped believing in (a
+		// client that found its lease gone acquires it again and gets
+		// the grant its daemon kept): a new spell of belief.
 		g := &Grant{Name: name, Token: token, Op: op, Ops: []string{op}, Holder: holder, Call: call, Start: start, Deadline: deadline}
-		if byKey[k] == nil {
-			byKey[k] = g
-		}
+		byKey[k] = append(byKey[k], g)
 		byOp[op] = g
 		all = append(all, g)
 		if held[holder] == nil {
@@ -154,8 +156,14 @@ func grants(h *History) []*Grant {
 		if err != nil {
 			continue
 		}
-		g := byKey[key{e.Event.Lease, tok}]
-		if g == nil || e.At < g.Start {
+		// The spell the event falls in: the last one started before it.
+		var g *Grant
+		for _, sp := range byKey[key{e.Event.Lease, tok}] {
+			if sp.Start <= e.At {
+				g = sp
+			}
+		}
+		if g == nil {
 			continue
 		}
 		switch e.Event.Event {
