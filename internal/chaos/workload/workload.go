@@ -165,11 +165,13 @@ func (c *client) hold() {
 	for !c.stopping.Load() {
 		if !lease.Valid() {
 			c.rec.add(Record{Kind: KindGone, Op: op, Name: name, Token: token, Code: CodeDeadline, Err: reasonOf(lease), At: now()})
+			c.giveUp(cl, op, name, token, owner)
 			return
 		}
 		c.reg.write(Write{Name: name, Holder: op, Token: token, Deadline: lease.Deadline(), Kind: "pre"})
 		dl, ok := c.check(cl, op, name, token)
 		if !ok {
+			c.giveUp(cl, op, name, token, owner)
 			return
 		}
 		c.reg.write(Write{Name: name, Holder: op, Token: token, Deadline: dl, Kind: "post"})
@@ -192,21 +194,36 @@ func (c *client) hold() {
 	}
 	switch end {
 	case endRelease:
-		c.rec.add(Record{Kind: KindRelease, Op: op, Name: name, Token: token, At: now()})
-		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-		err := cl.ReleaseToken(ctx, name, lease.Token)
-		cancel()
-		if err != nil {
-			c.rec.add(Record{Kind: KindReleaseFailed, Op: op, Name: name, Token: token, Code: code(err, ctx.Err() != nil), Err: err.Error(), At: now()})
-		} else {
-			c.rec.add(Record{Kind: KindReleased, Op: op, Name: name, Token: token, At: now()})
-		}
+		c.release(cl, op, name, token)
 	case endClose:
 		c.rec.add(Record{Kind: KindClose, Op: op, Name: name, Token: token, At: now()})
 		cl.Close()
 	case endExit:
 		c.rec.add(Record{Kind: KindExit, Op: op, Name: name, Token: token, At: now()})
 		os.Exit(0)
+	}
+}
+
+// release records and makes a release of the grant.
+func (c *client) release(cl *ipc.Client, op, name string, token uint64) {
+	c.rec.add(Record{Kind: KindRelease, Op: op, Name: name, Token: token, At: now()})
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	if err := cl.ReleaseToken(ctx, name, strconv.FormatUint(token, 10)); err != nil {
+		c.rec.add(Record{Kind: KindReleaseFailed, Op: op, Name: name, Token: token, Code: code(err, ctx.Err() != nil), Err: err.Error(), At: now()})
+		return
+	}
+	c.rec.add(Record{Kind: KindReleased, Op: op, Name: name, Token: token, At: now()})
+}
+
+// giveUp lets go of a grant the client found gone, as a careful user
+// does: a lease bound to the process outlives the connection the client
+// is about to close, and the daemon may still hold it (the client's own
+// clock ran out first, or the check failed on the way), so it is
+// released; one bound to the connection goes with the connection.
+func (c *client) giveUp(cl *ipc.Client, op, name string, token uint64, owner string) {
+	if owner == ipc.OwnerPID {
+		c.release(cl, op, name, token)
 	}
 }
 
