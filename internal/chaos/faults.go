@@ -124,8 +124,9 @@ func (r *run) do(i int, st Step) {
 		for _, g := range members[:minority] {
 			side = append(side, g.hostIndex())
 		}
-		for _, s := range r.cl.sidecars {
-			if rng.IntN(2) == 0 {
+		withLeader := rng.IntN(len(r.cl.sidecars)) // a cut-off leader keeps a sidecar that still asks it
+		for i, s := range r.cl.sidecars {
+			if rng.IntN(2) == 0 || f.Leader && i == withLeader {
 				side = append(side, s.hostIndex())
 			}
 		}
@@ -220,37 +221,31 @@ func (r *run) do(i int, st Step) {
 		s.stopped = false
 		s.mu.Unlock()
 		r.rec.endFault(i, boottime(), "")
-	case StarveCPU, SlowDisk:
+	case StarveCPU:
+		var pid int
+		if rng.IntN(3) == 0 {
+			// A sidecar host starved: its replies and renewals run late.
+			s := r.cl.sidecars[rng.IntN(len(r.cl.sidecars))]
+			f.Target, pid = s.name, s.current().pid()
+		} else if g, lead := r.pickGrantor(rng, 0.5); g != nil {
+			f.Target, f.Leader, pid = g.id, lead, g.current().pid()
+		} else {
+			r.skip(f, "no grantor runs")
+			return
+		}
+		share := 0.02 + 0.08*rng.Float64()
+		f.Detail = fmt.Sprintf("%.0f%% of a CPU", share*100)
+		r.limited(f, st.For, pid, func(pid int) error { return r.lab.LimitCPU(pid, share) })
+	case SlowDisk:
 		g, lead := r.pickGrantor(rng, 0.5)
 		if g == nil {
 			r.skip(f, "no grantor runs")
 			return
 		}
+		iops := 3 + rng.IntN(18)
 		f.Target, f.Leader = g.id, lead
-		pid := g.current().pid()
-		var err error
-		if st.Kind == StarveCPU {
-			share := 0.02 + 0.08*rng.Float64()
-			f.Detail = fmt.Sprintf("%.0f%% of a CPU", share*100)
-			err = r.lab.LimitCPU(pid, share)
-		} else {
-			iops := 3 + rng.IntN(18)
-			f.Detail = fmt.Sprintf("%d writes/s to the disk of %s", iops, g.dataDir)
-			err = r.lab.LimitDiskWrites(pid, g.dataDir, iops)
-		}
-		if err != nil {
-			if !errors.Is(err, netlab.ErrNoLimit) {
-				r.t.Fatalf("%s on %s: %v", st.Kind, g.id, err)
-			}
-			r.skip(f, err.Error())
-			return
-		}
-		i := r.rec.fault(f)
-		pause(st.For)
-		if err := r.lab.Unlimit(pid); err != nil {
-			r.t.Fatalf("lifting the limits of %s: %v", g.id, err)
-		}
-		r.rec.endFault(i, boottime(), "")
+		f.Detail = fmt.Sprintf("%d writes/s to the disk of %s", iops, g.dataDir)
+		r.limited(f, st.For, g.current().pid(), func(pid int) error { return r.lab.LimitDiskWrites(pid, g.dataDir, iops) })
 	case ClockStep:
 		if r.cfg.ClockStepMax <= 0 {
 			r.skip(f, "CLOCK_REALTIME steps are off (-chaos.clockstep 0): the clock is the whole machine's")
@@ -278,6 +273,24 @@ func (r *run) do(i int, st Step) {
 	case Membership:
 		r.membership(f, rng)
 	}
+}
+
+// limited makes a resource fault: limit (a cgroup limit on pid), held
+// for d, then lifted; a limit this machine cannot make is skipped.
+func (r *run) limited(f Fault, d time.Duration, pid int, limit func(pid int) error) {
+	if err := limit(pid); err != nil {
+		if !errors.Is(err, netlab.ErrNoLimit) {
+			r.t.Fatalf("%s on %s: %v", f.Kind, f.Target, err)
+		}
+		r.skip(f, err.Error())
+		return
+	}
+	i := r.rec.fault(f)
+	pause(d)
+	if err := r.lab.Unlimit(pid); err != nil {
+		r.t.Fatalf("lifting the limits of %s: %v", f.Target, err)
+	}
+	r.rec.endFault(i, boottime(), "")
 }
 
 // network makes a network fault with cut, holds it for d, and heals.

@@ -20,7 +20,8 @@ const (
 	// direction only, or of the leader to (or from) everyone.
 	OneWay Kind = "one-way"
 	// Split cuts the member grantors into a majority and a minority, the
-	// leader on either side, each sidecar on a random one.
+	// leader on either side, each sidecar on a random one (a leader on
+	// the minority side keeps at least one sidecar that still asks it).
 	Split Kind = "majority-minority"
 	// LeaderAlone cuts the leader off from every other host.
 	LeaderAlone Kind = "leader-alone"
@@ -39,8 +40,8 @@ const (
 	KillSidecar Kind = "kill-sidecar"
 	// StopSidecar SIGSTOPs a sidecar, then SIGCONTs it.
 	StopSidecar Kind = "stop-sidecar"
-	// StarveCPU limits a grantor (the leader half the time) to a few per
-	// cent of a CPU through its cgroup.
+	// StarveCPU limits a grantor (the leader half the time), or now and
+	// then a sidecar, to a few per cent of a CPU through its cgroup.
 	StarveCPU Kind = "cpu-starve"
 	// SlowDisk limits a grantor's writes to its data dir's disk to a few
 	// a second through its cgroup; skipped, with the reason, where the
