@@ -90,8 +90,9 @@ func (n *Node) await(ctx context.Context, f raft.Future) error {
 
 // handoverTimeout bounds how long Stop waits for another voter to take
 // leadership over; past it the node stops anyway and the others elect a
-// leader once they miss its heartbeats.
-const handoverTimeout = time.Second
+// leader once they miss its heartbeats. A variable only so that a test on
+// a starved machine can wait longer.
+var handoverTimeout = time.Second
 
 // Stop stops the node and keeps its place in the cluster: it stays a voter
 // in the raft configuration and takes it up again when it starts with the

@@ -3,20 +3,26 @@ package grantor
 import (
 	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/leaseside/leaseside/grantor/grantorpb"
 )
 
-// startRecordedCluster is startGossipCluster with every node's log kept.
+// startRecordedCluster is startGossipCluster with every node's log kept,
+// and raft timeouts long enough that a busy machine changes no leader by
+// itself while a test runs.
 func startRecordedCluster(t *testing.T, size int) (*gossipCluster, map[*running]*recorded) {
 	t.Helper()
 	c := &gossipCluster{t: t, events: map[*running]*eventLog{}}
 	logs := map[*running]*recorded{}
 	for i := range size {
 		rec := &recorded{}
-		n := c.add("g"+string(rune('1'+i)), size, func(cfg *Config) { cfg.Logger = slog.New(rec) })
+		n := c.add("g"+string(rune('1'+i)), size, func(cfg *Config) {
+			cfg.Logger = slog.New(rec)
+			cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 3*time.Second, 3*time.Second, 3*time.Second
+		})
 		logs[n] = rec
 		if i == 0 {
 			c.seed = n.GossipAddr()
@@ -24,6 +30,22 @@ func startRecordedCluster(t *testing.T, size int) (*gossipCluster, map[*running]
 	}
 	c.leader()
 	return c, logs
+}
+
+// messages lists the records' messages and attributes, one per line.
+func (r *recorded) messages() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var b strings.Builder
+	for _, rec := range r.recs {
+		b.WriteString(rec.Level.String() + " " + rec.Message)
+		rec.Attrs(func(a slog.Attr) bool {
+			b.WriteString(" " + a.String())
+			return true
+		})
+		b.WriteByte('\n')
+	}
+	return b.String()
 }
 
 // logged reports whether rec holds a record with message msg.
@@ -48,6 +70,9 @@ func others(c *gossipCluster, not *running) []*running {
 // voter while it is down, and a reconcile pass leaves it in (gossip sees
 // it fail, not leave).
 func TestStopKeepsVoterAndHandsOver(t *testing.T) {
+	// The transfer may take more than a second on a starved machine.
+	handoverTimeout = waitTimeout
+	t.Cleanup(func() { handoverTimeout = time.Second })
 	c, logs := startRecordedCluster(t, 3)
 	l := c.leader()
 	rest := others(c, l)
@@ -59,7 +84,7 @@ func TestStopKeepsVoterAndHandsOver(t *testing.T) {
 		t.Fatalf("Run after Stop: %v", l.runErr)
 	}
 	if !logs[l].logged("grantor: leadership handed over") {
-		t.Errorf("the stopped leader did not hand leadership over")
+		t.Errorf("the stopped leader did not hand leadership over:\n%s", logs[l].messages())
 	}
 	c.nodes = rest
 	n := c.leader()
