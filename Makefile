@@ -19,7 +19,8 @@ run:
 	$(GO) run ./cmd/leaseside dev
 
 # Debian packages the tests use: python3 and python3-venv (the Python
-# client, its pip install and the protocol examples), socat (the shell
+# client, its pip install and the protocol examples; /usr/bin/python3 also
+# runs, as an unprivileged user, the socket abuse tests), socat (the shell
 # example), iproute2 and util-linux (network namespaces for the fault
 # tests: ip, unshare, nsenter), etcd-server (the side-by-side bench's etcd
 # workloads, internal/bench/vsetcd), tmux (the terminal of leaseside top's
@@ -27,7 +28,7 @@ run:
 # on a real one; its package may start a prometheus service where systemd
 # runs).
 deps:
-	@if ! command -v python3 >/dev/null || ! python3 -c 'import ensurepip' 2>/dev/null || ! command -v socat >/dev/null \
+	@if ! command -v python3 >/dev/null || ! python3 -c 'import ensurepip' 2>/dev/null || [ ! -x /usr/bin/python3 ] || ! command -v socat >/dev/null \
 		|| ! command -v ip >/dev/null || ! command -v nsenter >/dev/null || ! command -v unshare >/dev/null \
 		|| ! command -v etcd >/dev/null || ! command -v tmux >/dev/null || [ ! -f /usr/share/bash-completion/bash_completion ]; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-venv socat iproute2 util-linux etcd-server tmux \

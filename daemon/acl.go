@@ -48,6 +48,12 @@ func (a ACL) allow(cred ipc.Cred, name string) *ipc.Error {
 	return ipc.Errorf(ipc.CodePermissionDenied, "uid %d may not use lease %q", cred.UID, name)
 }
 
+// grants reports whether a rule of a non-empty ACL names cred for name
+// (root aside: an empty ACL grants nobody anything in particular).
+func (a ACL) grants(cred ipc.Cred, name string) bool {
+	return len(a) > 0 && a.allow(cred, name) == nil
+}
+
 func (r ACLRule) matchesName(name string) bool {
 	for _, p := range r.Prefixes {
 		if strings.HasPrefix(name, p) {

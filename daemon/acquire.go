@@ -89,6 +89,11 @@ func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*i
 		return l.grant(now), nil // this owner holds it already: a no-op
 	}
 	d.mu.Unlock()
+	reserved, rerr := d.reserveLease(c.Cred.UID)
+	if rerr != nil {
+		return nil, rerr
+	}
+	defer reserved()
 
 	l := &lease{name: req.Lease, ttl: ttl, sess: d.g.sessionFor(ttl), owner: owner, ownerID: id, ownerPID: req.OwnerPID, uid: c.Cred.UID,
 		conn: c, lockDelay: req.LockDelay(), releaseAt: never, noRenew: req.NoRenew, renewed: make(chan struct{}), stopWatch: func() {}}
@@ -197,8 +202,7 @@ func (d *Daemon) granted(ctx context.Context, l *lease, resp *grantorpb.AcquireR
 			// is over (another owner's, or this owner's lost grant).
 			d.loseLocked(old, ipc.ReasonRevoked)
 		}
-		d.leases[l.name] = l
-		l.listed = true
+		d.listLocked(l)
 		d.emitWatchersLocked(l, &ipc.Event{Event: ipc.EventAcquired})
 		d.mu.Unlock()
 		d.wake()

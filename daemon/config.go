@@ -60,10 +60,20 @@ type Config struct {
 	// Watch configures the clock watcher (its Clock and Rho come from
 	// Clock and Timing above).
 	Watch clockwatch.WatcherConfig
+	// Limits bound what one local user can make the socket server hold
+	// (connections, requests in flight, unread replies); zero fields
+	// take ipc's defaults.
+	Limits ipc.Limits
+	// MaxLeasesPerUID bounds the leases one local user may hold (and be
+	// acquiring) on this host; more get resource_exhausted. 0: no limit.
+	MaxLeasesPerUID int
 	// OwnerStoppedLimit: an owner process found stopped (state T) longer
 	// than this is treated as ended. 0 turns the check off.
 	OwnerStoppedLimit time.Duration
 }
+
+// DefaultMaxLeasesPerUID is the default of Config.MaxLeasesPerUID.
+const DefaultMaxLeasesPerUID = 10000
 
 // DefaultConfig returns a Config with the defaults filled in; Grantors
 // still have to be set.
@@ -78,6 +88,7 @@ func DefaultConfig() Config {
 		Watch:          clockwatch.DefaultWatcherConfig(),
 
 		LeaderConfirmTimeout: time.Second,
+		MaxLeasesPerUID:      DefaultMaxLeasesPerUID,
 		OwnerStoppedLimit:    10 * time.Second,
 	}
 }

@@ -42,6 +42,8 @@ type Daemon struct {
 	// acquiring counts the acquires in flight per session and name,
 	// which keepalive replies must not take for grants to give back.
 	acquiring map[acquireKey]int
+	// uids counts each local user's leases (limits.go), under mu.
+	uids map[int]*perUID
 	// floor is the largest timing model assumed in the daemon's life.
 	floor timingFloor
 	// reach is the daemon's view of the way to the grantor leader.
@@ -76,6 +78,7 @@ func New(cfg Config) (*Daemon, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	ipc.RaiseFileLimit(cfg.Logger)
 	g, err := newGrantorConn(cfg.Grantors)
 	if err != nil {
 		return nil, err
@@ -97,6 +100,7 @@ func New(cfg Config) (*Daemon, error) {
 		log:       cfg.Logger,
 		g:         g,
 		leases:    map[string]*lease{},
+		uids:      map[int]*perUID{},
 		watchers:  map[*ipc.Conn]string{},
 		acquiring: map[acquireKey]int{},
 		kick:      make(chan struct{}, 1),
@@ -144,7 +148,7 @@ func (d *Daemon) Run(ctx context.Context, ln *net.UnixListener) error {
 			d.followGossip(ctx, d.cfg.Gossip)
 		}()
 	}
-	srv := &ipc.Server{Handler: d, Logger: d.log, MinTTL: d.cfg.MinTTL, MaxTTL: d.cfg.MaxTTL}
+	srv := &ipc.Server{Handler: d, Logger: d.log, MinTTL: d.cfg.MinTTL, MaxTTL: d.cfg.MaxTTL, Limits: d.cfg.Limits}
 	d.serving = ctx
 	err := srv.Serve(ctx, ln)
 	cancel()
@@ -168,7 +172,7 @@ func (d *Daemon) Handle(ctx context.Context, c *ipc.Conn, req *ipc.Request) *ipc
 		return &ipc.Response{Hello: &ipc.Hello{Server: "leaseside", Version: d.cfg.Version, Protocol: ipc.ProtocolVersion, Session: d.g.session,
 			MinTTLMs: d.cfg.MinTTL.Milliseconds(), MaxTTLMs: d.cfg.MaxTTL.Milliseconds()}}
 	case ipc.OpStatus:
-		return d.status()
+		return d.status(c.Cred)
 	case ipc.OpClock:
 		return &ipc.Response{Clock: d.clockStatus(true)}
 	case ipc.OpResetRho:

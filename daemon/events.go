@@ -6,8 +6,8 @@ import (
 	"github.com/leaseside/leaseside/ipc"
 )
 
-// watch subscribes c to the events of every lease on this host, or of the
-// one named.
+// watch subscribes c to the events of every lease on this host it may see
+// (visible), or of the one named.
 func (d *Daemon) watch(c *ipc.Conn, name string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -24,13 +24,13 @@ func (d *Daemon) emitLocked(l *lease, ev *ipc.Event) {
 }
 
 // emitWatchersLocked sends an event about l to the watchers that may see
-// it (their filter and the ACL allow), except l's own connection. The
+// it (their filter, and visible), except l's own connection. The
 // caller holds d.mu.
 func (d *Daemon) emitWatchersLocked(l *lease, ev *ipc.Event) {
 	ev.Lease = l.name
 	ev.Token = strconv.FormatUint(l.token, 10)
 	for c, filter := range d.watchers {
-		if c != l.conn && (filter == "" || filter == l.name) && d.cfg.ACL.allow(c.Cred, l.name) == nil {
+		if c != l.conn && (filter == "" || filter == l.name) && d.visible(c.Cred, l) {
 			c.Send(ev)
 		}
 	}

@@ -8,15 +8,15 @@ import (
 	"github.com/leaseside/leaseside/ipc"
 )
 
-// status lists the held leases. It checks deadlines itself rather than
-// trust the renew loop to have run: no reply ever shows a lease past its
-// deadline.
-func (d *Daemon) status() *ipc.Response {
+// status lists the held leases the caller may see (visible). It checks
+// deadlines itself rather than trust the renew loop to have run: no reply
+// ever shows a lease past its deadline.
+func (d *Daemon) status(cred ipc.Cred) *ipc.Response {
 	now := d.checkSuspend()
 	d.mu.Lock()
 	grants := make([]ipc.Grant, 0, len(d.leases))
 	for _, l := range d.leases {
-		if l.pending {
+		if l.pending || !d.visible(cred, l) {
 			continue
 		}
 		if !now.Before(l.deadline) {
@@ -207,12 +207,6 @@ func (d *Daemon) releaseLease(l *lease, why string) {
 	d.log.Info("releasing lease", "lease", l.name, "token", l.token, "why", why)
 	d.queueReleaseLocked(l, why)
 	d.mu.Unlock()
-}
-
-// forgetLocked takes l out of the table. The caller holds d.mu.
-func (d *Daemon) forgetLocked(l *lease) {
-	delete(d.leases, l.name)
-	l.stopWatch()
 }
 
 // loseLocked ends l at once and tells its owner (rule 5). The caller

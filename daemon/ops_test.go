@@ -177,3 +177,38 @@ func TestACL(t *testing.T) {
 		t.Error("a rule with no uid or gid passed Validate")
 	}
 }
+
+// A local user at its lease limit (max_leases_per_uid) gets
+// resource_exhausted for the next acquire, which never reaches the
+// grantor; nothing it holds changes, and once it releases one it may
+// acquire again. Re-acquiring a lease it holds is no new lease.
+func TestLeasesPerUIDAreLimited(t *testing.T) {
+	r := newRigWith(t, func(c *Config) { c.MaxLeasesPerUID = 2 })
+	for _, n := range []string{"a", "b"} {
+		if _, err := r.c.Acquire(ctxT(t), n, ipc.AcquireOptions{TTL: ttl}); err != nil {
+			t.Fatal(err)
+		}
+		r.waitAcquireRPC(t)
+	}
+	if _, err := r.c.Acquire(ctxT(t), "a", ipc.AcquireOptions{TTL: ttl}); err != nil {
+		t.Fatalf("re-acquiring a held lease at the limit: %v", err)
+	}
+	_, err := r.c.Acquire(ctxT(t), "c", ipc.AcquireOptions{TTL: ttl})
+	if !errors.Is(err, &ipc.Error{Code: ipc.CodeResourceExhausted}) {
+		t.Fatalf("a third lease: %v, want resource_exhausted", err)
+	}
+	select {
+	case req := <-r.g.acquires:
+		t.Fatalf("the refused acquire reached the grantor: %v", req)
+	default:
+	}
+	if leases, err := r.c.Status(ctxT(t)); err != nil || len(leases) != 2 {
+		t.Fatalf("status after the refusal: %v %v, want the 2 leases", leases, err)
+	}
+	if err := r.c.Release(ctxT(t), "a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.c.Acquire(ctxT(t), "c", ipc.AcquireOptions{TTL: ttl}); err != nil {
+		t.Fatalf("after a release: %v", err)
+	}
+}

@@ -8,10 +8,12 @@ import (
 )
 
 // queued is a reply or event waiting for the connection's writer, with the
-// CLOCK_BOOTTIME instant it was queued at.
+// CLOCK_BOOTTIME instant it was queued at, and its line as encoded then
+// (nil: encoded when written).
 type queued struct {
 	v  any
 	at int64
+	b  []byte
 }
 
 // encode renders q as a line. Validities (valid_ms) were computed when q
@@ -22,11 +24,24 @@ type queued struct {
 // deadline_boottime_ns is absolute and needs no change.
 func (q queued) encode() ([]byte, error) {
 	v := q.v
-	if age := time.Duration(boottime() - q.at); age >= time.Millisecond {
+	if age := time.Duration(boottime() - q.at); age >= time.Millisecond && hasValidity(v) {
 		v = ageValidity(v, age)
+	} else if q.b != nil {
+		return q.b, nil
 	}
 	b, err := json.Marshal(v)
 	return append(b, '\n'), err
+}
+
+// hasValidity reports whether v carries a valid_ms that ages.
+func hasValidity(v any) bool {
+	switch m := v.(type) {
+	case *Response:
+		return m.Grant != nil || m.Leases != nil
+	case *Event:
+		return m.ValidMs != 0
+	}
+	return false
 }
 
 func ageValidity(v any, age time.Duration) any {

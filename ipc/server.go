@@ -36,18 +36,16 @@ type Server struct {
 	Handler Handler
 	// Logger receives connection-level problems; nil discards them.
 	Logger *slog.Logger
-	// WriteTimeout bounds each write to a client; a client that does not
-	// read its replies for this long is disconnected. Default 5s.
-	WriteTimeout time.Duration
-	// QueueLen is how many replies and events may wait for a slow
-	// client before it is disconnected. Default 256.
-	QueueLen int
+	// Limits bound what one local user can make the server hold; zero
+	// fields take their defaults.
+	Limits Limits
 	// MinTTL and MaxTTL bound the terms acquire may ask for: outside,
 	// the request is answered with TTLError before it reaches Handler.
 	// Zero: the protocol's bounds (MinTTL, MaxTTL).
 	MinTTL, MaxTTL time.Duration
 
 	nextID atomic.Uint64
+	users  users
 }
 
 // Serve accepts connections on ln until ctx ends, then closes ln and every
@@ -61,18 +59,30 @@ func (s *Server) Serve(ctx context.Context, ln *net.UnixListener) error {
 		<-ctx.Done()
 		ln.Close()
 	}()
+	var backoff time.Duration
 	for {
 		nc, err := ln.AcceptUnix()
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
+			if errors.Is(err, net.ErrClosed) {
+				return err
 			}
-			return err
+			// Out of file descriptors (EMFILE, ENFILE), out of memory, a
+			// connection reset before it was accepted: back off and go
+			// on, as net/http does. Nothing a client does stops the
+			// server.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			s.logger().Warn("ipc: accept failed; retrying", "err", err, "retry_in", backoff)
+			select {
+			case <-time.After(backoff):
+			case <-ctx.Done():
+				return nil
+			}
+			continue
 		}
+		backoff = 0
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -81,66 +91,28 @@ func (s *Server) Serve(ctx context.Context, ln *net.UnixListener) error {
 	}
 }
 
-// Conn is one client connection, as a Handler sees it.
-type Conn struct {
-	// ID numbers connections from 1 in the order they were accepted.
-	ID uint64
-	// Cred identifies the peer process (SO_PEERCRED).
-	Cred Cred
-
-	out    chan queued
-	gone   chan struct{} // closed when the connection is unusable
-	goneMu sync.Once
-	onGone func() // unblocks the reader
-	log    *slog.Logger
-}
-
-// Send pushes an event to the client. It never blocks: a client whose
-// queue is full is disconnected.
-func (c *Conn) Send(ev *Event) { c.enqueue(ev) }
-
-// Done is closed when the connection has gone.
-func (c *Conn) Done() <-chan struct{} { return c.gone }
-
-func (c *Conn) enqueue(v any) {
-	select {
-	case <-c.gone:
-	case c.out <- queued{v: v, at: boottime()}:
-	default:
-		c.log.Warn("ipc: client does not read its replies; disconnecting", "conn", c.ID, "pid", c.Cred.PID)
-		c.markGone()
+func (s *Server) logger() *slog.Logger {
+	if s.Logger == nil {
+		return slog.New(slog.DiscardHandler)
 	}
-}
-
-func (c *Conn) markGone() {
-	c.goneMu.Do(func() {
-		close(c.gone)
-		if c.onGone != nil {
-			c.onGone()
-		}
-	})
+	return s.Logger
 }
 
 func (s *Server) serveConn(ctx context.Context, nc *net.UnixConn) {
-	log := s.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	qlen := s.QueueLen
-	if qlen <= 0 {
-		qlen = 256
-	}
-	wt := s.WriteTimeout
-	if wt <= 0 {
-		wt = 5 * time.Second
-	}
-	c := &Conn{ID: s.nextID.Add(1), out: make(chan queued, qlen), gone: make(chan struct{}), log: log}
+	log := s.logger()
+	lim := s.Limits.withDefaults()
 	cred, err := PeerCred(nc)
 	if err != nil {
 		log.Warn("ipc: no peer credentials; refusing connection", "err", err)
 		nc.Close()
 		return
 	}
+	if !s.users.open(cred.UID, lim.ConnsPerUID) {
+		s.refuseConn(nc, cred, lim.ConnsPerUID)
+		return
+	}
+	defer s.users.closed(cred.UID)
+	c := newConn(s.nextID.Add(1), lim.QueueBytes, log)
 	c.Cred = cred
 
 	cctx, cancel := context.WithCancel(ctx)
@@ -158,15 +130,17 @@ func (s *Server) serveConn(ctx context.Context, nc *net.UnixConn) {
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
-		s.writeLoop(nc, c, wt)
+		c.writeLoop(nc, lim.StallTimeout)
 	}()
 
 	var handlers sync.WaitGroup
 	r := bufio.NewReaderSize(nc, 4096)
-	for {
+	// Backpressure: while more than the budget is unread, no request is
+	// read; the client's writes then block in the kernel.
+	for c.waitSpace() {
 		line, err := readLine(r)
 		if errors.Is(err, errLineTooLong) {
-			c.enqueue(errorLine(nil, Errorf(CodeLineTooLong, "request line is over %d bytes; skipped", MaxLineBytes)))
+			c.enqueue(errorLine(nil, Errorf(CodeLineTooLong, "request line is over %d bytes; skipped", MaxLineBytes)), false)
 			continue
 		}
 		if err != nil {
@@ -177,16 +151,21 @@ func (s *Server) serveConn(ctx context.Context, nc *net.UnixConn) {
 		}
 		req, id, derr := decodeRequest(line, cmp.Or(s.MinTTL, MinTTL), cmp.Or(s.MaxTTL, MaxTTL))
 		if derr != nil {
-			c.enqueue(errorLine(id, derr))
+			c.enqueue(errorLine(id, derr), false)
 			continue
 		}
 		if quickOps[req.Op] {
 			s.answer(cctx, c, req, id)
 			continue
 		}
+		if !s.users.start(cred.UID, lim.InFlightPerUID) {
+			c.enqueue(errorLine(id, Errorf(CodeResourceExhausted, "uid %d has %d requests in flight, the most the daemon allows one user; try again when some are answered", cred.UID, lim.InFlightPerUID)), false)
+			continue
+		}
 		handlers.Add(1)
 		go func() {
 			defer handlers.Done()
+			defer s.users.finish(cred.UID)
 			s.answer(cctx, c, req, id)
 		}()
 	}
@@ -216,41 +195,7 @@ func (s *Server) answer(ctx context.Context, c *Conn, req *Request, id *uint64) 
 	}
 	resp.ID = id
 	resp.OK = resp.Error == nil
-	c.enqueue(resp)
-}
-
-func (s *Server) writeLoop(nc *net.UnixConn, c *Conn, timeout time.Duration) {
-	write := func(q queued) bool {
-		b, err := q.encode()
-		if err != nil {
-			c.log.Error("ipc: encoding reply", "err", err)
-			return true
-		}
-		nc.SetWriteDeadline(time.Now().Add(timeout))
-		_, err = nc.Write(b)
-		return err == nil
-	}
-	for {
-		select {
-		case q := <-c.out:
-			if !write(q) {
-				c.markGone()
-				return
-			}
-		case <-c.gone:
-			// Flush what is queued without waiting for more.
-			for {
-				select {
-				case q := <-c.out:
-					if !write(q) {
-						return
-					}
-				default:
-					return
-				}
-			}
-		}
-	}
+	c.enqueue(resp, false)
 }
 
 var errLineTooLong = errors.New("line too long")

@@ -41,6 +41,12 @@ func (h *stubHandler) Closed(c *Conn) {
 
 func startServer(t *testing.T, h Handler) string {
 	t.Helper()
+	return startServerWith(t, &Server{Handler: h})
+}
+
+// startServerWith serves srv on a new socket until the test ends.
+func startServerWith(t *testing.T, srv *Server) string {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "s.sock")
 	ln, err := Listen(path)
 	if err != nil {
@@ -50,7 +56,7 @@ func startServer(t *testing.T, h Handler) string {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		(&Server{Handler: h}).Serve(ctx, ln)
+		srv.Serve(ctx, ln)
 	}()
 	t.Cleanup(func() {
 		cancel()

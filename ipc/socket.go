@@ -45,13 +45,79 @@ var ErrConnectionClosed = errors.New("ipc: connection to daemon closed")
 // the socket path.
 var ErrDaemonRunning = errors.New("ipc: a daemon is already listening on this socket")
 
+// ErrUnsafeSocketDir is returned by Listen for a socket directory that
+// another user could use to replace the socket: one not owned by this
+// process's user, or writable by its group or by others.
+var ErrUnsafeSocketDir = errors.New("ipc: unsafe socket directory")
+
 // Listen creates the socket at path, its directory (mode 0750) included,
 // and makes the socket mode 0660. A socket file left by a dead daemon is
-// replaced; one a live daemon answers on is not (ErrDaemonRunning).
-func Listen(path string) (*net.UnixListener, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
-		return nil, fmt.Errorf("ipc: socket directory: %w", err)
+// replaced; one a live daemon answers on is not (ErrDaemonRunning). A
+// directory that exists must be this process's user's and writable by
+// nobody else (ErrUnsafeSocketDir): otherwise another user could move the
+// socket away and bind their own in its place.
+func Listen(path string) (*net.UnixListener, error) { return ListenGroup(path, -1) }
+
+// ListenGroup is Listen, and gives the socket to group gid (-1: none) so
+// that members of the group may use the daemon; the directory is given to
+// the group too when this call created it, never one that was there
+// before (a shared directory such as /tmp must keep its group).
+func ListenGroup(path string, gid int) (*net.UnixListener, error) {
+	dir := filepath.Dir(path)
+	created := false
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return nil, fmt.Errorf("ipc: socket directory: %w", err)
+		}
+		created = true
 	}
+	if err := checkSocketDir(dir); err != nil {
+		return nil, err
+	}
+	ln, err := listen(path)
+	if err != nil || gid < 0 {
+		return ln, err
+	}
+	paths := []string{path}
+	if created {
+		paths = append(paths, dir)
+		if err := os.Chmod(dir, 0o750); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("ipc: socket directory: %w", err)
+		}
+	}
+	for _, p := range paths {
+		if err := os.Chown(p, -1, gid); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("ipc: socket group: %w", err)
+		}
+	}
+	return ln, nil
+}
+
+// checkSocketDir refuses a directory another user could replace the
+// socket in.
+func checkSocketDir(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("ipc: socket directory: %w", err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.IsDir():
+		return fmt.Errorf("%w: %s is not a directory", ErrUnsafeSocketDir, dir)
+	case int(st.Uid) != os.Geteuid():
+		return fmt.Errorf("%w: %s belongs to uid %d, not to this daemon's uid %d, so that user could replace the socket; remove it, or choose another --socket",
+			ErrUnsafeSocketDir, dir, st.Uid, os.Geteuid())
+	case fi.Mode().Perm()&0o022 != 0:
+		return fmt.Errorf("%w: %s is writable by its group or by others (mode %#o), who could replace the socket; make it 0750 or 0700, or choose another --socket",
+			ErrUnsafeSocketDir, dir, fi.Mode().Perm())
+	}
+	return nil
+}
+
+// listen binds the socket in a checked directory.
+func listen(path string) (*net.UnixListener, error) {
 	if fi, err := os.Lstat(path); err == nil {
 		if fi.Mode()&os.ModeSocket == 0 {
 			return nil, fmt.Errorf("ipc: %s exists and is not a socket; not replacing it", path)
@@ -81,18 +147,6 @@ func Listen(path string) (*net.UnixListener, error) {
 		return nil, fmt.Errorf("ipc: chmod socket: %w", err)
 	}
 	return ln, nil
-}
-
-// SetGroup gives the socket at path, and its directory, to group gid, so
-// that members of the group may use the daemon (the modes stay 0660 and
-// 0750).
-func SetGroup(path string, gid int) error {
-	for _, p := range []string{filepath.Dir(path), path} {
-		if err := os.Chown(p, -1, gid); err != nil {
-			return fmt.Errorf("ipc: socket group: %w", err)
-		}
-	}
-	return nil
 }
 
 // SystemSocketPath is where the system's daemon (the packaged service)

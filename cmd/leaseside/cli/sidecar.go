@@ -94,6 +94,13 @@ type fileConfig struct {
 	GossipKeyFile string   `json:"gossip_key_file"`
 	// LogFormat is --log-format's key.
 	LogFormat string `json:"log_format"`
+	// Per-uid limits (0 or absent: the default) and the socket's
+	// per-connection bounds.
+	MaxConnectionsPerUID int    `json:"max_connections_per_uid"`
+	MaxRequestsPerUID    int    `json:"max_requests_per_uid"`
+	MaxLeasesPerUID      int    `json:"max_leases_per_uid"`
+	SocketQueueBytes     int    `json:"socket_queue_bytes"`
+	SocketStallTimeout   string `json:"socket_stall_timeout"`
 }
 
 // config returns the daemon config from the defaults, the config file and
@@ -125,13 +132,18 @@ func (s *sidecarFlags) config() (daemon.Config, error) {
 		cfg.ACL = fc.ACL
 		s.fileTLS = pki.Files{CA: fc.TLSCA, Cert: fc.TLSCert, Key: fc.TLSKey}
 		s.fileGossip = fileGossip{Join: fc.Join, Addr: fc.GossipAddr, KeyFile: fc.GossipKeyFile}
+		cfg.Limits.ConnsPerUID, cfg.Limits.InFlightPerUID, cfg.Limits.QueueBytes = fc.MaxConnectionsPerUID, fc.MaxRequestsPerUID, fc.SocketQueueBytes
+		if fc.MaxLeasesPerUID != 0 {
+			cfg.MaxLeasesPerUID = fc.MaxLeasesPerUID
+		}
 		for _, d := range []struct {
 			text string
 			dst  *time.Duration
 			name string
 		}{{fc.MinTTL, &cfg.MinTTL, "min_ttl"}, {fc.MaxTTL, &cfg.MaxTTL, "max_ttl"}, {fc.Epsilon, &cfg.Timing.Epsilon, "epsilon"},
 			{fc.OwnerStoppedLimit, &cfg.OwnerStoppedLimit, "owner_stopped_limit"},
-			{fc.LeaderConfirmTimeout, &cfg.LeaderConfirmTimeout, "leader_confirm_timeout"}} {
+			{fc.LeaderConfirmTimeout, &cfg.LeaderConfirmTimeout, "leader_confirm_timeout"},
+			{fc.SocketStallTimeout, &cfg.Limits.StallTimeout, "socket_stall_timeout"}} {
 			if d.text == "" {
 				continue
 			}
@@ -164,21 +176,13 @@ func (s *sidecarFlags) listen() (*net.UnixListener, error) {
 		s.socket = ln.Addr().String()
 		return ln, nil
 	}
-	ln, err = ipc.Listen(s.socket)
-	if err != nil {
-		return nil, err
-	}
+	gid := -1
 	if s.socketGroup != "" {
-		gid, err := lookupGroup(s.socketGroup)
-		if err == nil {
-			err = ipc.SetGroup(s.socket, gid)
-		}
-		if err != nil {
-			ln.Close()
+		if gid, err = lookupGroup(s.socketGroup); err != nil {
 			return nil, err
 		}
 	}
-	return ln, nil
+	return ipc.ListenGroup(s.socket, gid)
 }
 
 func lookupGroup(g string) (int, error) {

@@ -1,0 +1,247 @@
+package ipc
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"time"
+)
+
+// Limits bound what one local user can make the server hold. A user who
+// reaches one gets resource_exhausted and nothing else changes; the
+// daemon keeps answering everyone else.
+type Limits struct {
+	// ConnsPerUID is how many connections one uid may have open; the
+	// next is answered with one resource_exhausted line and closed.
+	// Default 256.
+	ConnsPerUID int
+	// InFlightPerUID is how many requests that wait on the network
+	// (acquire, release, renew, members) one uid may have in flight
+	// over all its connections; more are answered with
+	// resource_exhausted at once. Default 1024.
+	InFlightPerUID int
+	// QueueBytes is how many bytes of replies and events may wait for a
+	// connection's reader. Past it the server stops reading the
+	// connection's requests until the client has read (backpressure),
+	// and leaves out the events a client can do without (renewed,
+	// acquired, clock events; never lost, released, shortened or
+	// owner_gone). Default 256 KiB.
+	QueueBytes int
+	// StallTimeout is how long a client may leave its replies unread,
+	// with some queued, before it is disconnected (and the reason
+	// logged). Default 30s.
+	StallTimeout time.Duration
+}
+
+// Defaults for Limits.
+const (
+	DefaultConnsPerUID    = 256
+	DefaultInFlightPerUID = 1024
+	DefaultQueueBytes     = 256 << 10
+	DefaultStallTimeout   = 30 * time.Second
+)
+
+func (l Limits) withDefaults() Limits {
+	if l.ConnsPerUID <= 0 {
+		l.ConnsPerUID = DefaultConnsPerUID
+	}
+	if l.InFlightPerUID <= 0 {
+		l.InFlightPerUID = DefaultInFlightPerUID
+	}
+	if l.QueueBytes <= 0 {
+		l.QueueBytes = DefaultQueueBytes
+	}
+	if l.StallTimeout <= 0 {
+		l.StallTimeout = DefaultStallTimeout
+	}
+	return l
+}
+
+// Conn is one client connection, as a Handler sees it.
+type Conn struct {
+	// ID numbers connections from 1 in the order they were accepted.
+	ID uint64
+	// Cred identifies the peer process (SO_PEERCRED).
+	Cred Cred
+
+	budget int
+	log    *slog.Logger
+
+	// The output queue, guarded by mu. bytes counts the encoded lines
+	// queued; wake tells the writer there is something, space tells the
+	// reader that bytes fell to the budget (both 1-buffered).
+	mu      sync.Mutex
+	queue   []queued
+	bytes   int
+	dropped uint64
+	wake    chan struct{}
+	space   chan struct{}
+
+	gone   chan struct{} // closed when the connection is unusable
+	goneMu sync.Once
+	onGone func() // unblocks the reader
+}
+
+func newConn(id uint64, budget int, log *slog.Logger) *Conn {
+	return &Conn{ID: id, budget: budget, log: log, wake: make(chan struct{}, 1), space: make(chan struct{}, 1), gone: make(chan struct{})}
+}
+
+// Send pushes an event to the client. It never blocks. While the client
+// has more than its budget unread, events it can do without are left
+// out; the others are queued whatever the budget.
+func (c *Conn) Send(ev *Event) { c.enqueue(ev, optional(ev)) }
+
+// optional reports whether a client that does not read can be spared ev:
+// a later one says as much (renewed), or it is news of the host, not of
+// the client's leases (acquired by others, clock events). What ends or
+// shortens a lease is never left out.
+func optional(ev *Event) bool {
+	switch ev.Event {
+	case EventLost, EventReleased, EventShortened, EventOwnerGone:
+		return false
+	}
+	return true
+}
+
+// Done is closed when the connection has gone.
+func (c *Conn) Done() <-chan struct{} { return c.gone }
+
+// enqueue queues v for the writer, encoded now (its size counts against
+// the budget); mayDrop leaves it out when the client is over budget.
+func (c *Conn) enqueue(v any, mayDrop bool) {
+	select {
+	case <-c.gone:
+		return
+	default:
+	}
+	q := queued{v: v, at: boottime()}
+	b, err := json.Marshal(v)
+	if err != nil {
+		c.log.Error("ipc: encoding reply", "err", err)
+		return
+	}
+	q.b = append(b, '\n')
+	c.mu.Lock()
+	if mayDrop && c.bytes > c.budget {
+		c.dropped++
+		c.mu.Unlock()
+		return
+	}
+	c.queue = append(c.queue, q)
+	c.bytes += len(q.b)
+	c.mu.Unlock()
+	poke(c.wake)
+}
+
+// next waits for the next queued line and returns it, or false once the
+// connection is gone and nothing is left.
+func (c *Conn) next() (queued, bool) {
+	for {
+		c.mu.Lock()
+		if len(c.queue) > 0 {
+			q := c.queue[0]
+			c.queue[0] = queued{}
+			c.queue = c.queue[1:]
+			c.mu.Unlock()
+			return q, true
+		}
+		c.mu.Unlock()
+		select {
+		case <-c.wake:
+		case <-c.gone:
+			c.mu.Lock()
+			empty := len(c.queue) == 0
+			c.mu.Unlock()
+			if empty {
+				return queued{}, false
+			}
+		}
+	}
+}
+
+// written takes a written line's bytes off the count.
+func (c *Conn) written(n int) {
+	c.mu.Lock()
+	c.bytes -= n
+	under := c.bytes <= c.budget
+	c.mu.Unlock()
+	if under {
+		poke(c.space)
+	}
+}
+
+// waitSpace blocks the reader while more than the budget is unread, and
+// reports whether the connection is still there.
+func (c *Conn) waitSpace() bool {
+	for {
+		c.mu.Lock()
+		over := c.bytes > c.budget
+		c.mu.Unlock()
+		if !over {
+			return true
+		}
+		select {
+		case <-c.space:
+		case <-c.gone:
+			return false
+		}
+	}
+}
+
+func (c *Conn) markGone() {
+	c.goneMu.Do(func() {
+		close(c.gone)
+		if c.onGone != nil {
+			c.onGone()
+		}
+	})
+}
+
+// writeLoop writes the queue to nc. A write that makes no progress for
+// stall ends the connection, with the reason logged; once the connection
+// is gone, what is left is flushed briefly.
+func (c *Conn) writeLoop(nc *net.UnixConn, stall time.Duration) {
+	for {
+		q, ok := c.next()
+		if !ok {
+			return
+		}
+		limit := stall
+		select {
+		case <-c.gone:
+			limit = min(stall, time.Second)
+		default:
+		}
+		b, err := q.encode()
+		if err != nil {
+			c.log.Error("ipc: encoding reply", "err", err)
+			c.written(len(q.b))
+			continue
+		}
+		nc.SetWriteDeadline(time.Now().Add(limit))
+		_, err = nc.Write(b)
+		c.written(len(q.b))
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) && limit == stall {
+				c.mu.Lock()
+				n, bytes, dropped := len(c.queue), c.bytes, c.dropped
+				c.mu.Unlock()
+				c.log.Warn("ipc: closing a connection whose client has read nothing for the stall timeout",
+					"conn", c.ID, "pid", c.Cred.PID, "uid", c.Cred.UID, "stall", stall, "queued", n+1, "queued_bytes", bytes, "events_left_out", dropped)
+			}
+			c.markGone()
+			return
+		}
+	}
+}
+
+// poke wakes whoever waits on a 1-buffered channel, without blocking.
+func poke(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}

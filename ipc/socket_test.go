@@ -1,0 +1,87 @@
+package ipc
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// nobody is a uid and gid other than the test's.
+const nobody = 65534
+
+// A socket directory another user could replace the socket in is
+// refused, with its path in the error: one owned by another user (a
+// squatted /tmp/leaseside-UID), or one writable by group or others.
+func TestListenRefusesUnsafeSocketDir(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to give a directory to another user")
+	}
+	for _, tt := range []struct {
+		name string
+		prep func(dir string) error
+		want string
+	}{
+		{name: "another user's", prep: func(dir string) error { return os.Chown(dir, nobody, nobody) }, want: "belongs to uid 65534"},
+		{name: "writable by others", prep: func(dir string) error { return os.Chmod(dir, 0o777) }, want: "writable by its group or by others"},
+		{name: "writable by its group", prep: func(dir string) error { return os.Chmod(dir, 0o770) }, want: "writable by its group or by others"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "leaseside-1000")
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := tt.prep(dir); err != nil {
+				t.Fatal(err)
+			}
+			ln, err := Listen(filepath.Join(dir, "s.sock"))
+			if err == nil {
+				ln.Close()
+				t.Fatal("listened in an unsafe directory")
+			}
+			if !errors.Is(err, ErrUnsafeSocketDir) || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %q, want ErrUnsafeSocketDir naming %s and saying %q", err, dir, tt.want)
+			}
+		})
+	}
+}
+
+// ListenGroup gives the socket to the group, and the directory too only
+// when it created it: a directory that was there keeps its group.
+func TestListenGroupChangesOnlyADirectoryItCreated(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to give files to another group")
+	}
+	gidOf := func(p string) int {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return int(fi.Sys().(*syscall.Stat_t).Gid)
+	}
+	existing := t.TempDir()
+	before := gidOf(existing)
+	ln, err := ListenGroup(filepath.Join(existing, "s.sock"), nobody)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.Close()
+	if got := gidOf(existing); got != before {
+		t.Fatalf("the existing directory's group went from %d to %d", before, got)
+	}
+	made := filepath.Join(t.TempDir(), "made")
+	sock := filepath.Join(made, "s.sock")
+	ln, err = ListenGroup(sock, nobody)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if gidOf(made) != nobody || gidOf(sock) != nobody {
+		t.Fatalf("created directory group %d, socket group %d; want both %d", gidOf(made), gidOf(sock), nobody)
+	}
+	if fi, _ := os.Stat(made); fi.Mode().Perm() != 0o750 {
+		t.Fatalf("created directory mode %#o, want 0750", fi.Mode().Perm())
+	}
+}
