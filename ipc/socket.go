@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -59,27 +60,29 @@ var ErrUnsafeSocketDir = errors.New("ipc: unsafe socket directory")
 func Listen(path string) (*net.UnixListener, error) { return ListenGroup(path, -1) }
 
 // ListenGroup is Listen, and gives the socket to group gid (-1: none) so
-// that members of the group may use the daemon; the directory is given to
-// the group too when this call created it, never one that was there
-// before (a shared directory such as /tmp must keep its group).
+// that members of the group may use the daemon. The directory is given to
+// the group too when it is the daemon's own: this call created it, or it
+// holds nothing but the socket (a daemon's directory from an earlier
+// run). A directory shared with other files keeps its group.
 func ListenGroup(path string, gid int) (*net.UnixListener, error) {
 	dir := filepath.Dir(path)
-	created := false
+	own := false
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		if err := os.MkdirAll(dir, 0o750); err != nil {
 			return nil, fmt.Errorf("ipc: socket directory: %w", err)
 		}
-		created = true
+		own = true
 	}
 	if err := checkSocketDir(dir); err != nil {
 		return nil, err
 	}
+	own = own || holdsOnly(dir, filepath.Base(path))
 	ln, err := listen(path)
 	if err != nil || gid < 0 {
 		return ln, err
 	}
 	paths := []string{path}
-	if created {
+	if own {
 		paths = append(paths, dir)
 		if err := os.Chmod(dir, 0o750); err != nil {
 			ln.Close()
@@ -93,6 +96,20 @@ func ListenGroup(path string, gid int) (*net.UnixListener, error) {
 		}
 	}
 	return ln, nil
+}
+
+// holdsOnly reports whether dir holds no entry but name.
+func holdsOnly(dir, name string) bool {
+	f, err := os.Open(dir)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(2)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return false
+	}
+	return len(names) == 0 || len(names) == 1 && names[0] == name
 }
 
 // checkSocketDir refuses a directory another user could replace the

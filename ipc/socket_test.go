@@ -49,7 +49,8 @@ func TestListenRefusesUnsafeSocketDir(t *testing.T) {
 }
 
 // ListenGroup gives the socket to the group, and the directory too only
-// when it created it: a directory that was there keeps its group.
+// when it is the daemon's own (created now, or holding nothing but the
+// socket): a directory shared with other files keeps its group.
 func TestListenGroupChangesOnlyADirectoryItCreated(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root, to give files to another group")
@@ -62,6 +63,9 @@ func TestListenGroupChangesOnlyADirectoryItCreated(t *testing.T) {
 		return int(fi.Sys().(*syscall.Stat_t).Gid)
 	}
 	existing := t.TempDir()
+	if err := os.WriteFile(filepath.Join(existing, "other"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	before := gidOf(existing)
 	ln, err := ListenGroup(filepath.Join(existing, "s.sock"), nobody)
 	if err != nil {
@@ -83,5 +87,19 @@ func TestListenGroupChangesOnlyADirectoryItCreated(t *testing.T) {
 	}
 	if fi, _ := os.Stat(made); fi.Mode().Perm() != 0o750 {
 		t.Fatalf("created directory mode %#o, want 0750", fi.Mode().Perm())
+	}
+	// The next run finds its own directory, with the stale socket only.
+	ln.SetUnlinkOnClose(false)
+	ln.Close()
+	if err := os.Chown(made, -1, 0); err != nil {
+		t.Fatal(err)
+	}
+	ln, err = ListenGroup(sock, nobody)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if gidOf(made) != nobody {
+		t.Fatalf("the daemon's own directory from an earlier run has group %d, want %d", gidOf(made), nobody)
 	}
 }

@@ -374,7 +374,8 @@ func TestAbuseLeasesAndVisibility(t *testing.T) {
 
 // The socket directory: one owned by another user (a squatted
 // /tmp/leaseside-UID) makes the daemon refuse to start, exit 1, naming
-// it; with --socket-group, a directory that was there keeps its group.
+// it; with --socket-group, a directory shared with other files keeps its
+// group.
 func TestAbuseSquattedSocketDir(t *testing.T) {
 	dir := t.TempDir()
 	squat := filepath.Join(dir, "leaseside-0")
@@ -393,6 +394,7 @@ func TestAbuseSquattedSocketDir(t *testing.T) {
 	}
 
 	existing := t.TempDir()
+	os.WriteFile(filepath.Join(existing, "other"), nil, 0o600)
 	fi, _ := os.Stat(existing)
 	gid := fi.Sys().(*syscall.Stat_t).Gid
 	startDev(t, filepath.Join(existing, "s.sock"), t.TempDir(), "--socket-group", strconv.Itoa(nobody))
