@@ -128,6 +128,9 @@ func (g *grantorConn) failed(addr string, err error) {
 	}
 	g.leader = ""
 	g.next++
+	if n := len(g.addrs); n > 1 && g.addrs[g.next%n] == addr {
+		g.next++ // not the one that just failed, whatever the rotation says
+	}
 }
 
 // gsession is one grantor session of this daemon: the leases of one term.
