@@ -3,6 +3,8 @@ package daemon
 import (
 	"errors"
 	"testing"
+
+	"google.golang.org/grpc/credentials/insecure"
 )
 
 // A grantor that failed is not the next one tried, wherever the rotation
@@ -16,6 +18,7 @@ func TestFailedGrantorIsNotTriedNext(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		g.creds = insecure.NewCredentials()
 		g.leader = failed
 		g.failed(failed, errors.New("silent"))
 		_, next, err := g.client()
