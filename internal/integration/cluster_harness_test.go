@@ -255,6 +255,11 @@ func (p *process) waitExit(t *testing.T) int {
 	t.Helper()
 	select {
 	case <-p.exited:
+		// Its output is all in once the pipe is drained: a test that
+		// reads the tail right after the exit must find the last lines.
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		p.out.wait(ctx, p.out.mark(), func(string) bool { return false })
 		return p.state.ExitCode()
 	case <-time.After(timeout):
 		t.Fatalf("%s still running after %v", p.name, timeout)
