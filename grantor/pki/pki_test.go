@@ -1,9 +1,11 @@
 package pki
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"log/slog"
 	"net"
 	"net/url"
 	"os"
@@ -12,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // newCA makes a CA in a fresh directory.
@@ -313,5 +317,56 @@ func TestNewConfiguratorRefuses(t *testing.T) {
 				t.Errorf("err %v, want one containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// A certificate that ends within ExpiryWarning is logged (an error once
+// it has ended), one further off is not; the collector exports the
+// seconds left of the certificate and of the CA.
+func TestExpiryLogAndMetric(t *testing.T) {
+	dir := newCA(t)
+	cert, key, err := CreateCert(dir, CertRequest{Identity: Identity{RoleSidecar, "h1"}, Validity: 10 * 24 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newConfigurator(t, Files{CA: filepath.Join(dir, CAFile), Cert: cert, Key: key})
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	c.LogExpiries(log, time.Now())
+	if out := buf.String(); !strings.Contains(out, "expires soon") || !strings.Contains(out, "what=cert") || strings.Contains(out, "what=ca") {
+		t.Errorf("log at 10 days left:\n%s", out)
+	}
+	buf.Reset()
+	c.LogExpiries(log, time.Now().Add(11*24*time.Hour))
+	if out := buf.String(); !strings.Contains(out, "level=ERROR") || !strings.Contains(out, "has expired") {
+		t.Errorf("log after the end:\n%s", out)
+	}
+	buf.Reset()
+	c.LogExpiries(log, time.Now().Add(-30*24*time.Hour))
+	if buf.Len() != 0 {
+		t.Errorf("log at 40 days left: %s", buf.String())
+	}
+
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c.Collector("test"))
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "what" {
+					got[l.GetValue()] = m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	if d := got["cert"] - (10 * 24 * time.Hour).Seconds(); d > 60 || d < -60 {
+		t.Errorf("cert expiry gauge %v, want about 10 days", got["cert"])
+	}
+	if got["ca"] < (4 * 365 * 24 * time.Hour).Seconds() {
+		t.Errorf("CA expiry gauge %v, want about 5 years", got["ca"])
 	}
 }
