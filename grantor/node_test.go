@@ -18,7 +18,7 @@ import (
 )
 
 // fastConfig is a single-node config with raft timings for loopback tests.
-func fastConfig(t *testing.T, dir string) Config {
+func fastConfig(t testing.TB, dir string) Config {
 	cfg := DefaultConfig()
 	cfg.NodeID = "n1"
 	cfg.DataDir = dir
@@ -40,7 +40,7 @@ type running struct {
 }
 
 // start runs a node from cfg; ready says whether to wait until it serves.
-func start(t *testing.T, cfg Config, ready bool, beforeRun ...func(*Node)) *running {
+func start(t testing.TB, cfg Config, ready bool, beforeRun ...func(*Node)) *running {
 	t.Helper()
 	n, err := New(cfg)
 	if err != nil {

@@ -30,11 +30,11 @@ import (
 
 // testPKI is a cluster CA in a temporary directory.
 type testPKI struct {
-	t   *testing.T
+	t   testing.TB
 	dir string
 }
 
-func newTestPKI(t *testing.T) *testPKI {
+func newTestPKI(t testing.TB) *testPKI {
 	t.Helper()
 	dir := t.TempDir()
 	if err := pki.CreateCA(dir, 0); err != nil {
@@ -59,7 +59,7 @@ func (p *testPKI) conf(role, name string) *pki.Configurator {
 }
 
 // client dials addr with creds.
-func dialWith(t *testing.T, addr string, creds credentials.TransportCredentials) grantorpb.GrantorClient {
+func dialWith(t testing.TB, addr string, creds credentials.TransportCredentials) grantorpb.GrantorClient {
 	t.Helper()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
