@@ -154,8 +154,11 @@ const (
 	// 10,000 leases is about 600 KB.
 	DefaultMaxRecvMsgSize = 4 << 20
 	// DefaultMaxConcurrentStreams: a sidecar keeps one KeepAlive stream
-	// and a few calls in flight per connection; a bench client more.
-	DefaultMaxConcurrentStreams = 1024
+	// and one call per acquire in flight on its connection, and an acquire
+	// may wait up to MaxWait: a host with thousands of waiting programs
+	// needs thousands of streams. Past the limit, calls queue in the
+	// client. Each stream costs the server a few KiB.
+	DefaultMaxConcurrentStreams = 10_000
 
 	// MaxWait is the longest an Acquire may ask to queue for a lease.
 	MaxWait = time.Hour
