@@ -26,6 +26,7 @@ import (
 	"github.com/leaseside/leaseside/grantor/gossip"
 	"github.com/leaseside/leaseside/grantor/grantorpb"
 	"github.com/leaseside/leaseside/grantor/pki"
+	"github.com/leaseside/leaseside/internal/stranger"
 )
 
 // testPKI is a cluster CA in a temporary directory.
@@ -289,33 +290,6 @@ func TestGRPCRefusesStrangers(t *testing.T) {
 	}
 }
 
-// rawStream is a raft stream layer that dials with a TLS config of the
-// test's choosing (nil: plain TCP), for sending raft RPCs as a stranger.
-type rawStream struct {
-	net.Listener
-	cfg *tls.Config
-}
-
-func (s rawStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	d := &net.Dialer{Timeout: timeout}
-	if s.cfg == nil {
-		return d.Dial("tcp", string(addr))
-	}
-	return tls.DialWithDialer(d, "tcp", string(addr), s.cfg)
-}
-
-// strangerTransport is a raft transport that dials with cfg.
-func strangerTransport(t *testing.T, cfg *tls.Config) *raft.NetworkTransport {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: rawStream{ln, cfg}, Timeout: 5 * time.Second})
-	t.Cleanup(func() { tr.Close() })
-	return tr
-}
-
 // Raft over TLS: a three-node cluster replicates, and nothing but a
 // grantor certificate speaking for its own name reaches raft. Forged
 // AppendEntries (a huge term, which would depose the leader; an entry no
@@ -362,7 +336,7 @@ func TestRaftOverTLSRefusesStrangers(t *testing.T) {
 		{name: "grantor speaking for another", cfg: clientTLS(p.conf(pki.RoleGrantor, "n9")), claims: "n2", why: `but the connection's certificate is grantor/n9`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tr := strangerTransport(t, tc.cfg)
+			tr := stranger.Raft(t, tc.cfg)
 			hdr := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(tc.claims), Addr: []byte(tr.LocalAddr())}
 			// At the leader: a term far ahead deposes a leader that takes it.
 			var resp raft.AppendEntriesResponse

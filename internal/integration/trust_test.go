@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,6 +26,7 @@ import (
 
 	"github.com/leaseside/leaseside/grantor/grantorpb"
 	"github.com/leaseside/leaseside/grantor/pki"
+	"github.com/leaseside/leaseside/internal/stranger"
 	"github.com/leaseside/leaseside/ipc"
 )
 
@@ -121,32 +121,6 @@ func grpcClient(t *testing.T, addr string, creds credentials.TransportCredential
 	}
 	t.Cleanup(func() { conn.Close() })
 	return grantorpb.NewGrantorClient(conn)
-}
-
-// raftStream dials with a TLS config of the test's choosing (nil: plain
-// TCP): a raft transport for sending RPCs as a stranger.
-type raftStream struct {
-	net.Listener
-	cfg *tls.Config
-}
-
-func (s raftStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	d := &net.Dialer{Timeout: timeout}
-	if s.cfg == nil {
-		return d.Dial("tcp", string(addr))
-	}
-	return tls.DialWithDialer(d, "tcp", string(addr), s.cfg)
-}
-
-func strangerRaft(t *testing.T, cfg *tls.Config) *raft.NetworkTransport {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: raftStream{ln, cfg}, Timeout: 5 * time.Second})
-	t.Cleanup(func() { tr.Close() })
-	return tr
 }
 
 // auditRE reads the session, owner and token of a grant's audit line.
@@ -276,7 +250,7 @@ func TestTrustStrangersRefused(t *testing.T) {
 	t.Run("raft without a grantor certificate", func(t *testing.T) {
 		side := p.configurator("sidecar", "s2").ClientConfig(pki.ALPNRaft, pki.Peer{Roles: []string{pki.RoleGrantor}})
 		for what, cfg := range map[string]*tls.Config{"plain TCP": nil, "a sidecar certificate": side} {
-			tr := strangerRaft(t, cfg)
+			tr := stranger.Raft(t, cfg)
 			hdr := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(f.id), Addr: []byte(tr.LocalAddr())}
 			var resp raft.AppendEntriesResponse
 			// A huge term would depose the leader.

@@ -75,6 +75,7 @@ func TestDependencyDirection(t *testing.T) {
 		"internal/integration":       {},
 		"internal/bench":             {"grantor/grantorpb", "grantor/pki"},
 		"internal/netlab":            {},
+		"internal/stranger":          {},
 		"internal/chaos":             {"internal/netlab", "internal/chaos/workload", "fence", "ipc", "clockwatch"},
 		"internal/chaos/workload":    {"ipc", "clockwatch"},
 		"internal/chaos/chaosclient": {"internal/chaos/workload"},
