@@ -26,10 +26,7 @@ Keep ca-key.pem where certificates are made, not on the nodes.`,
   leaseside tls cert create --dir /etc/leaseside/tls --sidecar web-1
   leaseside tls gossip-key > /etc/leaseside/gossip.key`,
 		Args: noArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cmd.Help()
-			return exitCode(ExitUsage)
-		},
+		RunE: helpOnly,
 	}
 	ca := &cobra.Command{
 		Use:   "ca",
@@ -38,10 +35,7 @@ Keep ca-key.pem where certificates are made, not on the nodes.`,
 operators is signed by it, and every node trusts only it (--tls-ca).`,
 		Example: `  leaseside tls ca create --dir /etc/leaseside/tls`,
 		Args:    noArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cmd.Help()
-			return exitCode(ExitUsage)
-		},
+		RunE:    helpOnly,
 	}
 	ca.AddCommand(newTLSCACreateCmd(e))
 	cert := &cobra.Command{
@@ -52,14 +46,18 @@ node ID, a sidecar the name its sessions are kept under, an operator who
 runs members remove or bench.`,
 		Example: `  leaseside tls cert create --dir /etc/leaseside/tls --grantor g1`,
 		Args:    noArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cmd.Help()
-			return exitCode(ExitUsage)
-		},
+		RunE:    helpOnly,
 	}
 	cert.AddCommand(newTLSCertCreateCmd(e))
 	cmd.AddCommand(ca, cert, newTLSGossipKeyCmd(e))
 	return cmd
+}
+
+// helpOnly is the RunE of a command that only groups others: it shows
+// the help and exits as a usage error.
+func helpOnly(cmd *cobra.Command, _ []string) error {
+	cmd.Help()
+	return exitCode(ExitUsage)
 }
 
 func newTLSCACreateCmd(e *env) *cobra.Command {
