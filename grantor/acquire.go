@@ -29,6 +29,9 @@ func (l *lessor) acquire(ctx context.Context, c acquireCmd, wait time.Duration) 
 	if err != nil {
 		return nil, err
 	}
+	if (c.MaxHolders > 1 || c.Value != "") && l.prop.allowed() < cmdAcquire5 {
+		return nil, ErrNotSupported
+	}
 	defer l.touch(o, c.ID.Session)()
 
 	var expired <-chan struct{}
@@ -167,7 +170,7 @@ func (l *lessor) queuedBehind(o *office, c acquireCmd) bool {
 	if len(o.queues[c.Lease]) == 0 {
 		return false
 	}
-	if cur, held := l.fsm.lease(c.Lease); held && cur.Session == c.ID.Session && cur.Owner == c.Owner {
+	if l.fsm.heldBy(c.Lease, c.ID.Session, c.Owner) {
 		return false
 	}
 	return !l.fsm.hasOutcome(c.ID.Session, c.ID.Seq)
@@ -218,15 +221,39 @@ func (l *lessor) dequeueLocked(o *office, lease string, w *waiter) {
 	l.wakeIfFreeLocked(o, lease)
 }
 
-// claimLocked marks the head waiter of lease as carried by a freeing entry
-// and returns it, or nil when nobody waits (or the head is claimed).
+// claimLocked marks the first waiter of lease that no freeing entry
+// carries yet as carried by one, and returns it; nil when there is none.
+// For an exclusive lease that is the head or nobody: one grant frees it at
+// a time, and a second entry carrying the next waiter could, applied
+// first, serve it before the head. A semaphore's slots free
+// independently, so each freeing entry carries the next unclaimed waiter.
 func (l *lessor) claimLocked(o *office, lease string) *waiter {
+	w := l.nextWaiterLocked(o, lease)
+	if w != nil {
+		w.claimed = true
+	}
+	return w
+}
+
+// nextWaiterLocked is the waiter of lease to serve next: the head, or for
+// a semaphore the first that is not claimed.
+func (l *lessor) nextWaiterLocked(o *office, lease string) *waiter {
 	q := o.queues[lease]
-	if len(q) == 0 || q[0].claimed {
+	if len(q) == 0 {
 		return nil
 	}
-	q[0].claimed = true
-	return q[0]
+	if !q[0].claimed {
+		return q[0]
+	}
+	if !l.fsm.isSemaphore(lease) {
+		return nil
+	}
+	for _, w := range q[1:] {
+		if !w.claimed {
+			return w
+		}
+	}
+	return nil
 }
 
 // settle ends w's claim with the outcome h of the entry that carried it
@@ -250,20 +277,21 @@ func (l *lessor) settle(o *office, w *waiter, h *handoff) {
 	l.wakeIfFreeLocked(o, w.cmd.Lease)
 }
 
-// wakeIfFreeLocked wakes the head waiter if the lease is free now. It
-// closes the gap between a waiter's failed proposal and its enqueue, in
-// which a freeing event finds nobody to wake.
+// wakeIfFreeLocked wakes the next waiter if the lease has room now (it is
+// free, or a semaphore below its limit). It closes the gap between a
+// waiter's failed proposal and its enqueue, in which a freeing event finds
+// nobody to wake.
 func (l *lessor) wakeIfFreeLocked(o *office, lease string) {
-	if _, held := l.fsm.lease(lease); !held {
+	if l.fsm.hasRoom(lease) {
 		l.wakeHeadLocked(o, lease)
 	}
 }
 
-// wakeHeadLocked wakes only the first waiter of lease, unless a freeing
-// entry carries it.
+// wakeHeadLocked wakes only the next waiter of lease (nextWaiterLocked),
+// none when a freeing entry carries the head of an exclusive lease.
 func (l *lessor) wakeHeadLocked(o *office, lease string) {
-	if q := o.queues[lease]; len(q) > 0 && !q[0].claimed {
-		poke(q[0].wake)
+	if w := l.nextWaiterLocked(o, lease); w != nil {
+		poke(w.wake)
 	}
 }
 

@@ -14,19 +14,23 @@ import (
 type cmdType uint8
 
 const (
-	_                cmdType = iota // 0 is never a valid command
-	cmdAcquire                      // 1: acquireCmd
-	cmdRelease                      // 2: releaseCmd
-	cmdRevoke                       // 3: revokeCmd, proposed by the leader on expiry
-	cmdCloseSession                 // 4: closeSessionCmd, proposed by the leader for idle sessions
-	cmdRegisterNode                 // 5: registerNodeCmd, a node's gRPC address
-	cmdAcquire2                     // 6: acquireCmd whose ID.AlsoReceived is applied (received.go)
-	cmdRelease2                     // 7: releaseCmd whose ID.AlsoReceived is applied
-	cmdAcquire3                     // 8: acquireCmd as cmdAcquire2, and a holder asking again takes the next token
-	cmdAcquire4                     // 9: acquireCmd as cmdAcquire3, with Identity (session ownership) and Limit applied
-	cmdRelease3                     // 10: releaseCmd as cmdRelease2, with Identity applied
-	cmdRelease4                     // 11: releaseCmd as cmdRelease3, with the first waiter's Acquire (Next) applied (handoff.go)
-	cmdExpireSession                // 12: expireSessionCmd, proposed by the leader when a session's expiry passed
+	_                 cmdType = iota // 0 is never a valid command
+	cmdAcquire                       // 1: acquireCmd
+	cmdRelease                       // 2: releaseCmd
+	cmdRevoke                        // 3: revokeCmd, proposed by the leader on expiry
+	cmdCloseSession                  // 4: closeSessionCmd, proposed by the leader for idle sessions
+	cmdRegisterNode                  // 5: registerNodeCmd, a node's gRPC address
+	cmdAcquire2                      // 6: acquireCmd whose ID.AlsoReceived is applied (received.go)
+	cmdRelease2                      // 7: releaseCmd whose ID.AlsoReceived is applied
+	cmdAcquire3                      // 8: acquireCmd as cmdAcquire2, and a holder asking again takes the next token
+	cmdAcquire4                      // 9: acquireCmd as cmdAcquire3, with Identity (session ownership) and Limit applied
+	cmdRelease3                      // 10: releaseCmd as cmdRelease2, with Identity applied
+	cmdRelease4                      // 11: releaseCmd as cmdRelease3, with the first waiter's Acquire (Next) applied (handoff.go)
+	cmdExpireSession                 // 12: expireSessionCmd, proposed by the leader when a session's expiry passed
+	cmdAcquire5                      // 13: acquireCmd as cmdAcquire4, with MaxHolders (semaphores) and Value applied (semaphore.go)
+	cmdRelease5                      // 14: releaseCmd as cmdRelease4, whose Next is applied as a cmdAcquire5
+	cmdExpireSession2                // 15: expireSessionCmd whose Next are applied as cmdAcquire5
+	cmdProclaim                      // 16: proclaimCmd, a holder's new value for its grant (semaphore.go)
 )
 
 // Which command types a grantor may propose (versions.go). A grantor that
@@ -35,7 +39,7 @@ const (
 // that it applies it.
 const (
 	// newestCmd is the newest type this binary applies.
-	newestCmd = cmdExpireSession
+	newestCmd = cmdProclaim
 	// baselineCmd is what a server that registered nothing is taken to
 	// apply: the types of grantors built before registration.
 	baselineCmd = cmdRegisterNode
@@ -67,6 +71,14 @@ func (t cmdType) String() string {
 		return "release4"
 	case cmdExpireSession:
 		return "expire-session"
+	case cmdAcquire5:
+		return "acquire5"
+	case cmdRelease5:
+		return "release5"
+	case cmdExpireSession2:
+		return "expire-session2"
+	case cmdProclaim:
+		return "proclaim"
 	}
 	return fmt.Sprintf("cmd(%d)", uint8(t))
 }
@@ -95,6 +107,11 @@ type acquireCmd struct {
 	// cmdAcquire4 and later only.
 	Identity string `json:"identity,omitempty"`
 	Limit    int    `json:"limit,omitempty"`
+	// MaxHolders, above 1, makes the lease a semaphore of that many
+	// holders; Value is stored with the grant. Applied in cmdAcquire5
+	// and later only (semaphore.go).
+	MaxHolders int    `json:"max_holders,omitempty"`
+	Value      string `json:"value,omitempty"`
 }
 
 type releaseCmd struct {
@@ -139,8 +156,13 @@ func encodeCmd(t cmdType, body any) []byte {
 // acquireEntry is the log entry of an Acquire, of the newest type that
 // allowed (the newest every server applies) permits: cmdAcquire3, else
 // cmdAcquire2 when it lists also_received, else cmdAcquire without the
-// list (forgetting is a permission, not an order).
+// list (forgetting is a permission, not an order). A semaphore or a value
+// needs cmdAcquire5; the lessor refuses them before (ErrNotSupported).
 func acquireEntry(c acquireCmd, allowed cmdType) []byte {
+	if allowed >= cmdAcquire5 {
+		return encodeCmd(cmdAcquire5, c)
+	}
+	c.MaxHolders, c.Value = 0, ""
 	if allowed >= cmdAcquire4 {
 		return encodeCmd(cmdAcquire4, c)
 	}
@@ -157,6 +179,14 @@ func acquireEntry(c acquireCmd, allowed cmdType) []byte {
 
 // releaseEntry is the log entry of a Release (see acquireEntry).
 func releaseEntry(c releaseCmd, allowed cmdType) []byte {
+	if allowed >= cmdRelease5 {
+		return encodeCmd(cmdRelease5, c)
+	}
+	if c.Next != nil {
+		next := *c.Next
+		next.MaxHolders, next.Value = 0, ""
+		c.Next = &next
+	}
 	if allowed >= cmdRelease4 {
 		return encodeCmd(cmdRelease4, c)
 	}
@@ -183,12 +213,14 @@ func decodeCmd(data []byte) (cmdType, any, error) {
 	t := cmdType(data[0])
 	var body any
 	switch t {
-	case cmdAcquire, cmdAcquire2, cmdAcquire3, cmdAcquire4:
+	case cmdAcquire, cmdAcquire2, cmdAcquire3, cmdAcquire4, cmdAcquire5:
 		body = &acquireCmd{}
-	case cmdRelease, cmdRelease2, cmdRelease3, cmdRelease4:
+	case cmdRelease, cmdRelease2, cmdRelease3, cmdRelease4, cmdRelease5:
 		body = &releaseCmd{}
-	case cmdExpireSession:
+	case cmdExpireSession, cmdExpireSession2:
 		body = &expireSessionCmd{}
+	case cmdProclaim:
+		body = &proclaimCmd{}
 	case cmdRevoke:
 		body = &revokeCmd{}
 	case cmdCloseSession:
@@ -216,6 +248,9 @@ type acquireResult struct {
 	// granted ("" for a session opened before ownership was recorded).
 	// The holder's session and owner ids are never told.
 	HolderName string
+	// Limit is the limit in force for the lease (1: exclusive), Holders
+	// how many grants of it stand after the entry.
+	Limit, Holders int
 }
 
 // releaseResult is what the FSM returns for a Release.

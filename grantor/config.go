@@ -126,6 +126,12 @@ type Config struct {
 	// Operators (and every caller without TLS) are not limited.
 	MaxLeasesPerSidecar int
 
+	// MaxWatchStreams is the most Watch streams one caller identity may
+	// have open at the leader (a sidecar keeps one); more are refused
+	// with RESOURCE_EXHAUSTED. Without TLS every caller is the one
+	// insecure identity. 0 means no limit.
+	MaxWatchStreams int
+
 	// SessionIdleTimeout is how long the leader keeps the idempotency
 	// records of a session that holds no lease and has sent nothing before
 	// it proposes to forget them (CloseSession).
@@ -186,6 +192,7 @@ func DefaultConfig() Config {
 		SessionIdleTimeout:  DefaultSessionIdleTimeout,
 		ReconcileInterval:   DefaultReconcileInterval,
 		MaxLeasesPerSidecar: DefaultMaxLeasesPerSidecar,
+		MaxWatchStreams:     DefaultMaxWatchStreams,
 		Watch:               clockwatch.DefaultWatcherConfig(),
 	}
 }

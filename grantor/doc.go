@@ -34,6 +34,12 @@
 //     (session, seq) gets the same grant back. Replies state the term
 //     stored with the grant and the grantor's rho and epsilon.
 //   - An office serves only in the raft term it was opened in (lessor.go).
+//   - A name may be a semaphore of up to N holders, each grant with its
+//     own token, and a grant may carry a value that its holder changes
+//     with a Proclaim entry (semaphore.go); the leader pushes the holders
+//     of watched names and every change it applies to Watch streams
+//     (watch.go), and answers token checks from its table after a verify
+//     round, without a raft entry (checktoken.go).
 //   - Command types are append-only; a leader proposes one only when every
 //     server has registered that it applies it (versions.go).
 //

@@ -162,14 +162,12 @@ func (l *lessor) expire(o *office, j expireJob) {
 		c.Next = append(c.Next, w.cmd)
 	}
 	settleAll := func(r *expireResult) {
-		for _, w := range j.waiters {
+		// r.Next answers c.Next in order: two waiters of one semaphore
+		// are told apart by their place.
+		for i, w := range j.waiters {
 			var h *handoff
-			if r != nil {
-				for i := range r.Next {
-					if r.Next[i].Lease == w.cmd.Lease {
-						h = &r.Next[i]
-					}
-				}
+			if r != nil && i < len(r.Next) {
+				h = &r.Next[i]
 			}
 			if h != nil && h.Tried {
 				if g, ok := h.Res.(*acquireResult); ok && g.Granted {
@@ -183,7 +181,7 @@ func (l *lessor) expire(o *office, j expireJob) {
 		settleAll(nil)
 		return
 	}
-	res, err := l.prop.apply(encodeCmd(cmdExpireSession, c))
+	res, err := l.prop.apply(expireEntry(c, l.prop.allowed()))
 	r, _ := res.(*expireResult)
 	settleAll(r)
 	if err != nil || r == nil {

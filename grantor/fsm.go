@@ -21,15 +21,20 @@ type leaseRecord struct {
 	Owner   string        `json:"owner"`
 	Token   uint64        `json:"token"`
 	TTL     time.Duration `json:"ttl_ns"`
+	// Value is the grant's value (elections, semaphore.go); written to
+	// snapshots of format 3 only.
+	Value string `json:"value,omitempty"`
 }
 
 // outcome is a remembered result of one request of a session.
 type outcome struct {
-	Kind     cmdType `json:"kind"`
-	Lease    string  `json:"lease"`
-	Owner    string  `json:"owner"`
-	Token    uint64  `json:"token"`
-	Released bool    `json:"released,omitempty"`
+	Kind  cmdType `json:"kind"`
+	Lease string  `json:"lease"`
+	Owner string  `json:"owner"`
+	Token uint64  `json:"token"`
+	// Released says a release freed the lease, or a proclaim changed
+	// the grant's value.
+	Released bool `json:"released,omitempty"`
 }
 
 // sessionRecord is a session's idempotency state (Ongaro's client
@@ -57,6 +62,10 @@ type fsmState struct {
 	// registered that it applies (versions.go); absent means baselineCmd.
 	// Grantors built before it ignore the key in snapshots.
 	NodeCmds map[string]cmdType `json:"node_cmds,omitempty"`
+	// Sems are the semaphores in force (semaphore.go): names held by
+	// grants of cmdAcquire5 with a limit above 1. Exclusive grants are in
+	// Leases. Written to snapshots of format 3 only.
+	Sems map[string]*semRecord `json:"sems,omitempty"`
 }
 
 func newFSMState() fsmState {
@@ -65,6 +74,7 @@ func newFSMState() fsmState {
 		Sessions: map[string]*sessionRecord{},
 		Nodes:    map[string]string{},
 		NodeCmds: map[string]cmdType{},
+		Sems:     map[string]*semRecord{},
 	}
 }
 
@@ -76,6 +86,15 @@ const (
 	evFreed                           // a lease was released or revoked
 	evRestored                        // the whole state was replaced from a snapshot
 	evRegistered                      // a node's gRPC address was recorded (Lease holds the node ID)
+	evProclaimed                      // a grant's value changed (Rec is the grant after it)
+)
+
+// freeWhy says why a grant ended, for watchers (watch.go).
+type freeWhy uint8
+
+const (
+	freedReleased freeWhy = iota + 1 // its holder released it
+	freedExpired                     // its session expired (revoke or expire-session)
 )
 
 // fsmEvent tells the lessor what an applied entry changed. The FSM's
@@ -84,6 +103,16 @@ type fsmEvent struct {
 	Kind  eventKind
 	Lease string
 	Rec   leaseRecord // the lease after evGranted, before evFreed
+	// Index is the raft index of the entry; Why says why a grant was
+	// freed; Replaced is the grant of the same holder that an evGranted
+	// ended (a re-acquire); Retry marks an evGranted that only repeats a
+	// grant for a retried request; HolderName is the identity name of
+	// Rec's session.
+	Index      uint64
+	Why        freeWhy
+	Replaced   uint64
+	Retry      bool
+	HolderName string
 }
 
 // fsm is the grantor's raft.FSM: the lease table, the token counter and the
@@ -111,6 +140,9 @@ type fsm struct {
 	// halted is set at the first entry that cannot be decoded; from then
 	// on nothing is applied, restored or snapshotted.
 	halted *HaltError
+	// applied is the index of the last entry applied (a restore does not
+	// move it): watchers order snapshots and changes by it (watch.go).
+	applied uint64
 }
 
 var _ raft.FSM = (*fsm)(nil)
@@ -148,6 +180,7 @@ func (f *fsm) Apply(l *raft.Log) any {
 	}
 	var res any
 	f.evs = f.evs[:0]
+	f.applied = l.Index
 	switch c := body.(type) {
 	case *acquireCmd:
 		if t == cmdAcquire {
@@ -155,6 +188,9 @@ func (f *fsm) Apply(l *raft.Log) any {
 		}
 		if t < cmdAcquire4 {
 			c.Identity, c.Limit = "", 0
+		}
+		if t < cmdAcquire5 {
+			oldAcquire(c)
 		}
 		res = f.applyAcquire(c, t >= cmdAcquire3)
 	case *releaseCmd:
@@ -167,11 +203,21 @@ func (f *fsm) Apply(l *raft.Log) any {
 		if t < cmdRelease4 {
 			c.Next = nil
 		}
+		if t < cmdRelease5 && c.Next != nil {
+			oldAcquire(c.Next)
+		}
 		res = f.applyRelease(c)
 	case *revokeCmd:
 		res = f.applyRevoke(c)
 	case *expireSessionCmd:
+		if t < cmdExpireSession2 {
+			for i := range c.Next {
+				oldAcquire(&c.Next[i])
+			}
+		}
 		res = f.applyExpireSession(c, l.Term)
+	case *proclaimCmd:
+		res = f.applyProclaim(c)
 	case *closeSessionCmd:
 		delete(f.st.Sessions, c.Session)
 	case *registerNodeCmd:
@@ -195,7 +241,13 @@ func (f *fsm) Apply(l *raft.Log) any {
 }
 
 // event records a change for the observer, told after the apply.
-func (f *fsm) event(ev fsmEvent) { f.evs = append(f.evs, ev) }
+func (f *fsm) event(ev fsmEvent) {
+	ev.Index = f.applied
+	if ev.Rec.Session != "" {
+		ev.HolderName = f.ownerOf(ev.Rec.Session)
+	}
+	f.evs = append(f.evs, ev)
+}
 
 // session returns the record of id.Session, creating it, after checking
 // that identity may use it (ownership.go) and that id is not stale, raising
@@ -238,6 +290,9 @@ func (f *fsm) applyAcquire(c *acquireCmd, newToken bool) any {
 	if err != nil {
 		return err
 	}
+	if c.MaxHolders > 1 || f.st.Sems[c.Lease] != nil {
+		return f.acquireSlot(s, c) // semaphore.go
+	}
 	cur, held := f.st.Leases[c.Lease]
 	if o, dup := s.Outcomes[c.ID.Seq]; dup {
 		if o.Kind != cmdAcquire || o.Lease != c.Lease || o.Owner != c.Owner {
@@ -247,28 +302,30 @@ func (f *fsm) applyAcquire(c *acquireCmd, newToken bool) any {
 		// very grant still stands; a grant that has since ended must not
 		// be handed out again as if it were live.
 		if held && cur.Session == c.ID.Session && cur.Owner == c.Owner && cur.Token == o.Token {
-			f.event(fsmEvent{Kind: evGranted, Lease: c.Lease, Rec: cur})
-			return &acquireResult{Granted: true, Token: cur.Token, TTL: cur.TTL}
+			f.event(fsmEvent{Kind: evGranted, Lease: c.Lease, Rec: cur, Retry: true})
+			return &acquireResult{Granted: true, Token: cur.Token, TTL: cur.TTL, Limit: 1, Holders: 1}
 		}
 		return f.notGranted(cur)
 	}
 	if len(s.Outcomes) >= maxOutstanding {
 		return fmt.Errorf("%w: session %q has %d", ErrTooManyOutstanding, c.ID.Session, len(s.Outcomes))
 	}
+	var replaced uint64
 	switch {
 	case !held:
 		if err := f.checkLimit(s.Owner, c.Limit); err != nil {
 			return err // nothing changed: not remembered
 		}
 		f.st.LastToken++
-		cur = leaseRecord{Session: c.ID.Session, Owner: c.Owner, Token: f.st.LastToken, TTL: c.TTL}
+		cur = leaseRecord{Session: c.ID.Session, Owner: c.Owner, Token: f.st.LastToken, TTL: c.TTL, Value: c.Value}
 		f.st.Leases[c.Lease] = cur
 		f.hold(c.Lease, cur)
 	case cur.Session == c.ID.Session && cur.Owner == c.Owner && newToken:
 		// The holder asks again: its old grant ends, a new one starts.
 		f.unhold(c.Lease, cur)
+		replaced = cur.Token
 		f.st.LastToken++
-		cur.Token, cur.TTL = f.st.LastToken, c.TTL
+		cur.Token, cur.TTL, cur.Value = f.st.LastToken, c.TTL, c.Value
 		f.st.Leases[c.Lease] = cur
 		f.hold(c.Lease, cur)
 	case cur.Session == c.ID.Session && cur.Owner == c.Owner:
@@ -281,14 +338,17 @@ func (f *fsm) applyAcquire(c *acquireCmd, newToken bool) any {
 		return f.notGranted(cur)
 	}
 	s.Outcomes[c.ID.Seq] = outcome{Kind: cmdAcquire, Lease: c.Lease, Owner: c.Owner, Token: cur.Token}
-	f.event(fsmEvent{Kind: evGranted, Lease: c.Lease, Rec: cur})
-	return &acquireResult{Granted: true, Token: cur.Token, TTL: cur.TTL}
+	f.event(fsmEvent{Kind: evGranted, Lease: c.Lease, Rec: cur, Replaced: replaced})
+	return &acquireResult{Granted: true, Token: cur.Token, TTL: cur.TTL, Limit: 1, Holders: 1}
 }
 
 // notGranted answers an Acquire of a lease cur holds: its token and the
 // identity name of its session, never its session or owner ids.
 func (f *fsm) notGranted(cur leaseRecord) *acquireResult {
-	r := &acquireResult{Token: cur.Token}
+	r := &acquireResult{Token: cur.Token, Limit: 1}
+	if cur.Token != 0 {
+		r.Holders = 1
+	}
 	if s := f.st.Sessions[cur.Session]; s != nil {
 		r.HolderName = s.Owner
 	}
@@ -313,31 +373,38 @@ func (f *fsm) applyRelease(c *releaseCmd) any {
 	if len(s.Outcomes) >= maxOutstanding {
 		return fmt.Errorf("%w: session %q has %d", ErrTooManyOutstanding, c.ID.Session, len(s.Outcomes))
 	}
-	cur, held := f.st.Leases[c.Lease]
-	released := held && cur.Session == c.ID.Session && cur.Owner == c.Owner && cur.Token == c.Token
+	cur, held := f.grantLocked(c.Lease, c.Token)
+	released := held && cur.Session == c.ID.Session && cur.Owner == c.Owner
 	s.Outcomes[c.ID.Seq] = outcome{Kind: cmdRelease, Lease: c.Lease, Owner: c.Owner, Token: c.Token, Released: released}
 	res := &releaseResult{Released: released}
 	if released {
-		f.free(c.Lease, cur)
+		f.free(c.Lease, cur, freedReleased)
 		res.Next = f.handOff(c.Lease, c.Next)
 	}
 	return res
 }
 
 func (f *fsm) applyRevoke(c *revokeCmd) any {
-	cur, held := f.st.Leases[c.Lease]
-	if !held || cur.Token != c.Token {
+	cur, held := f.grantLocked(c.Lease, c.Token)
+	if !held {
 		return &revokeResult{}
 	}
-	f.free(c.Lease, cur)
+	f.free(c.Lease, cur, freedExpired)
 	return &revokeResult{Revoked: true}
 }
 
-// free ends the grant cur of lease.
-func (f *fsm) free(lease string, cur leaseRecord) {
-	delete(f.st.Leases, lease)
+// free ends the grant cur of lease, an exclusive grant or a semaphore's.
+func (f *fsm) free(lease string, cur leaseRecord, why freeWhy) {
+	if sem := f.st.Sems[lease]; sem != nil {
+		sem.remove(cur.Token)
+		if len(sem.Holders) == 0 {
+			delete(f.st.Sems, lease)
+		}
+	} else {
+		delete(f.st.Leases, lease)
+	}
 	f.unhold(lease, cur)
-	f.event(fsmEvent{Kind: evFreed, Lease: lease, Rec: cur})
+	f.event(fsmEvent{Kind: evFreed, Lease: lease, Rec: cur, Why: why})
 }
 
 // Snapshot captures the state for raft; Persist writes it. A halted FSM
@@ -375,6 +442,11 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	for name, l := range st.Leases {
 		f.hold(name, l)
 	}
+	for name, sem := range st.Sems {
+		for _, l := range sem.Holders {
+			f.hold(name, l)
+		}
+	}
 	f.mu.Unlock()
 	if f.observe != nil {
 		f.observe(fsmEvent{Kind: evRestored})
@@ -409,6 +481,12 @@ func (st *fsmState) clone() fsmState {
 			c.NodeCmds[k] = v
 		}
 	}
+	if len(st.Sems) > 0 {
+		c.Sems = make(map[string]*semRecord, len(st.Sems))
+		for k, v := range st.Sems {
+			c.Sems[k] = &semRecord{Limit: v.Limit, Holders: append([]leaseRecord(nil), v.Holders...)}
+		}
+	}
 	return c
 }
 
@@ -429,11 +507,16 @@ func (f *fsm) lease(name string) (leaseRecord, bool) {
 	return l, ok
 }
 
-// leaseCount returns the number of held leases.
+// leaseCount returns the number of grants that stand: exclusive leases
+// and semaphore holders.
 func (f *fsm) leaseCount() int {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return len(f.st.Leases)
+	n := len(f.st.Leases)
+	for _, sem := range f.st.Sems {
+		n += len(sem.Holders)
+	}
+	return n
 }
 
 // sessions returns the names of the sessions with records.

@@ -18,8 +18,11 @@ package grantor
 // under its (session, seq); its sidecar gives back grants it does not
 // know when its session's keepalive lists them (sessions.go).
 //
-// The FSM applies an attached Acquire only when the lease is free after
-// the entry's own change; otherwise it is not tried (the waiter waits on).
+// The FSM applies an attached Acquire only when the lease has room after
+// the entry's own change (it is free, or a semaphore below its limit);
+// otherwise it is not tried (the waiter waits on). Results come back in
+// the order of the attached Acquires, so two waiters of one semaphore
+// carried by one entry are told apart.
 
 // grantRef names one grant in the log: a lease and its token.
 type grantRef struct {
@@ -67,7 +70,7 @@ func (f *fsm) handOff(lease string, next *acquireCmd) *handoff {
 		return nil
 	}
 	h := &handoff{Lease: lease}
-	if _, held := f.st.Leases[lease]; held || next.Lease != lease {
+	if !f.hasRoomLocked(lease) || next.Lease != lease {
 		return h
 	}
 	h.Tried = true
@@ -81,11 +84,11 @@ func (f *fsm) applyExpireSession(c *expireSessionCmd, term uint64) any {
 	}
 	res := &expireResult{}
 	for _, g := range c.Leases {
-		cur, held := f.st.Leases[g.Lease]
-		if !held || cur.Session != c.Session || cur.Token != g.Token {
+		cur, held := f.grantLocked(g.Lease, g.Token)
+		if !held || cur.Session != c.Session {
 			continue
 		}
-		f.free(g.Lease, cur)
+		f.free(g.Lease, cur, freedExpired)
 		res.Freed++
 	}
 	for i := range c.Next {
@@ -94,4 +97,20 @@ func (f *fsm) applyExpireSession(c *expireSessionCmd, term uint64) any {
 		}
 	}
 	return res
+}
+
+// expireEntry is the log entry of a session's expiry: cmdExpireSession2
+// when every server applies it (its waiters' Acquires may be semaphores
+// or carry values), else cmdExpireSession without those.
+func expireEntry(c expireSessionCmd, allowed cmdType) []byte {
+	if allowed >= cmdExpireSession2 {
+		return encodeCmd(cmdExpireSession2, c)
+	}
+	next := make([]acquireCmd, len(c.Next))
+	for i, a := range c.Next {
+		oldAcquire(&a)
+		next[i] = a
+	}
+	c.Next = next
+	return encodeCmd(cmdExpireSession, c)
 }

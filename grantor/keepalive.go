@@ -140,13 +140,7 @@ func (l *lessor) verifyLoop(o *office) {
 		if len(batch) == 0 {
 			continue
 		}
-		err := l.prop.verifyLeader()
-		if err == nil && !l.current(o) {
-			// The round ran in a later term than the office's: its state
-			// may be stale, so it acknowledges nothing.
-			err = l.prop.notLeader()
-		}
-		if err != nil {
+		if err := l.confirmLeader(o); err != nil {
 			l.metrics.verifyFailed.Add(1)
 			l.log.Warn("grantor: leadership check failed; acknowledging no renewals", "batch", len(batch), "err", err)
 			nl := l.prop.notLeader()
@@ -189,6 +183,18 @@ func (l *lessor) verifyLoop(o *office) {
 	}
 }
 
+// confirmLeader runs one VerifyLeader round, started now, and says
+// whether o may act on what arrived before it: nil, or why not.
+func (l *lessor) confirmLeader(o *office) error {
+	err := l.prop.verifyLeader()
+	if err == nil && !l.current(o) {
+		// The round ran in a later term than the office's: its state may
+		// be stale, so it confirms nothing.
+		err = l.prop.notLeader()
+	}
+	return err
+}
+
 // renewLocked answers one renewal at tG.
 func (l *lessor) renewLocked(o *office, r *renewal, tG clockwatch.Instant) renewResult {
 	res := renewResult{tG: tG}
@@ -201,8 +207,8 @@ func (l *lessor) renewLocked(o *office, r *renewal, tG clockwatch.Instant) renew
 	}
 	ok := l.extendSessionLocked(o, r.session, tG)
 	for _, ref := range r.refs {
-		rec, held := l.fsm.lease(ref.Lease)
-		if !ok || !held || rec.Session != r.session || rec.Token != ref.Token {
+		rec, held := l.fsm.grant(ref.Lease, ref.Token)
+		if !ok || !held || rec.Session != r.session {
 			res.lost = append(res.lost, ref)
 			continue
 		}

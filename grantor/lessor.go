@@ -130,6 +130,10 @@ type office struct {
 	pending  []*renewal    // keepalives waiting for the next verify round
 	kaWake   chan struct{} // 1-buffered: pending is not empty
 	kick     chan struct{} // 1-buffered: the expiry loop should rescan
+	// checks are token checks waiting for the next verify round of
+	// checkLoop (checktoken.go); checkWake says there are some.
+	checks    []*tokenCheck
+	checkWake chan struct{} // 1-buffered
 	// due orders the sessions by when the expiry loop must look at them
 	// again (expiry.go), so a scan costs what is due, not what is held.
 	due dueHeap
@@ -224,7 +228,9 @@ func (l *lessor) onEvent(ev fsmEvent) {
 		if !l.fsm.holdsLeases(ev.Rec.Session) {
 			o.emptiedLocked(ev.Rec.Session)
 		}
-		l.wakeHeadLocked(o, ev.Lease)
+		// Only if the entry left room: one that handed the lease (or a
+		// semaphore's slot) over in the same entry did not.
+		l.wakeIfFreeLocked(o, ev.Lease)
 	case evRestored:
 		// Every session the new state holds is live until now plus its
 		// term: later than before, which is safe.
@@ -300,6 +306,8 @@ func (l *lessor) startOfficeLocked() {
 		queues:   map[string][]*waiter{},
 		kaWake:   make(chan struct{}, 1),
 		kick:     make(chan struct{}, 1),
+
+		checkWake: make(chan struct{}, 1),
 	}
 	l.cur = o
 	l.broadcastLocked()
@@ -373,9 +381,10 @@ func (l *lessor) takeOffice(o *office) {
 	o.active = true
 	close(o.ready)
 	l.broadcastLocked()
-	l.wg.Add(2)
+	l.wg.Add(3)
 	go l.expiryLoop(o)
 	go l.verifyLoop(o)
+	go l.checkLoop(o)
 	l.mu.Unlock()
 	l.log.Info("grantor: took office", "tE", tE, "sessions_holding_leases", len(terms), "leases", l.fsm.leaseCount())
 }

@@ -41,6 +41,8 @@ type Node struct {
 	log    *slog.Logger
 	fsm    *fsm
 	lessor *lessor
+	// watch fans applied changes out to Watch streams (watch.go).
+	watch *watchHub
 
 	dirLock *os.File // the data dir's lock (datadir.go)
 	meta    *metadb.BoltMetaDB
@@ -162,8 +164,10 @@ func New(cfg Config) (n *Node, err error) {
 	n.halted = make(chan struct{})
 	n.fsm.onHalt = n.halt
 	n.registeredCh = make(chan struct{}, 1)
+	n.watch = newWatchHub(n.fsm, cfg.MaxWatchStreams)
 	n.fsm.observe = func(ev fsmEvent) {
 		n.lessor.onEvent(ev)
+		n.watch.publish(ev)
 		if ev.Kind == evRegistered || ev.Kind == evRestored {
 			poke(n.registeredCh)
 		}

@@ -83,16 +83,16 @@ func (f *fsm) sessionOwner(session string) string {
 	return f.ownerOf(session)
 }
 
-// refusal answers an Acquire of lease when it is held now: the holder's
-// token and identity name. ok is false when the lease is free.
+// refusal answers an Acquire of lease when it has no room now (held, or a
+// full semaphore): the oldest holder's token and identity name. ok is
+// false when the lease has room.
 func (f *fsm) refusal(lease string) (r *acquireResult, ok bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	cur, held := f.st.Leases[lease]
-	if !held {
+	if f.hasRoomLocked(lease) {
 		return nil, false
 	}
-	return f.notGranted(cur), true
+	return f.refusalLocked(lease), true
 }
 
 // PermissionError says that a request named a session another identity

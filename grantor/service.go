@@ -45,6 +45,8 @@ func (s *service) Acquire(ctx context.Context, req *grantorpb.AcquireRequest) (*
 		Granted:       res.Granted,
 		Token:         res.Token,
 		HolderName:    res.HolderName,
+		Limit:         uint32(res.Limit),
+		Holders:       uint32(res.Holders),
 		GrantorTimeNs: s.n.cfg.Clock.Now().Nanoseconds(),
 		TtlNs:         int64(res.TTL),
 		Rho:           s.n.cfg.Timing.Rho,
@@ -231,6 +233,7 @@ func toPB(refs []leaseRef) []*grantorpb.LeaseRef {
 //	ErrTooManyLeases      RESOURCE_EXHAUSTED
 //	ErrPermissionDenied   PERMISSION_DENIED (a session of another identity)
 //	ErrUnknownServer      NOT_FOUND
+//	ErrNotSupported       UNIMPLEMENTED (semaphores, values, Proclaim before every grantor applies them)
 //	ErrLastVoter          FAILED_PRECONDITION, without a NotLeader detail
 //	ErrShutdown, raft     UNAVAILABLE
 //	context errors        CANCELED / DEADLINE_EXCEEDED
@@ -254,6 +257,8 @@ func toStatus(err error) error {
 		return status.Error(codes.PermissionDenied, err.Error())
 	case errors.Is(err, ErrUnknownServer):
 		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, ErrNotSupported):
+		return status.Error(codes.Unimplemented, err.Error())
 	case errors.Is(err, ErrLastVoter):
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):

@@ -20,9 +20,10 @@ import (
 // the same set but for a 64-bit collision; and a collision can only hide
 // a grant the session itself made, never another session's.
 
-// sessionLeases indexes the leases one session holds; derived state.
+// sessionLeases indexes the grants one session holds, by lease and token
+// (a session may hold several grants of one semaphore); derived state.
 type sessionLeases struct {
-	names  map[string]struct{}
+	grants map[grantRef]struct{}
 	digest uint64
 }
 
@@ -30,7 +31,7 @@ func (s *sessionLeases) count() int {
 	if s == nil {
 		return 0
 	}
-	return len(s.names)
+	return len(s.grants)
 }
 
 // hold enters a new grant of lease name in its session's index and counts
@@ -38,10 +39,10 @@ func (s *sessionLeases) count() int {
 func (f *fsm) hold(name string, cur leaseRecord) {
 	sl := f.bySession[cur.Session]
 	if sl == nil {
-		sl = &sessionLeases{names: map[string]struct{}{}}
+		sl = &sessionLeases{grants: map[grantRef]struct{}{}}
 		f.bySession[cur.Session] = sl
 	}
-	sl.names[name] = struct{}{}
+	sl.grants[grantRef{name, cur.Token}] = struct{}{}
 	sl.digest += grantorpb.TokenDigest(cur.Token)
 	f.addByName(f.ownerOf(cur.Session), 1)
 }
@@ -49,9 +50,9 @@ func (f *fsm) hold(name string, cur leaseRecord) {
 // unhold takes a grant that ended out of the index.
 func (f *fsm) unhold(name string, cur leaseRecord) {
 	if sl := f.bySession[cur.Session]; sl != nil {
-		delete(sl.names, name)
+		delete(sl.grants, grantRef{name, cur.Token})
 		sl.digest -= grantorpb.TokenDigest(cur.Token)
-		if len(sl.names) == 0 {
+		if len(sl.grants) == 0 {
 			delete(f.bySession, cur.Session)
 		}
 	}
@@ -84,10 +85,10 @@ func (f *fsm) sessionGrants(session string) ([]sessionGrant, uint64) {
 	if sl == nil {
 		return nil, 0
 	}
-	out := make([]sessionGrant, 0, len(sl.names))
-	for name := range sl.names {
-		rec := f.st.Leases[name]
-		out = append(out, sessionGrant{Lease: name, Token: rec.Token, TTL: rec.TTL, Owner: rec.Owner})
+	out := make([]sessionGrant, 0, len(sl.grants))
+	for g := range sl.grants {
+		rec, _ := f.grantLocked(g.Lease, g.Token)
+		out = append(out, sessionGrant{Lease: g.Lease, Token: rec.Token, TTL: rec.TTL, Owner: rec.Owner})
 	}
 	return out, sl.digest
 }
@@ -101,10 +102,10 @@ func (f *fsm) sessionHeld(session string) (refs []grantRef, maxTTL time.Duration
 	if sl == nil {
 		return nil, 0
 	}
-	refs = make([]grantRef, 0, len(sl.names))
-	for name := range sl.names {
-		rec := f.st.Leases[name]
-		refs = append(refs, grantRef{Lease: name, Token: rec.Token})
+	refs = make([]grantRef, 0, len(sl.grants))
+	for g := range sl.grants {
+		rec, _ := f.grantLocked(g.Lease, g.Token)
+		refs = append(refs, g)
 		maxTTL = max(maxTTL, rec.TTL)
 	}
 	return refs, maxTTL
@@ -118,6 +119,11 @@ func (f *fsm) sessionTerms() map[string]time.Duration {
 	out := make(map[string]time.Duration, len(f.bySession))
 	for _, rec := range f.st.Leases {
 		out[rec.Session] = max(out[rec.Session], rec.TTL)
+	}
+	for _, sem := range f.st.Sems {
+		for _, rec := range sem.Holders {
+			out[rec.Session] = max(out[rec.Session], rec.TTL)
+		}
 	}
 	return out
 }

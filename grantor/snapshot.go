@@ -18,9 +18,12 @@ import (
 //	   without any is still written as format 1, which grantors built
 //	   before format 2 read; one with some is not, since such a grantor
 //	   would drop them and apply differently from the others.
+//	3: semaphores ("sems") and grants' values. Written only when the
+//	   state has either; grantors built before it refuse the file.
 const (
 	snapshotFormat1 = 1
-	snapshotFormat  = 2
+	snapshotFormat2 = 2
+	snapshotFormat  = 3
 )
 
 type snapshotFile struct {
@@ -40,9 +43,12 @@ func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 	format := snapshotFormat1
 	for _, sess := range s.st.Sessions {
 		if len(sess.Forgotten) > 0 {
-			format = snapshotFormat
+			format = snapshotFormat2
 			break
 		}
+	}
+	if s.st.needsFormat3() {
+		format = snapshotFormat
 	}
 	err := json.NewEncoder(w).Encode(snapshotFile{Format: format, State: s.st})
 	if err == nil {
@@ -63,8 +69,8 @@ func readSnapshot(r io.Reader) (fsmState, error) {
 	if err := json.NewDecoder(bufio.NewReader(r)).Decode(&f); err != nil {
 		return fsmState{}, fmt.Errorf("grantor: reading snapshot: %w", err)
 	}
-	if f.Format != snapshotFormat1 && f.Format != snapshotFormat {
-		return fsmState{}, fmt.Errorf("grantor: snapshot format %d is not %d or %d (written by a newer grantor?)", f.Format, snapshotFormat1, snapshotFormat)
+	if f.Format < snapshotFormat1 || f.Format > snapshotFormat {
+		return fsmState{}, fmt.Errorf("grantor: snapshot format %d is not %d to %d (written by a newer grantor?)", f.Format, snapshotFormat1, snapshotFormat)
 	}
 	st := f.State
 	if st.Leases == nil {
@@ -78,6 +84,9 @@ func readSnapshot(r io.Reader) (fsmState, error) {
 	}
 	if st.NodeCmds == nil {
 		st.NodeCmds = map[string]cmdType{}
+	}
+	if st.Sems == nil {
+		st.Sems = map[string]*semRecord{}
 	}
 	for k, s := range st.Sessions {
 		if s == nil {
@@ -93,5 +102,32 @@ func readSnapshot(r io.Reader) (fsmState, error) {
 			return fsmState{}, fmt.Errorf("grantor: snapshot lease %q has token %d beyond the counter %d", name, l.Token, st.LastToken)
 		}
 	}
+	for name, sem := range st.Sems {
+		if sem == nil || sem.Limit < 2 || len(sem.Holders) == 0 || len(sem.Holders) > sem.Limit {
+			return fsmState{}, fmt.Errorf("grantor: snapshot semaphore %q is malformed", name)
+		}
+		if _, both := st.Leases[name]; both {
+			return fsmState{}, fmt.Errorf("grantor: snapshot lease %q is both exclusive and a semaphore", name)
+		}
+		for _, l := range sem.Holders {
+			if l.Token == 0 || l.Token > st.LastToken {
+				return fsmState{}, fmt.Errorf("grantor: snapshot semaphore %q has token %d beyond the counter %d", name, l.Token, st.LastToken)
+			}
+		}
+	}
 	return st, nil
+}
+
+// needsFormat3 reports whether the state has semaphores or values, which
+// grantors that read format 2 at most would drop.
+func (st *fsmState) needsFormat3() bool {
+	if len(st.Sems) > 0 {
+		return true
+	}
+	for _, l := range st.Leases {
+		if l.Value != "" {
+			return true
+		}
+	}
+	return false
 }

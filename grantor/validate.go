@@ -136,7 +136,14 @@ func (c Config) validAcquire(req *grantorpb.AcquireRequest) (acquireCmd, time.Du
 	if err != nil {
 		return acquireCmd{}, 0, err
 	}
-	return acquireCmd{ID: id, Lease: req.GetLease(), Owner: req.GetOwner(), TTL: ttl}, wait, nil
+	if l := req.GetLimit(); l > MaxHolders {
+		return acquireCmd{}, 0, invalid("limit", "limit %d is more than %d", l, MaxHolders)
+	}
+	if err := validValue("value", req.GetValue()); err != nil {
+		return acquireCmd{}, 0, err
+	}
+	return acquireCmd{ID: id, Lease: req.GetLease(), Owner: req.GetOwner(), TTL: ttl,
+		MaxHolders: int(req.GetLimit()), Value: req.GetValue()}, wait, nil
 }
 
 func validRelease(req *grantorpb.ReleaseRequest) (releaseCmd, error) {
@@ -213,4 +220,24 @@ func validRegisterNode(req *grantorpb.RegisterNodeRequest) (registerNodeCmd, err
 		return registerNodeCmd{}, invalid("max_command", "max_command %d is outside [1, 255]", m)
 	}
 	return registerNodeCmd{NodeID: id, RPCAddr: req.GetRpcAddr(), MaxCmd: cmdType(req.GetMaxCommand())}, nil
+}
+
+func validProclaim(req *grantorpb.ProclaimRequest) (proclaimCmd, error) {
+	id, err := validRequestID(req.GetId())
+	if err != nil {
+		return proclaimCmd{}, err
+	}
+	if err := validLeaseName("lease", req.GetLease()); err != nil {
+		return proclaimCmd{}, err
+	}
+	if err := validOwner(req.GetOwner()); err != nil {
+		return proclaimCmd{}, err
+	}
+	if req.GetToken() < 1 {
+		return proclaimCmd{}, invalid("token", "token must be at least 1")
+	}
+	if err := validValue("value", req.GetValue()); err != nil {
+		return proclaimCmd{}, err
+	}
+	return proclaimCmd{ID: id, Lease: req.GetLease(), Owner: req.GetOwner(), Token: req.GetToken(), Value: req.GetValue()}, nil
 }
