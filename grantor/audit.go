@@ -14,6 +14,7 @@ import (
 //
 //	grant          role name lease token session owner
 //	release        role name lease token released
+//	proclaim       role name lease token proclaimed  (a holder's new value)
 //	revoke         role name lease token      (a lease of an older cluster's expiry)
 //	expire         role name session freed leases (a session that expired, with its grants)
 //	member_add     role name node_id raft_addr voter
@@ -50,6 +51,12 @@ func (a *audit) grant(who Identity, lease string, token uint64, session, owner s
 // release records a Release that ended a grant or found none.
 func (a *audit) release(who Identity, lease string, token uint64, released bool) {
 	a.write(slog.LevelInfo, "release", who, "lease", lease, "token", token, "released", released)
+}
+
+// proclaim records a Proclaim that changed a grant's value or found no
+// such grant.
+func (a *audit) proclaim(who Identity, lease string, token uint64, proclaimed bool) {
+	a.write(slog.LevelInfo, "proclaim", who, "lease", lease, "token", token, "proclaimed", proclaimed)
 }
 
 // revoke records a lease the leader revoked because it expired.

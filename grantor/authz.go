@@ -30,6 +30,11 @@ var callRoles = map[string][]Role{
 	// A grantor registers itself (the handler refuses another node ID);
 	// without TLS every caller is an operator, grantors included.
 	grantorpb.Grantor_RegisterNode_FullMethodName: {RoleGrantor, RoleOperator},
+	// The coordination primitives (issue 12): Proclaim acts on the
+	// caller's own session like Release; Watch and CheckToken only read.
+	grantorpb.Grantor_Proclaim_FullMethodName:   {RoleGrantor, RoleSidecar, RoleOperator},
+	grantorpb.Grantor_Watch_FullMethodName:      {RoleGrantor, RoleSidecar, RoleOperator},
+	grantorpb.Grantor_CheckToken_FullMethodName: {RoleGrantor, RoleSidecar, RoleOperator},
 }
 
 // authorize establishes the caller of a call: with TLS, the identity in

@@ -43,11 +43,13 @@ func (s *service) Proclaim(ctx context.Context, req *grantorpb.ProclaimRequest) 
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	c.Identity = IdentityFrom(ctx).Name
+	who := IdentityFrom(ctx)
+	c.Identity = who.Name
 	res, err := s.n.lessor.proclaim(ctx, c)
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	s.n.audit.proclaim(who, c.Lease, c.Token, res.Proclaimed)
 	return &grantorpb.ProclaimResponse{Proclaimed: res.Proclaimed}, nil
 }
 

@@ -222,6 +222,26 @@ func TestRPCRolesOverTLS(t *testing.T) {
 		}
 		return err
 	}
+	calls[grantorpb.Grantor_Proclaim_FullMethodName] = func(c grantorpb.GrantorClient, who string, _ func() grantorpb.GrantorClient) error {
+		_, err := c.Proclaim(tctx(t), &grantorpb.ProclaimRequest{Id: &grantorpb.RequestID{Session: "s-" + who, Seq: 3}, Lease: "roles/" + who, Owner: "o", Token: tokens[who], Value: who})
+		return err
+	}
+	calls[grantorpb.Grantor_Watch_FullMethodName] = func(c grantorpb.GrantorClient, who string, _ func() grantorpb.GrantorClient) error {
+		ws, err := c.Watch(tctx(t))
+		if err != nil {
+			return err
+		}
+		defer ws.CloseSend()
+		if err := ws.Send(&grantorpb.WatchRequest{Add: []string{"roles/" + who}}); err != nil && err != io.EOF {
+			return err
+		}
+		_, err = ws.Recv()
+		return err
+	}
+	calls[grantorpb.Grantor_CheckToken_FullMethodName] = func(c grantorpb.GrantorClient, who string, _ func() grantorpb.GrantorClient) error {
+		_, err := c.CheckToken(tctx(t), &grantorpb.CheckTokenRequest{Lease: "roles/" + who, Token: 1})
+		return err
+	}
 	calls[grantorpb.Grantor_Leave_FullMethodName] = func(_ grantorpb.GrantorClient, _ string, fresh func() grantorpb.GrantorClient) error {
 		_, err := fresh().Leave(tctx(t), &grantorpb.LeaveRequest{})
 		return err
@@ -234,7 +254,8 @@ func TestRPCRolesOverTLS(t *testing.T) {
 		creds := p.conf(r.String(), name).ClientCredentials()
 		c := dialWith(t, n.RPCAddr(), creds)
 		fresh := func() grantorpb.GrantorClient { return dialWith(t, tlsNode(t, p, audit).RPCAddr(), creds) }
-		for _, method := range []string{grantorpb.Grantor_Acquire_FullMethodName, grantorpb.Grantor_Release_FullMethodName,
+		for _, method := range []string{grantorpb.Grantor_Acquire_FullMethodName, grantorpb.Grantor_Proclaim_FullMethodName,
+			grantorpb.Grantor_Watch_FullMethodName, grantorpb.Grantor_CheckToken_FullMethodName, grantorpb.Grantor_Release_FullMethodName,
 			grantorpb.Grantor_KeepAlive_FullMethodName, grantorpb.Grantor_Members_FullMethodName, grantorpb.Grantor_RemoveServer_FullMethodName,
 			grantorpb.Grantor_RegisterNode_FullMethodName, grantorpb.Grantor_Leave_FullMethodName} {
 			call := calls[method]
@@ -256,6 +277,7 @@ func TestRPCRolesOverTLS(t *testing.T) {
 	// The grants above are audited with who made them.
 	audit.wait(t, "event=grant", "role=sidecar", "name=sidecar-1", "lease=roles/sidecar-1")
 	audit.wait(t, "event=release", "role=operator", "name=operator-1", "lease=roles/operator-1", "released=true")
+	audit.wait(t, "event=proclaim", "role=sidecar", "name=sidecar-1", "lease=roles/sidecar-1", "proclaimed=true")
 }
 
 // A gRPC client that is not from the cluster gets nothing: no TLS at all,
