@@ -30,7 +30,9 @@ import (
 //     raft address is updated); one that left gracefully is removed; one that
 //     is dead, leaving, or no longer listed stays. Removing a dead grantor
 //     is an operator's decision (RemoveServer, `leaseside members
-//     remove`), because a dead-looking grantor may only be partitioned.
+//     remove`), because a dead-looking grantor may only be partitioned;
+//     a removed grantor is not added back while gossip still lists the
+//     run of it that was alive at the removal (removed.go).
 //
 // Gossip is never a safety input: it can change who is in the raft
 // configuration only through raft itself, and nothing it reports
@@ -48,8 +50,8 @@ const (
 	// gossipLeaveTimeout bounds the announcements of Leave.
 	gossipLeaveTimeout = 5 * time.Second
 	// promoteContact is how recent the leader's last answer from a staged
-	// non-voter must be to promote it; heartbeats come every tenth of
-	// HeartbeatTimeout.
+	// non-voter must be to promote it (besides answering a request sent
+	// after the staging); heartbeats come every tenth of HeartbeatTimeout.
 	promoteContact = 2 * time.Second
 	// promoteCheck is how often reconciliation looks again while a staged
 	// grantor waits for promotion.
@@ -195,6 +197,9 @@ func (n *Node) rpcAddrOf(id string) string {
 // startReconcile runs the reconciliation loop until the returned func is
 // called, which waits for the loop to end.
 func (n *Node) startReconcile() (stop func()) {
+	n.reconcileMu.Lock()
+	clear(n.staged) // stagings of an earlier term prove nothing now
+	n.reconcileMu.Unlock()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -207,7 +212,16 @@ func (n *Node) startReconcile() (stop func()) {
 	}
 }
 
+// reconcileLoop runs reconcile at every gossip change, every
+// ReconcileInterval, and every promoteCheck while a grantor waits for
+// promotion. It starts once this node has taken office, after the
+// lessor's raft barrier: every entry of earlier terms is applied then, and
+// the configurations among them have told n.removed which grantors were
+// removed.
 func (n *Node) reconcileLoop(ctx context.Context) {
+	if n.lessor.waitReady(ctx) != nil {
+		return
+	}
 	t := time.NewTimer(n.cfg.ReconcileInterval)
 	defer t.Stop()
 	for {
@@ -263,15 +277,19 @@ func gossipGrantors(ms []gossip.MemberInfo) map[string]*gossipGrantor {
 // whether a staged grantor waits for promotion.
 //
 // A grantor joins in two steps, like Consul's autopilot stabilisation: it
-// is added as a non-voter, and promoted to voter once this leader has had
-// an answer from it over raft (within promoteContact). A grantor that
-// gossips but whose raft address is unreachable (a firewall, a wrong
-// --raft-addr) so never becomes a voter that counts towards the quorum
-// without ever answering.
+// is added as a non-voter, and promoted to voter once it has answered,
+// within promoteContact, a raft request this leader sent after staging it
+// (promotable). A grantor that gossips but whose raft address is
+// unreachable (a firewall, a wrong --raft-addr), or one that died while
+// gossip still lists it alive, so never becomes a voter that counts
+// towards the quorum without answering: an answer it gave before the
+// staging does not count.
 func (n *Node) reconcile(ctx context.Context) (pending bool) {
 	if n.raft.State() != raft.Leader {
 		return false
 	}
+	n.reconcileMu.Lock()
+	defer n.reconcileMu.Unlock()
 	f := n.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
 		n.log.Warn("grantor: reconcile: reading the raft configuration", "err", err)
@@ -281,7 +299,13 @@ func (n *Node) reconcile(ctx context.Context) (pending bool) {
 	for _, s := range f.Configuration().Servers {
 		servers[string(s.ID)] = s
 	}
+	for sid := range n.staged {
+		if s, ok := servers[string(sid)]; !ok || s.Suffrage == raft.Voter {
+			delete(n.staged, sid) // promoted or gone
+		}
+	}
 	gs := gossipGrantors(n.gossip.Members())
+	n.removed.forget(func(id string) bool { return gs[id] != nil && gs[id].alive != nil })
 	ids := make([]string, 0, len(gs))
 	for id := range gs {
 		ids = append(ids, id)
@@ -299,6 +323,15 @@ func (n *Node) reconcile(ctx context.Context) (pending bool) {
 			sid, addr := raft.ServerID(id), raft.ServerAddress(meta.RaftAddr)
 			var fut raft.IndexFuture
 			voter := false
+			if !in {
+				if out, tell := n.removed.keepsOut(id, *g.alive); out {
+					if tell {
+						n.log.Info("grantor: not adding back a grantor removed from the raft configuration while gossip still lists it alive; it is added once gossip sees it leave or die and come back, or it restarts",
+							"node_id", id)
+					}
+					continue
+				}
+			}
 			if (!in || s.Address != addr) && !n.admissible(ctx, id, meta.RaftAddr) {
 				continue
 			}
@@ -306,6 +339,7 @@ func (n *Node) reconcile(ctx context.Context) (pending bool) {
 			case !in:
 				n.log.Info("grantor: adding a grantor alive in gossip to the raft configuration, as a non-voter until it answers",
 					"node_id", id, "raft_addr", meta.RaftAddr, "voter", meta.Voter)
+				n.staged[sid] = n.trans.requests()
 				fut = n.raft.AddNonvoter(sid, addr, 0, membershipTimeout)
 				pending = pending || meta.Voter
 			case s.Address != addr:
@@ -314,11 +348,12 @@ func (n *Node) reconcile(ctx context.Context) (pending bool) {
 				if s.Suffrage == raft.Voter {
 					fut, voter = n.raft.AddVoter(sid, addr, 0, membershipTimeout), true
 				} else {
+					n.staged[sid] = n.trans.requests()
 					fut = n.raft.AddNonvoter(sid, addr, 0, membershipTimeout)
 					pending = pending || meta.Voter
 				}
 			case meta.Voter && s.Suffrage != raft.Voter:
-				if d, ok := n.trans.lastContact(sid); !ok || d > promoteContact {
+				if !n.promotable(sid) {
 					pending = true
 					continue
 				}
@@ -342,6 +377,21 @@ func (n *Node) reconcile(ctx context.Context) (pending bool) {
 		}
 	}
 	return pending
+}
+
+// promotable reports whether the staged non-voter sid may become a voter:
+// it has answered a raft request this leader sent after staging it, last
+// within promoteContact. A non-voter this leader did not stage (an earlier
+// leader did, or it was staged before this term) counts as staged now.
+// Called with reconcileMu held.
+func (n *Node) promotable(sid raft.ServerID) bool {
+	mark, ok := n.staged[sid]
+	if !ok {
+		n.staged[sid] = n.trans.requests()
+		return false
+	}
+	d, ok := n.trans.answeredAfter(sid, mark)
+	return ok && d <= promoteContact
 }
 
 // bootstrapExpect bootstraps a new cluster, Consul style: once

@@ -57,8 +57,9 @@
 // it gossips its addresses and the leader it knows, bootstraps a new
 // cluster Consul style (Config.BootstrapExpect), and while it leads it
 // reconciles gossip with the raft configuration: alive grantors are
-// added, ones that left gracefully removed, dead ones kept until an
-// operator removes them (RemoveServer). Gossip never shortens a lease.
+// added (as non-voters until they answer), ones that left gracefully
+// removed, dead ones kept until an operator removes them (RemoveServer,
+// which sticks: removed.go). Gossip never shortens a lease.
 // Node.Leave takes a node out gracefully: it stops acknowledging, hands
 // leadership over if it leads, has the leader remove it, then leaves
 // gossip (membership.go). Members answers from any node; Collector

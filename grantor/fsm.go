@@ -127,6 +127,9 @@ type fsm struct {
 	// onHalt, if set, is called once when the FSM halts, from the
 	// goroutine that applied the entry and without f.mu held.
 	onHalt func(*HaltError)
+	// onConfig, if set, is told each committed raft configuration
+	// (StoreConfiguration). Set before raft starts.
+	onConfig func(raft.Configuration)
 
 	mu sync.RWMutex
 	st fsmState
@@ -145,7 +148,7 @@ type fsm struct {
 	applied uint64
 }
 
-var _ raft.FSM = (*fsm)(nil)
+var _ raft.ConfigurationStore = (*fsm)(nil)
 
 func newFSM() *fsm {
 	return &fsm{st: newFSMState(), bySession: map[string]*sessionLeases{}, heldByName: map[string]int{}}
@@ -238,6 +241,20 @@ func (f *fsm) Apply(l *raft.Log) any {
 		}
 	}
 	return res
+}
+
+// StoreConfiguration implements raft.ConfigurationStore: raft calls it, in
+// log order, for each committed configuration entry. The FSM keeps nothing
+// of it (the configuration is raft's, and snapshotted by raft); it tells
+// onConfig, which the node uses to remember removed servers (removed.go).
+// A halted FSM tells nothing more.
+func (f *fsm) StoreConfiguration(_ uint64, c raft.Configuration) {
+	f.mu.RLock()
+	halted := f.halted != nil
+	f.mu.RUnlock()
+	if !halted && f.onConfig != nil {
+		f.onConfig(c)
+	}
 }
 
 // event records a change for the observer, told after the apply.

@@ -37,9 +37,12 @@ func (n *Node) AddVoter(ctx context.Context, id, raftAddr string) error {
 // for a grantor that died and will not come back (one that is alive
 // leaves by itself, see Leave). It must be called on the leader
 // (else a *NotLeaderError), fails with ErrUnknownServer when id is not in
-// the configuration and with ErrLastVoter for the only voter. A grantor
-// that is alive in gossip is added back by the leader's reconciliation:
-// stop it instead.
+// the configuration and with ErrLastVoter for the only voter. It sticks:
+// reconciliation does not add the grantor back while gossip still lists
+// the same run of it alive (one killed a moment ago is, for seconds), only
+// once gossip has seen it leave or die and come back, or it restarts
+// (removed.go). A grantor that is alive and well leaves by itself instead
+// (Leave).
 func (n *Node) RemoveServer(ctx context.Context, id string) error {
 	if n.raft.State() != raft.Leader {
 		return raftProposer{n}.notLeader()
@@ -64,6 +67,7 @@ func (n *Node) RemoveServer(ctx context.Context, id string) error {
 		return fmt.Errorf("%w: %q", ErrLastVoter, id)
 	}
 	n.log.Info("grantor: removing a server from the raft configuration", "node_id", id)
+	n.removed.noteRemoval(id, n.gossipMembers())
 	return n.await(ctx, n.raft.RemoveServer(raft.ServerID(id), 0, membershipTimeout))
 }
 

@@ -54,12 +54,18 @@ type Node struct {
 	rpcAddr string // advertised
 	server  *grpc.Server
 
-	gossip   *gossip.Member // nil without Config.Gossip
-	rejoin   []string       // seeds that did not answer at the start
-	hadState bool           // raft state existed when New ran
-	watcher  *clockwatch.Watcher
-	metrics  *counters
-	audit    *audit
+	gossip  *gossip.Member // nil without Config.Gossip
+	removed *removedServers
+	// reconcileMu serialises reconciliation passes; staged (under it)
+	// holds, per grantor staged as a non-voter while this node leads, the
+	// transport's request count at the staging (discovery.go).
+	reconcileMu sync.Mutex
+	staged      map[raft.ServerID]uint64
+	rejoin      []string // seeds that did not answer at the start
+	hadState    bool     // raft state existed when New ran
+	watcher     *clockwatch.Watcher
+	metrics     *counters
+	audit       *audit
 
 	// registeredCh is poked when a registration is applied (versions.go).
 	registeredCh chan struct{}
@@ -152,6 +158,8 @@ func New(cfg Config) (n *Node, err error) {
 
 	n.watcher = clockwatch.NewWatcher(cfg.Watch)
 	n.fsm = newFSM()
+	n.removed, n.staged = newRemovedServers(), map[raft.ServerID]uint64{}
+	n.fsm.onConfig = func(c raft.Configuration) { n.removed.configured(c, n.gossipMembers) }
 	n.lessor = newLessor(lessorConfig{
 		timing:      cfg.Timing,
 		clock:       cfg.Clock,

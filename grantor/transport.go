@@ -3,6 +3,7 @@ package grantor
 import (
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -23,7 +24,10 @@ type baseTransport interface {
 // leader's view of its followers' last contact, as raft keeps it internally
 // (followerReplication.LastContact) without exporting it: raft.Stats only
 // has this node's own last contact with its leader. The times are for
-// operators (Members); no lease decision reads them.
+// operators (Members) and for promoting a staged grantor (discovery.go);
+// no lease decision reads them. Each of those requests is numbered as it
+// is sent, so that the leader can tell an answer to a request sent after
+// some moment (requests) from one sent before it (answeredAfter).
 //
 // With TLS, it also tells the stream layer which server each outbound RPC
 // is for (dialTarget), so that the dialer checks the certificate of the
@@ -37,10 +41,20 @@ type contactTransport struct {
 	// transport has any.
 	closeStreams func()
 
+	// sent numbers the requests that count as contact, as they are sent.
+	sent atomic.Uint64
+
 	mu      sync.Mutex
-	last    map[raft.ServerID]time.Time
+	last    map[raft.ServerID]answer
 	changed chan struct{} // closed at the next contact once taken
 	taken   bool
+}
+
+// answer is a server's latest answer: when it came, and the highest number
+// of a request it has answered.
+type answer struct {
+	at  time.Time
+	req uint64
 }
 
 var (
@@ -50,7 +64,7 @@ var (
 )
 
 func newContactTransport(t baseTransport) *contactTransport {
-	c := &contactTransport{baseTransport: t, last: map[raft.ServerID]time.Time{}, changed: make(chan struct{}), closeStreams: func() {}}
+	c := &contactTransport{baseTransport: t, last: map[raft.ServerID]answer{}, changed: make(chan struct{}), closeStreams: func() {}}
 	if s, ok := t.(interface{ CloseStreams() }); ok {
 		c.closeStreams = s.CloseStreams
 	}
@@ -71,9 +85,10 @@ func (t *contactTransport) AppendEntriesPipeline(id raft.ServerID, target raft.S
 
 // AppendEntries implements raft.Transport.
 func (t *contactTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	req := t.sent.Add(1)
 	err := t.baseTransport.AppendEntries(id, t.dial(id, target), args, resp)
 	if err == nil {
-		t.contact(id)
+		t.contact(id, req)
 	}
 	return err
 }
@@ -95,9 +110,10 @@ func (t *contactTransport) TimeoutNow(id raft.ServerID, target raft.ServerAddres
 
 // InstallSnapshot implements raft.Transport.
 func (t *contactTransport) InstallSnapshot(id raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) error {
+	req := t.sent.Add(1)
 	err := t.baseTransport.InstallSnapshot(id, t.dial(id, target), args, resp, data)
 	if err == nil {
-		t.contact(id)
+		t.contact(id, req)
 	}
 	return err
 }
@@ -106,10 +122,11 @@ func (t *contactTransport) InstallSnapshot(id raft.ServerID, target raft.ServerA
 // handlers of them end; Close alone only stops the listener.
 func (t *contactTransport) CloseStreams() { t.closeStreams() }
 
-func (t *contactTransport) contact(id raft.ServerID) {
+// contact notes that server id answered request number req.
+func (t *contactTransport) contact(id raft.ServerID, req uint64) {
 	now := time.Now()
 	t.mu.Lock()
-	t.last[id] = now
+	t.last[id] = answer{at: now, req: max(req, t.last[id].req)}
 	if t.taken {
 		close(t.changed)
 		t.changed, t.taken = make(chan struct{}), false
@@ -129,10 +146,27 @@ func (t *contactTransport) contacts() <-chan struct{} {
 // it never has since this node started.
 func (t *contactTransport) lastContact(id raft.ServerID) (time.Duration, bool) {
 	t.mu.Lock()
-	at, ok := t.last[id]
+	a, ok := t.last[id]
 	t.mu.Unlock()
 	if !ok {
 		return 0, false
 	}
-	return time.Since(at), true
+	return time.Since(a.at), true
+}
+
+// requests returns the number of the last request sent so far: a request
+// numbered above it is sent after this call.
+func (t *contactTransport) requests() uint64 { return t.sent.Load() }
+
+// answeredAfter returns how long ago server id last answered, if it has
+// answered a request numbered above req (one sent after requests returned
+// req); else false.
+func (t *contactTransport) answeredAfter(id raft.ServerID, req uint64) (time.Duration, bool) {
+	t.mu.Lock()
+	a := t.last[id]
+	t.mu.Unlock()
+	if a.req <= req {
+		return 0, false
+	}
+	return time.Since(a.at), true
 }

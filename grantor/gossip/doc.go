@@ -40,6 +40,7 @@
 //	byte 1     flags: bit 0 voter, bit 1 leaving; unknown bits are ignored
 //	then       Role, NodeID, RPCAddr, RaftAddr, LeaderID, Version, each a
 //	           uvarint length followed by that many bytes
+//	then       Instance, a uvarint (absent from the first builds: 0)
 //
 // Fields are only ever appended: a decoder ignores bytes after the fields
 // it knows. A change that old decoders cannot read takes a new version;
@@ -48,5 +49,6 @@
 //
 // Version history:
 //
-//	1  the fields above (leaseside's first gossip release)
+//	1  the fields above (leaseside's first gossip release; Instance was
+//	   appended later, within version 1)
 package gossip

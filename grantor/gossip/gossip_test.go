@@ -146,7 +146,9 @@ func TestDiscovery(t *testing.T) {
 			if want := []string{RoleGrantor, RoleGrantor, RoleGrantor, RoleSidecar}; !slices.Equal(roles, want) {
 				t.Errorf("roles %v, want %v", roles, want)
 			}
-			if ms[1].Meta != grantorMeta(2, "g1") {
+			got := ms[1].Meta
+			got.Instance = 0 // drawn by Start
+			if got != grantorMeta(2, "g1") || ms[1].Meta.Instance == 0 {
 				t.Errorf("g2's meta as seen: %+v", ms[1].Meta)
 			}
 		})
@@ -401,11 +403,20 @@ func TestLifecycle(t *testing.T) {
 	if err := m.SetMeta(big); !errors.Is(err, ErrMetaTooLarge) {
 		t.Errorf("SetMeta(600-byte version) = %v, want ErrMetaTooLarge", err)
 	}
-	if m.Meta() != grantorMeta(1, "g1") {
+	instance := m.Meta().Instance
+	if instance == 0 {
+		t.Error("Start drew no Instance")
+	}
+	if other := start(t, testConfig("other", grantorMeta(2, "g1"), nil)); other.Meta().Instance == instance {
+		t.Errorf("two runs drew the same Instance %d", instance)
+	}
+	want := grantorMeta(1, "g1")
+	want.Instance = instance
+	if m.Meta() != want {
 		t.Errorf("a refused SetMeta changed the meta to %+v", m.Meta())
 	}
-	if err := m.SetMeta(grantorMeta(1, "")); err != nil {
-		t.Fatal(err)
+	if err := m.SetMeta(grantorMeta(1, "")); err != nil || m.Meta().Instance != instance {
+		t.Fatalf("SetMeta: %v; Instance %d, want %d kept", err, m.Meta().Instance, instance)
 	}
 	if err := m.Leave(time.Second); err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -66,6 +67,10 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 		roster: newRoster(cfg.ForgetAfter),
 		done:   make(chan struct{}),
 		meta:   cfg.Meta,
+	}
+	m.meta.Instance = 0
+	for m.meta.Instance == 0 {
+		m.meta.Instance = rand.Uint64()
 	}
 
 	mc := memberlist.DefaultLANConfig()
@@ -207,7 +212,7 @@ func (m *Member) Meta() Meta {
 // the update has been gossiped or Config.BroadcastTimeout has passed (the
 // update then still spreads, by retransmits and push/pull syncs). It fails
 // for a Meta that Validate refuses (the old one stays) and after Leave or
-// Shutdown.
+// Shutdown. The member's Instance stays whatever meta says.
 func (m *Member) SetMeta(meta Meta) error {
 	if err := meta.Validate(); err != nil {
 		return err
@@ -218,6 +223,7 @@ func (m *Member) SetMeta(meta Meta) error {
 		return err
 	}
 	m.metaMu.Lock()
+	meta.Instance = m.meta.Instance
 	m.meta = meta
 	m.metaMu.Unlock()
 	m.pushMeta(m.cfg.BroadcastTimeout)

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 
 	"github.com/hashicorp/memberlist"
@@ -51,6 +52,11 @@ type Meta struct {
 	LeaderID string
 	// Version is the member's leaseside version, for humans.
 	Version string
+	// Instance tells this run of the member from the runs before and
+	// after it under the same name: Start draws it at random and SetMeta
+	// keeps it (what a caller puts here is replaced). 0 from a build that
+	// does not gossip it.
+	Instance uint64
 }
 
 // Validate reports whether m is a well-formed Meta for its role and fits
@@ -76,7 +82,9 @@ func (m Meta) Validate() error {
 	default:
 		return fmt.Errorf("gossip: meta role %q: want %q or %q", m.Role, RoleGrantor, RoleSidecar)
 	}
-	if n := len(encodeMeta(m, true)); n > memberlist.MetaMaxSize {
+	widest := m
+	widest.Instance = math.MaxUint64 // Start draws it; measure the longest
+	if n := len(encodeMeta(widest, true)); n > memberlist.MetaMaxSize {
 		return fmt.Errorf("gossip: meta encodes to %d bytes, more than memberlist's limit of %d: %w",
 			n, memberlist.MetaMaxSize, ErrMetaTooLarge)
 	}
@@ -97,7 +105,7 @@ func encodeMeta(m Meta, leaving bool) []byte {
 		b = binary.AppendUvarint(b, uint64(len(s)))
 		b = append(b, s...)
 	}
-	return b
+	return binary.AppendUvarint(b, m.Instance)
 }
 
 // decodeMeta decodes node metadata. It returns an error wrapping
@@ -123,6 +131,14 @@ func decodeMeta(b []byte) (m Meta, leaving bool, err error) {
 		}
 		*f = string(rest[k : k+int(n)])
 		rest = rest[k+int(n):]
+	}
+	// Instance, absent from a build that does not gossip it.
+	if len(rest) > 0 {
+		n, k := binary.Uvarint(rest)
+		if k <= 0 {
+			return Meta{}, false, fmt.Errorf("gossip: metadata instance truncated: %w", ErrMetaMalformed)
+		}
+		m.Instance = n
 	}
 	// Bytes left over are fields of a later build: ignored (append-only).
 	m.Voter = flags&flagVoter != 0

@@ -3,6 +3,7 @@ package gossip
 import (
 	"bytes"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 
@@ -16,6 +17,7 @@ func TestMetaRoundTrip(t *testing.T) {
 		leaving bool
 	}{
 		{name: "grantor leader", meta: grantorMeta(1, "g1")},
+		{name: "grantor run", meta: Meta{Role: RoleGrantor, NodeID: "n", RPCAddr: "127.0.0.1:1", RaftAddr: "127.0.0.1:2", Instance: math.MaxUint64}},
 		{name: "grantor non-voter, no leader", meta: Meta{Role: RoleGrantor, NodeID: "n", RPCAddr: "127.0.0.1:1", RaftAddr: "127.0.0.1:2"}},
 		{name: "sidecar leaving", meta: sidecarMeta(), leaving: true},
 		{name: "unicode", meta: Meta{Role: RoleSidecar, Version: "v1.0-é✓"}},
@@ -43,7 +45,9 @@ func TestDecodeMeta(t *testing.T) {
 		{name: "unknown flag bits", b: append([]byte{metaVersion1, valid[1] | 0x80}, valid[2:]...)},
 		{name: "empty", b: nil, wantErr: ErrMetaMalformed},
 		{name: "version only", b: []byte{metaVersion1}, wantErr: ErrMetaMalformed},
-		{name: "truncated", b: valid[:len(valid)-1], wantErr: ErrMetaMalformed},
+		{name: "without Instance (an older build)", b: valid[:len(valid)-1]},
+		{name: "truncated", b: valid[:len(valid)-2], wantErr: ErrMetaMalformed},
+		{name: "Instance truncated", b: append(valid[:len(valid)-1:len(valid)-1], 0x80), wantErr: ErrMetaMalformed},
 		{name: "length past the end", b: []byte{metaVersion1, 0, 200, 'x'}, wantErr: ErrMetaMalformed},
 		{name: "huge uvarint", b: []byte{metaVersion1, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}, wantErr: ErrMetaMalformed},
 		{name: "version 2", b: append([]byte{2}, valid[1:]...), wantErr: ErrMetaVersion},
@@ -82,7 +86,10 @@ func FuzzDecodeMeta(f *testing.F) {
 }
 
 func TestMetaValidate(t *testing.T) {
-	sizeOf := func(m Meta) int { return len(encodeMeta(m, true)) }
+	sizeOf := func(m Meta) int {
+		m.Instance = math.MaxUint64 // the longest Start can draw
+		return len(encodeMeta(m, true))
+	}
 	fits := grantorMeta(1, "g1")
 	for sizeOf(fits) < memberlist.MetaMaxSize {
 		fits.Version += "v"

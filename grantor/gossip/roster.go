@@ -36,6 +36,13 @@ type MemberInfo struct {
 	// MetaErr is set when its metadata could not be decoded (for instance
 	// an encoding version this build does not know; see ErrMetaVersion).
 	MetaErr error
+	// Appearance numbers the member's spells of being listed alive (or
+	// leaving), as this member saw them: it changes when the member joins,
+	// comes back after it was declared dead or left, or gossips another
+	// Meta.Instance (it restarted before memberlist declared it dead), and
+	// stays while the same run only updates its metadata. The numbers are
+	// this member's own, never reused; compare them only with each other.
+	Appearance uint64
 }
 
 type entry struct {
@@ -94,6 +101,10 @@ func (r *roster) alive(name, addr string, rawMeta []byte) {
 		leaving: leaving,
 	}
 	e.seq = r.bumpLocked()
+	e.info.Appearance = e.seq
+	if old := r.byName[name]; old != nil && old.gone.IsZero() && old.info.MetaErr == nil && err == nil && old.info.Meta.Instance == meta.Instance {
+		e.info.Appearance = old.info.Appearance // the same run, updating its metadata
+	}
 	r.byName[name] = e
 }
 

@@ -96,6 +96,52 @@ func TestRoster(t *testing.T) {
 	}
 }
 
+// A member's Appearance changes when it comes back or restarts, not when
+// the same run updates its metadata.
+func TestRosterAppearance(t *testing.T) {
+	r := newRoster(time.Hour)
+	now := time.Now()
+	appearance := func() uint64 {
+		for _, e := range r.snapshot(now) {
+			if e.info.Name == "g1" {
+				return e.info.Appearance
+			}
+		}
+		t.Fatal("g1 not listed")
+		return 0
+	}
+	run := func(instance uint64, leader string, leaving bool) []byte {
+		m := grantorMeta(1, leader)
+		m.Instance = instance
+		return encodeMeta(m, leaving)
+	}
+	r.alive("g1", "127.0.0.1:1", run(7, "", false))
+	first := appearance()
+	r.alive("g1", "127.0.0.1:1", run(7, "g1", false)) // a new leader hint
+	r.alive("g2", "127.0.0.1:2", encodeMeta(grantorMeta(2, "g1"), false))
+	if a := appearance(); a != first {
+		t.Errorf("metadata update: appearance %d, want %d", a, first)
+	}
+	r.alive("g1", "127.0.0.1:1", run(8, "", false)) // restarted, never declared dead
+	restarted := appearance()
+	if restarted == first {
+		t.Error("another instance kept the appearance")
+	}
+	r.gone("g1", now)
+	if a := appearance(); a != restarted {
+		t.Errorf("dead: appearance %d, want %d", a, restarted)
+	}
+	r.alive("g1", "127.0.0.1:1", run(8, "g1", false)) // the same run, back after a partition
+	back := appearance()
+	if back == restarted || back == first {
+		t.Errorf("back after it was dead: appearance %d, seen before", back)
+	}
+	r.alive("g1", "127.0.0.1:1", run(8, "g1", true)) // announces leaving
+	if a := appearance(); a != back {
+		t.Errorf("leaving: appearance %d, want %d", a, back)
+	}
+}
+
 type recordHandler struct {
 	slog.Handler
 	recs *[]slog.Record

@@ -200,8 +200,10 @@ func newMembersRemoveCmd(e *env) *cobra.Command {
 		Long: `Takes the grantor NODE-ID out of the raft configuration, through the leader
 (found from --grantors; NotLeader redirects are followed). It is for a
 grantor that is dead and will not come back: a running one leaves with
-'leaseside grantor leave' (a stopped one stays a voter, and one alive in
-gossip is added back by the leader).`,
+'leaseside grantor leave' (a stopped one stays a voter). The removal
+sticks while gossip still lists the grantor alive (it does for seconds
+after a kill): the leader adds it back only once gossip has seen it leave
+or die and come back, or it restarts.`,
 		Example: `  leaseside members remove g3 --grantors 192.0.2.10:7401,192.0.2.11:7401`,
 		Args:    exactArgs("NODE-ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
