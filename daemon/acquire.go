@@ -193,9 +193,9 @@ func (d *Daemon) granted(ctx context.Context, l *lease, resp *grantorpb.AcquireR
 	case old != nil && old.token >= l.token:
 		// The same grant (a retry of this request got there first), or a
 		// later one: this reply's grant is the listed one or over.
-		d.mu.Unlock()
 		l.stopWatch()
 		l = old
+		d.mu.Unlock()
 	default:
 		if old != nil {
 			// A new grant while the old one is still listed: the old one
@@ -208,7 +208,10 @@ func (d *Daemon) granted(ctx context.Context, l *lease, resp *grantorpb.AcquireR
 		d.wake()
 	}
 
-	if l.pending {
+	d.mu.Lock()
+	pending := l.pending // the renew loop settles it, under d.mu
+	d.mu.Unlock()
+	if pending {
 		if err := d.renewNow(ctx, l); err != nil {
 			// Nobody was told of this grant: give it back.
 			d.mu.Lock()
