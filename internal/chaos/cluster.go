@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -22,10 +23,11 @@ import (
 // The cluster of a run: grantor processes of the built leaseside binary,
 // each on a netlab host of its own, one more host kept for a grantor that
 // joins later (a spare), and sidecar processes (`leaseside daemon`), each
-// on a host of its own where the clients run too. Every flag the
-// processes are started with is chosen in the three *Args methods below,
-// and nowhere else: when the links get TLS, the CA and certificates are
-// made in newCluster and their flags added there.
+// on a host of its own where the clients run too. Every link is mutual
+// TLS and gossip is encrypted, as in production: newCluster makes a CA, a
+// certificate per grantor, sidecar and operator, and a gossip key with
+// `leaseside tls`. Every flag the processes are started with is chosen in
+// the *Args methods below, and nowhere else.
 
 // Ports of a grantor: every host has an address of its own, so every
 // grantor uses the same ones.
@@ -78,6 +80,7 @@ type sidecar struct {
 type cluster struct {
 	lab      *netlab.Lab
 	bin      string // leaseside
+	tlsDir   string // the CA, every certificate, the gossip key
 	rec      *recorder
 	grantors []*grantor // members first, then the spare
 	sidecars []*sidecar
@@ -108,7 +111,7 @@ func (c *cluster) officeWait() <-chan struct{} {
 // hosts (grantors on hosts 0..n, sidecars after), with their data and
 // logs in dir and their sockets in sockDir. Nothing is started.
 func newCluster(lab *netlab.Lab, bin, dir, sockDir string, n, m int, rec *recorder, logf func(string, ...any)) (*cluster, error) {
-	c := &cluster{lab: lab, bin: bin, rec: rec, logf: logf, officeCh: make(chan struct{}), promoted: map[string]int64{}}
+	c := &cluster{lab: lab, bin: bin, tlsDir: filepath.Join(dir, "tls"), rec: rec, logf: logf, officeCh: make(chan struct{}), promoted: map[string]int64{}}
 	for i := 0; i <= n; i++ {
 		g := &grantor{id: fmt.Sprintf("g%d", i+1), host: lab.Host(i), dataDir: filepath.Join(dir, fmt.Sprintf("g%d", i+1)), member: i < n}
 		if err := os.MkdirAll(g.dataDir, 0o700); err != nil {
@@ -135,7 +138,61 @@ func newCluster(lab *netlab.Lab, bin, dir, sockDir string, n, m int, rec *record
 		s.log = f
 		c.sidecars = append(c.sidecars, s)
 	}
+	if err := c.makeTLS(); err != nil {
+		return nil, err
+	}
 	return c, nil
+}
+
+// operator names the suite's own certificate, for members and leave.
+const operator = "chaos"
+
+// makeTLS makes the cluster's CA, a certificate for every grantor (with
+// its address), sidecar and the operator, and a gossip key, in c.tlsDir.
+func (c *cluster) makeTLS() error {
+	run := func(args ...string) ([]byte, error) {
+		out, err := exec.Command(c.bin, args...).Output()
+		if err != nil {
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				err = fmt.Errorf("%w: %s", err, ee.Stderr)
+			}
+			return nil, fmt.Errorf("leaseside %s: %w", strings.Join(args, " "), err)
+		}
+		return out, nil
+	}
+	if _, err := run("tls", "ca", "create", "--dir", c.tlsDir); err != nil {
+		return err
+	}
+	for _, g := range c.grantors {
+		if _, err := run("tls", "cert", "create", "--dir", c.tlsDir, "--grantor", g.id, "--ip", g.host.IP()); err != nil {
+			return err
+		}
+	}
+	for _, s := range c.sidecars {
+		if _, err := run("tls", "cert", "create", "--dir", c.tlsDir, "--sidecar", s.name); err != nil {
+			return err
+		}
+	}
+	if _, err := run("tls", "cert", "create", "--dir", c.tlsDir, "--operator", operator); err != nil {
+		return err
+	}
+	key, err := run("tls", "gossip-key")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(c.tlsDir, "gossip.key"), key, 0o600)
+}
+
+// tlsArgs are the TLS flags of the identity ROLE/NAME.
+func (c *cluster) tlsArgs(role, name string) []string {
+	cert := filepath.Join(c.tlsDir, role+"-"+name)
+	return []string{"--tls-ca", filepath.Join(c.tlsDir, "ca.pem"), "--tls-cert", cert + ".pem", "--tls-key", cert + "-key.pem"}
+}
+
+// gossipKeyArgs is the flag of the cluster's gossip key.
+func (c *cluster) gossipKeyArgs() []string {
+	return []string{"--gossip-key-file", filepath.Join(c.tlsDir, "gossip.key")}
 }
 
 // gossipAddrs lists every grantor's gossip address (spare included):
@@ -172,8 +229,8 @@ func (c *cluster) grantorArgs(g *grantor, bootstrap int) []string {
 		"--raft-addr", g.host.HostPort(raftPort),
 		"--gossip-addr", g.host.HostPort(gossipPort),
 		"--join", c.gossipAddrs(g),
-		"--insecure", // netlab addresses are not loopback; the faults are the point here, not TLS
 	}
+	args = append(append(args, c.gossipKeyArgs()...), c.tlsArgs("grantor", g.id)...)
 	if bootstrap > 0 {
 		args = append(args, "--bootstrap-expect", strconv.Itoa(bootstrap))
 	}
@@ -183,19 +240,20 @@ func (c *cluster) grantorArgs(g *grantor, bootstrap int) []string {
 // sidecarArgs are the flags of sidecar s: it learns the grantors and
 // their leader from gossip, so it follows grantors that join later.
 func (c *cluster) sidecarArgs(s *sidecar) []string {
-	return []string{"daemon", "--socket", s.socket, "--join", c.gossipAddrs(nil), "--insecure"}
+	args := append([]string{"daemon", "--socket", s.socket, "--join", c.gossipAddrs(nil)}, c.gossipKeyArgs()...)
+	return append(args, c.tlsArgs("sidecar", s.name)...)
 }
 
 // operatorArgs are the flags of an operator's command against the
 // grantors (`leaseside members remove`), given the gRPC addresses to ask.
 func (c *cluster) operatorArgs(grantors []string) []string {
-	return []string{"--grantors", strings.Join(grantors, ",")}
+	return append([]string{"--grantors", strings.Join(grantors, ",")}, c.tlsArgs("operator", operator)...)
 }
 
 // leaveArgs are the flags of `leaseside grantor leave` for grantor g,
 // run on g's host.
 func (c *cluster) leaveArgs(g *grantor) []string {
-	return []string{"--rpc-addr", g.host.HostPort(rpcPort)}
+	return append([]string{"--rpc-addr", g.host.HostPort(rpcPort)}, c.tlsArgs("operator", operator)...)
 }
 
 // commandOn returns the command of a leaseside process on host: the race
