@@ -450,9 +450,11 @@ func (r *run) membership(f Fault, rng *rand.Rand) {
 		}
 	} else {
 		r.killGrantor(victim)
-		// As an operator does: once gossip no longer calls it alive
-		// (before that, the leader would add it back).
-		if !r.cl.waitGossipGone(victim.id, readyTimeout) {
+		// At once, or once gossip no longer calls it alive, as a careful
+		// operator does: a removed grantor must stay out either way.
+		if rng.IntN(2) == 0 {
+			how = append(how, "removed at once")
+		} else if !r.cl.waitGossipGone(victim.id, readyTimeout) {
 			how = append(how, victim.id+" still alive in gossip after "+readyTimeout.String())
 		}
 		// Until a leader answers (the victim may have led), for a while.
