@@ -1,11 +1,14 @@
 package chaos
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/leaseside/leaseside/internal/chaos/workload"
 	"github.com/leaseside/leaseside/ipc"
@@ -25,6 +28,8 @@ type History struct {
 	Exits      []ClientExit
 	Probes     []Probe
 	Crashes    []Crash
+	// Load is the machine's one-minute load average, every 10 s.
+	Load []float64
 }
 
 // SidecarEvent is an event a sidecar pushed to the suite's watcher.
@@ -196,6 +201,7 @@ func (r *recorder) snapshot() *History {
 	h.Exits = append([]ClientExit(nil), h.Exits...)
 	h.Probes = append([]Probe(nil), h.Probes...)
 	h.Crashes = append([]Crash(nil), h.Crashes...)
+	h.Load = append([]float64(nil), h.Load...)
 	return &h
 }
 
@@ -219,4 +225,27 @@ func readJSON(path string, v any) error {
 		return err
 	}
 	return json.Unmarshal(b, v)
+}
+
+// sampleLoad records the machine's one-minute load average every 10 s
+// until ctx ends.
+func (r *recorder) sampleLoad(ctx context.Context) {
+	t := time.NewTicker(10 * time.Second)
+	defer t.Stop()
+	for {
+		if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+			if f := strings.Fields(string(b)); len(f) > 0 {
+				if l, err := strconv.ParseFloat(f[0], 64); err == nil {
+					r.mu.Lock()
+					r.h.Load = append(r.h.Load, l)
+					r.mu.Unlock()
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }

@@ -64,6 +64,11 @@ type Figures struct {
 	GrantsPerSecQuiet   float64 `json:"grants_per_second_without_faults"`
 	ProbeMaxMs          float64 `json:"final_probe_max_ms"`
 	LinearizableChecked int     `json:"linearizable_names_checked"`
+	// LoadAvg is the machine's one-minute load average over the run
+	// (mean and highest of samples every 10 s): other programs on the
+	// machine slow everything down, and the figures with it.
+	LoadAvgMean float64 `json:"load_avg_mean"`
+	LoadAvgMax  float64 `json:"load_avg_max"`
 }
 
 // maxReported bounds the violations a report lists.
@@ -135,6 +140,10 @@ func makeReport(cfg Config, sched Schedule, h *History, gs []*Grant, vs []Violat
 		f.ProbeMaxMs = max(f.ProbeMaxMs, ms(time.Duration(p.Return-p.Call)))
 	}
 	f.LinearizableChecked = len(names) - len(unknown)
+	for _, l := range h.Load {
+		f.LoadAvgMean += l / float64(len(h.Load))
+		f.LoadAvgMax = max(f.LoadAvgMax, l)
+	}
 	r.Figures = f
 	return r
 }

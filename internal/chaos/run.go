@@ -183,6 +183,11 @@ func Run(t testing.TB, cfg Config) *Report {
 	ctx, cancel := context.WithCancel(context.Background())
 	var watchers sync.WaitGroup
 	r.cl.watch(ctx, &watchers)
+	watchers.Add(1)
+	go func() {
+		defer watchers.Done()
+		r.rec.sampleLoad(ctx)
+	}()
 
 	tmpl := workload.Config{Register: filepath.Join(sockDir, "register.sock"), Names: cfg.names(), TTLs: cfg.TTLs,
 		MaxWait: cfg.MaxWait, MaxHold: cfg.MaxHold, Seed: cfg.Seed, Leaseside: bins.leaseside, Self: bins.client, RunShare: cfg.RunShare}
@@ -248,9 +253,9 @@ func Check(t testing.TB, cfg Config, sched Schedule, h *History) *Report {
 		t.Error(err)
 	}
 	f := rep.Figures
-	t.Logf("chaos: seed %d: %d grants (%.1f/s; %.1f/s under faults), %d writes (%d accepted, %d stale, %d late), %d faults; recovery after heal p50 %.0f ms, max %.0f ms (%d none before the end); %d violations; report in %s",
+	t.Logf("chaos: seed %d: %d grants (%.1f/s; %.1f/s under faults), %d writes (%d accepted, %d stale, %d late), %d faults; recovery after heal p50 %.0f ms, max %.0f ms (%d none before the end); load average %.1f (max %.1f); %d violations; report in %s",
 		cfg.Seed, rep.Counts.Grants, f.GrantsPerSecond, f.GrantsPerSecFaults, rep.Counts.Writes, rep.Counts.Accepted, rep.Counts.Stale, rep.Counts.Late,
-		len(h.Faults), f.RecoveryP50Ms, f.RecoveryMaxMs, f.NotRecovered, len(vs), cfg.Out)
+		len(h.Faults), f.RecoveryP50Ms, f.RecoveryMaxMs, f.NotRecovered, f.LoadAvgMean, f.LoadAvgMax, len(vs), cfg.Out)
 	if len(unknown) > 0 {
 		t.Logf("chaos: linearizability of %v not decided within %v", unknown, cfg.LinearTimeout)
 	}
