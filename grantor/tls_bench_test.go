@@ -34,15 +34,20 @@ func BenchmarkTLSCost(b *testing.B) {
 		}
 		c := dialWith(b, n.RPCAddr(), creds)
 
+		// -count runs each sub-benchmark again on the same node: every run
+		// takes sessions and names of its own.
+		run := 0
 		b.Run("keepalive100/"+mode, func(b *testing.B) {
+			run++
+			session := fmt.Sprintf("ka-%s-%d", mode, run)
 			ka, err := c.KeepAlive(b.Context())
 			if err != nil {
 				b.Fatal(err)
 			}
-			req := &grantorpb.KeepAliveRequest{Session: "ka-" + mode}
+			req := &grantorpb.KeepAliveRequest{Session: session}
 			for i := range 100 {
-				name := fmt.Sprintf("bench/%s-%03d", mode, i)
-				a, err := c.Acquire(b.Context(), &grantorpb.AcquireRequest{Id: &grantorpb.RequestID{Session: "ka-" + mode, Seq: uint64(i + 1)},
+				name := fmt.Sprintf("bench/%s-%03d", session, i)
+				a, err := c.Acquire(b.Context(), &grantorpb.AcquireRequest{Id: &grantorpb.RequestID{Session: session, Seq: uint64(i + 1)},
 					Lease: name, Owner: "o", TtlNs: int64(time.Hour)})
 				if err != nil || !a.Granted {
 					b.Fatalf("acquire: %v %v", a, err)
@@ -63,15 +68,17 @@ func BenchmarkTLSCost(b *testing.B) {
 			cpu()
 		})
 		b.Run("acquire-release/"+mode, func(b *testing.B) {
+			run++
+			session := fmt.Sprintf("ar-%s-%d", mode, run)
 			cpu := cpuMeter(b)
 			for i := 0; b.Loop(); i++ {
 				seq := uint64(2*i + 1)
-				a, err := c.Acquire(b.Context(), &grantorpb.AcquireRequest{Id: &grantorpb.RequestID{Session: "ar-" + mode, Seq: seq},
+				a, err := c.Acquire(b.Context(), &grantorpb.AcquireRequest{Id: &grantorpb.RequestID{Session: session, Seq: seq},
 					Lease: "bench/ar", Owner: "o", TtlNs: int64(time.Minute)})
 				if err != nil || !a.Granted {
 					b.Fatalf("acquire: %v %v", a, err)
 				}
-				if _, err := c.Release(b.Context(), &grantorpb.ReleaseRequest{Id: &grantorpb.RequestID{Session: "ar-" + mode, Seq: seq + 1},
+				if _, err := c.Release(b.Context(), &grantorpb.ReleaseRequest{Id: &grantorpb.RequestID{Session: session, Seq: seq + 1},
 					Lease: "bench/ar", Owner: "o", Token: a.Token}); err != nil {
 					b.Fatal(err)
 				}
