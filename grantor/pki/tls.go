@@ -202,11 +202,12 @@ func (c *Configurator) ServerConfig(alpn string, want Peer) *tls.Config {
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
 			m := c.cur.Load()
 			return &tls.Config{
-				MinVersion:   tls.VersionTLS13,
-				NextProtos:   []string{alpn},
-				Certificates: []tls.Certificate{m.cert},
-				ClientAuth:   tls.RequireAndVerifyClientCert,
-				ClientCAs:    m.pool,
+				MinVersion:                  tls.VersionTLS13,
+				NextProtos:                  []string{alpn},
+				DynamicRecordSizingDisabled: true,
+				Certificates:                []tls.Certificate{m.cert},
+				ClientAuth:                  tls.RequireAndVerifyClientCert,
+				ClientCAs:                   m.pool,
 				VerifyConnection: func(cs tls.ConnectionState) error {
 					_, err := peerIdentity(cs, want)
 					return err
@@ -222,8 +223,9 @@ func (c *Configurator) ServerConfig(alpn string, want Peer) *tls.Config {
 // identity that want accepts.
 func (c *Configurator) ClientConfig(alpn string, want Peer) *tls.Config {
 	return &tls.Config{
-		MinVersion: tls.VersionTLS13,
-		NextProtos: []string{alpn},
+		MinVersion:                  tls.VersionTLS13,
+		NextProtos:                  []string{alpn},
+		DynamicRecordSizingDisabled: true,
 		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 			m := c.cur.Load()
 			return &m.cert, nil
