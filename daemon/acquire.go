@@ -139,6 +139,12 @@ func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*i
 	if gerr != nil {
 		return fail(grantorError(gerr))
 	}
+	if resp.Ended {
+		// A retry of this acquire found its grant made (while the first
+		// reply was lost) and ended since: it took effect, so it is no
+		// refusal, and there is nothing to hold or give back.
+		return fail(ipc.Errorf(ipc.CodeLost, "lease %q was granted (token %d) while the reply was lost, and that grant has ended since", req.Lease, resp.Token))
+	}
 	if !resp.Granted {
 		d.metrics.refusals.Add(1)
 		by := "another owner"
@@ -147,6 +153,7 @@ func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*i
 		}
 		e := ipc.Errorf(ipc.CodeLeaseHeld, "lease %q is held by %s with token %d", req.Lease, by, resp.Token)
 		e.HolderToken = strconv.FormatUint(resp.Token, 10)
+		e.Holder = resp.HolderName
 		return fail(e)
 	}
 	return d.granted(ctx, l, resp, t0)

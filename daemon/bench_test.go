@@ -2,16 +2,12 @@ package daemon
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"net"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/leaseside/leaseside/ipc"
 )
 
 // BenchmarkSocketStatus measures status round trips through the real
@@ -80,24 +76,6 @@ func startBenchDaemon(b *testing.B) string {
 	b.Helper()
 	cfg := DefaultConfig()
 	cfg.Grantors = []string{"127.0.0.1:1"} // status never reaches it
-	d, err := New(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	sock := filepath.Join(b.TempDir(), "b.sock")
-	ln, err := ipc.Listen(sock)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		d.Run(ctx, ln)
-	}()
-	b.Cleanup(func() {
-		cancel()
-		<-done
-	})
+	_, sock := startDaemon(b, cfg)
 	return sock
 }

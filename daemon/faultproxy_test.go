@@ -55,21 +55,35 @@ type faultProxy struct {
 // and returns its address.
 func startFaultProxy(t *testing.T, upstream string, f faults, seed uint64) (string, *faultProxy) {
 	t.Helper()
+	p := newFaultProxy(t, upstream, f, seed)
+	return serveGrantorAPI(t, p), p
+}
+
+// newFaultProxy is a faultProxy relaying to the grantor at upstream, not
+// yet served.
+func newFaultProxy(t *testing.T, upstream string, f faults, seed uint64) *faultProxy {
+	t.Helper()
 	cc, err := grpc.NewClient(upstream, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cc.Close() })
-	p := &faultProxy{up: grantorpb.NewGrantorClient(cc), f: f, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+	return &faultProxy{up: grantorpb.NewGrantorClient(cc), f: f, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+}
+
+// serveGrantorAPI serves srv as a grantor on a loopback port until the
+// test ends, and returns its address.
+func serveGrantorAPI(t *testing.T, srv grantorpb.GrantorServer) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer()
-	grantorpb.RegisterGrantorServer(srv, p)
-	go srv.Serve(ln)
-	t.Cleanup(srv.Stop)
-	return ln.Addr().String(), p
+	gs := grpc.NewServer()
+	grantorpb.RegisterGrantorServer(gs, srv)
+	go gs.Serve(ln)
+	t.Cleanup(gs.Stop)
+	return ln.Addr().String()
 }
 
 // roll reports whether an event of probability prob happens, and a delay

@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"net"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -210,29 +209,11 @@ func newRigWith(t *testing.T, adjust func(*Config)) *rig {
 	cfg.Clock = clock
 	cfg.Watch.Kernel = func() (clockwatch.KernelClockState, error) { return clockwatch.KernelClockState{Synced: true}, nil }
 	adjust(&cfg)
-	d, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sock := filepath.Join(t.TempDir(), "d.sock")
-	ln, err := ipc.Listen(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		d.Run(ctx, ln)
-	}()
+	d, sock := startDaemon(t, cfg)
 	c := &ipc.Client{Socket: sock}
 	events := make(chan *ipc.Event, 1024)
 	c.Notify(events)
-	t.Cleanup(func() {
-		c.Close()
-		cancel()
-		<-done
-	})
+	t.Cleanup(func() { c.Close() })
 	if err := c.Watch(ctxT(t), ""); err != nil { // clock events reach watchers
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -144,25 +143,7 @@ func newModel(t *testing.T, seed uint64) *model {
 	cfg.Grantors = []string{addr}
 	cfg.Timing = timing
 	cfg.RequestTimeout = 5 * time.Second
-	d, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sock := filepath.Join(t.TempDir(), "m.sock")
-	ln, err := ipc.Listen(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		d.Run(ctx, ln)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
+	d, sock := startDaemon(t, cfg)
 	return &model{t: t, seed: seed, sock: sock, d: d, proxy: proxy}
 }
 

@@ -51,9 +51,9 @@ func (l *lessor) acquire(ctx context.Context, c acquireCmd, wait time.Duration) 
 			w = l.enqueue(o, c)
 		} else {
 			res, err := l.proposeAcquire(ctx, o, c)
-			if err != nil || res.Granted || wait == 0 || res.Token == 0 {
-				// Token 0: a retry of a grant that has ended, on a free
-				// lease; waiting would not change that answer.
+			if err != nil || res.Granted || res.Ended || wait == 0 {
+				// Ended: a retry of a grant that has ended; waiting
+				// would not change that answer.
 				return res, err
 			}
 			if w == nil {
@@ -257,9 +257,10 @@ func (l *lessor) nextWaiterLocked(o *office, lease string) *waiter {
 }
 
 // settle ends w's claim with the outcome h of the entry that carried it
-// (nil: the entry failed). A granted (or refused with an error) waiter
-// gets its outcome and leaves the queue; one whose Acquire was not tried
-// waits on, and is woken if the lease is free.
+// (nil: the entry failed). A granted waiter, one refused with an error,
+// or a retry whose grant has ended gets its outcome and leaves the queue;
+// one whose Acquire was not tried or was refused waits on, and is woken if
+// the lease is free.
 func (l *lessor) settle(o *office, w *waiter, h *handoff) {
 	if w == nil {
 		return
@@ -268,7 +269,7 @@ func (l *lessor) settle(o *office, w *waiter, h *handoff) {
 	defer l.mu.Unlock()
 	w.claimed = false
 	if h != nil && h.Tried {
-		if r, ok := h.Res.(*acquireResult); !ok || r.Granted {
+		if r, ok := h.Res.(*acquireResult); !ok || r.Granted || r.Ended {
 			l.dequeueLocked(o, w.cmd.Lease, w)
 			w.result <- h.Res
 			return

@@ -239,9 +239,15 @@ func decodeCmd(data []byte) (cmdType, any, error) {
 // acquireResult is what the FSM returns for an Acquire.
 type acquireResult struct {
 	Granted bool
-	// Token is the grant's token, or the holder's when not granted (0 when
-	// the lease is free, which only a duplicate of an ended grant sees).
+	// Token is the grant's token; when not granted, the holder's (0 when
+	// the lease is free), or with Ended the token of the request's own
+	// grant that has ended.
 	Token uint64
+	// Ended answers a retry of an Acquire that was granted (Token) and
+	// whose grant has since ended (released, expired, or replaced): the
+	// Acquire took effect, so it is not a refusal, and the lease is not
+	// this caller's any more. Nothing changed.
+	Ended bool
 	// TTL is the term stored with the grant (granted only).
 	TTL time.Duration
 	// HolderName is the identity name of the holder's session when not

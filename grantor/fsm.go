@@ -317,12 +317,13 @@ func (f *fsm) applyAcquire(c *acquireCmd, newToken bool) any {
 		}
 		// A retry of a granted Acquire. Answer "granted" only while that
 		// very grant still stands; a grant that has since ended must not
-		// be handed out again as if it were live.
+		// be handed out again as if it were live, nor be answered as a
+		// refusal (the Acquire took effect: chaos finding F4).
 		if held && cur.Session == c.ID.Session && cur.Owner == c.Owner && cur.Token == o.Token {
 			f.event(fsmEvent{Kind: evGranted, Lease: c.Lease, Rec: cur, Retry: true})
 			return &acquireResult{Granted: true, Token: cur.Token, TTL: cur.TTL, Limit: 1, Holders: 1}
 		}
-		return f.notGranted(cur)
+		return f.endedLocked(c.Lease, o.Token)
 	}
 	if len(s.Outcomes) >= maxOutstanding {
 		return fmt.Errorf("%w: session %q has %d", ErrTooManyOutstanding, c.ID.Session, len(s.Outcomes))
@@ -357,6 +358,14 @@ func (f *fsm) applyAcquire(c *acquireCmd, newToken bool) any {
 	s.Outcomes[c.ID.Seq] = outcome{Kind: cmdAcquire, Lease: c.Lease, Owner: c.Owner, Token: cur.Token}
 	f.event(fsmEvent{Kind: evGranted, Lease: c.Lease, Rec: cur, Replaced: replaced})
 	return &acquireResult{Granted: true, Token: cur.Token, TTL: cur.TTL, Limit: 1, Holders: 1}
+}
+
+// endedLocked answers a retried Acquire whose grant (token) was made and
+// has ended since: Ended, with that token and the name's limit and
+// holders now.
+func (f *fsm) endedLocked(lease string, token uint64) *acquireResult {
+	limit, holders := f.inForceLocked(lease)
+	return &acquireResult{Ended: true, Token: token, Limit: max(limit, 1), Holders: len(holders)}
 }
 
 // notGranted answers an Acquire of a lease cur holds: its token and the

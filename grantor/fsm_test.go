@@ -109,8 +109,47 @@ func TestFSMRetriedAcquireGrantsOnce(t *testing.T) {
 		t.Fatal("release failed")
 	}
 	late := f.acquire(t, "s1", 1, "a", "o")
-	if late.Granted || f.lastToken() != 1 {
-		t.Fatalf("late retry after release = %+v (counter %d), want not granted and counter 1", late, f.lastToken())
+	if late.Granted || !late.Ended || late.Token != first.Token || f.lastToken() != 1 {
+		t.Fatalf("late retry after release = %+v (counter %d), want ended with token %d and counter 1", late, f.lastToken(), first.Token)
+	}
+}
+
+// TestFSMRetryOfEndedGrantIsNoRefusal is chaos finding F4: an Acquire is
+// granted while its reply is lost, the grant ends, another session takes
+// the lease, and then the Acquire is retried. The retry must say that its
+// grant was made and has ended, not refuse it naming the new holder as if
+// the Acquire had not taken effect.
+func TestFSMRetryOfEndedGrantIsNoRefusal(t *testing.T) {
+	for _, end := range []string{"revoke", "expire-session", "release"} {
+		t.Run(end, func(t *testing.T) {
+			f := newTestFSM()
+			x := f.acquire(t, "sx", 7, "a", "o")
+			if !x.Granted {
+				t.Fatalf("first acquire not granted: %+v", x)
+			}
+			switch end {
+			case "revoke":
+				f.revoke(t, "a", x.Token)
+			case "expire-session":
+				f.apply(cmdExpireSession2, expireSessionCmd{Session: "sx", Term: 1, Leases: []grantRef{{Lease: "a", Token: x.Token}}})
+			case "release":
+				f.release(t, "sx", 8, "a", "o", x.Token)
+			}
+			other := f.acquire(t, "sy", 1, "a", "o")
+			if !other.Granted {
+				t.Fatalf("acquire by another session after the end: %+v", other)
+			}
+			retry := f.acquire(t, "sx", 7, "a", "o")
+			if retry.Granted || !retry.Ended || retry.Token != x.Token || retry.HolderName != "" {
+				t.Fatalf("retry = %+v, want ended naming its own token %d (not a refusal naming %d)", retry, x.Token, other.Token)
+			}
+			if f.lastToken() != other.Token {
+				t.Fatalf("counter %d after the retry, want %d", f.lastToken(), other.Token)
+			}
+			if cur, _ := f.lease("a"); cur.Token != other.Token || cur.Session != "sy" {
+				t.Fatalf("lease after the retry: %+v, want sy's grant %d", cur, other.Token)
+			}
+		})
 	}
 }
 

@@ -131,7 +131,7 @@ func (f *fsm) acquireSlot(s *sessionRecord, c *acquireCmd) any {
 			f.event(fsmEvent{Kind: evGranted, Lease: c.Lease, Rec: cur, Retry: true})
 			return f.grantedLocked(c.Lease, cur)
 		}
-		return f.refusalLocked(c.Lease)
+		return f.endedLocked(c.Lease, o.Token)
 	}
 	if len(s.Outcomes) >= maxOutstanding {
 		return fmt.Errorf("%w: session %q has %d", ErrTooManyOutstanding, c.ID.Session, len(s.Outcomes))

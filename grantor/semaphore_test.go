@@ -312,3 +312,32 @@ func TestSnapshotKeepsSemaphoresAndValues(t *testing.T) {
 		t.Fatalf("snapshot without semaphores or values: %s", sink.Bytes())
 	}
 }
+
+// Chaos finding F4 for a semaphore: a retry of an Acquire whose slot was
+// granted and has ended says so (Ended, its own token), and is not
+// refused naming the holders that came after.
+func TestSemaphoreRetryOfEndedGrantIsNoRefusal(t *testing.T) {
+	f := newTestFSM()
+	acquire := func(c acquireCmd) *acquireResult {
+		t.Helper()
+		r, ok := f.apply(cmdAcquire5, c).(*acquireResult)
+		if !ok {
+			t.Fatalf("acquire %+v: not an acquire result", c)
+		}
+		return r
+	}
+	x := acquire(semAcq("sx", 3, "sem", 2))
+	if !x.Granted {
+		t.Fatalf("first acquire: %+v", x)
+	}
+	f.revoke(t, "sem", x.Token)
+	for _, s := range []string{"s1", "s2"} {
+		if r := acquire(semAcq(s, 1, "sem", 2)); !r.Granted {
+			t.Fatalf("%s: %+v", s, r)
+		}
+	}
+	retry := acquire(semAcq("sx", 3, "sem", 2))
+	if retry.Granted || !retry.Ended || retry.Token != x.Token || retry.Holders != 2 {
+		t.Fatalf("retry = %+v, want ended naming its own token %d, 2 holders", retry, x.Token)
+	}
+}

@@ -47,6 +47,7 @@ func (s *service) Acquire(ctx context.Context, req *grantorpb.AcquireRequest) (*
 		HolderName:    res.HolderName,
 		Limit:         uint32(res.Limit),
 		Holders:       uint32(res.Holders),
+		Ended:         res.Ended,
 		GrantorTimeNs: s.n.cfg.Clock.Now().Nanoseconds(),
 		TtlNs:         int64(res.TTL),
 		Rho:           s.n.cfg.Timing.Rho,

@@ -1,0 +1,146 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/leaseside/leaseside/clockwatch"
+	"github.com/leaseside/leaseside/grantor/grantorpb"
+	"github.com/leaseside/leaseside/ipc"
+)
+
+// startDaemon runs a daemon with cfg on a socket of its own until the test
+// ends, and returns it and its socket's path.
+func startDaemon(t testing.TB, cfg Config) (*Daemon, string) {
+	t.Helper()
+	d, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(t.TempDir(), "d.sock")
+	ln, err := ipc.Listen(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		d.Run(ctx, ln)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return d, sock
+}
+
+// daemonClient is a client of a daemon started with cfg, closed when the
+// test ends.
+func daemonClient(t *testing.T, cfg Config) *ipc.Client {
+	t.Helper()
+	_, sock := startDaemon(t, cfg)
+	c := &ipc.Client{Socket: sock}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// endingProxy relays to a real grantor. The first Acquire of its lease
+// is applied there and its reply lost; before the sidecar's retry, that
+// grant ends (its holder's release, sent as the grantor would see it) and
+// another session takes the name: chaos finding F4's history, made
+// deterministic.
+type endingProxy struct {
+	*faultProxy
+	lease string
+	fired atomic.Bool
+	// lost is the token of the grant whose reply was lost, other the
+	// token of the grant that came after it.
+	lost, other atomic.Uint64
+}
+
+func (p *endingProxy) Acquire(ctx context.Context, req *grantorpb.AcquireRequest) (*grantorpb.AcquireResponse, error) {
+	resp, err := p.up.Acquire(ctx, req)
+	if err != nil || req.GetLease() != p.lease || !resp.GetGranted() || !p.fired.CompareAndSwap(false, true) {
+		return resp, err
+	}
+	p.lost.Store(resp.Token)
+	// A seq far above the sidecar's own, so the two never meet.
+	rel, err := p.up.Release(ctx, &grantorpb.ReleaseRequest{Id: &grantorpb.RequestID{Session: req.Id.Session, Seq: 1 << 40},
+		Lease: req.Lease, Owner: req.Owner, Token: resp.Token})
+	if err != nil || !rel.Released {
+		return nil, status.Errorf(codes.Internal, "proxy: ending the grant: %v %v", rel, err)
+	}
+	other, err := p.up.Acquire(ctx, &grantorpb.AcquireRequest{Id: &grantorpb.RequestID{Session: "other-host", Seq: 1},
+		Lease: req.Lease, Owner: "other", TtlNs: req.TtlNs})
+	if err != nil || !other.Granted {
+		return nil, status.Errorf(codes.Internal, "proxy: the other session's acquire: %v %v", other, err)
+	}
+	p.other.Store(other.Token)
+	return nil, status.Error(codes.Unavailable, "proxy: reply lost")
+}
+
+// Chaos finding F4, through the real grantor and daemon: an acquire that
+// was granted while its reply was lost, whose grant then ended and went
+// to another session, is answered `lost` naming its own token, never
+// `lease_held` (which says nothing happened).
+func TestRetriedAcquireWhoseGrantEndedIsLost(t *testing.T) {
+	timing := clockwatch.DefaultTiming()
+	p := &endingProxy{faultProxy: newFaultProxy(t, startGrantor(t, clockwatch.System, timing), faults{}, 1), lease: "f4"}
+	cfg := DefaultConfig()
+	cfg.Grantors = []string{serveGrantorAPI(t, p)}
+	cfg.Timing = timing
+	c := daemonClient(t, cfg)
+
+	_, err := c.Acquire(ctxT(t), "f4", ipc.AcquireOptions{TTL: 10 * time.Second})
+	if !p.fired.Load() {
+		t.Fatalf("the proxy never lost a reply (acquire: %v)", err)
+	}
+	var ie *ipc.Error
+	if !errors.As(err, &ie) {
+		t.Fatalf("acquire: %v, want an *ipc.Error", err)
+	}
+	if ie.Code != ipc.CodeLost {
+		t.Fatalf("acquire answered %q (%s), want %q: grant %d was made and ended, and %d holds the name now",
+			ie.Code, ie.Message, ipc.CodeLost, p.lost.Load(), p.other.Load())
+	}
+	if want := "token " + strconv.FormatUint(p.lost.Load(), 10); !strings.Contains(ie.Message, want) {
+		t.Fatalf("message %q does not name the grant that ended (%s)", ie.Message, want)
+	}
+}
+
+// A lease_held refusal names the holder's token and its sidecar's name,
+// as the grantor reports them (Error.Holder, which the CLI prints).
+func TestLeaseHeldNamesTheHolder(t *testing.T) {
+	timing := clockwatch.DefaultTiming()
+	addr := startGrantor(t, clockwatch.System, timing)
+	p := newFaultProxy(t, addr, faults{}, 1)
+	held, err := p.up.Acquire(ctxT(t), &grantorpb.AcquireRequest{Id: &grantorpb.RequestID{Session: "other-host", Seq: 1},
+		Lease: "busy", Owner: "other", TtlNs: int64(10 * time.Second)})
+	if err != nil || !held.Granted {
+		t.Fatalf("the other host's acquire: %v %v", held, err)
+	}
+	cfg := DefaultConfig()
+	cfg.Grantors = []string{addr}
+	cfg.Timing = timing
+	c := daemonClient(t, cfg)
+	_, err = c.Acquire(ctxT(t), "busy", ipc.AcquireOptions{TTL: 10 * time.Second})
+	var ie *ipc.Error
+	if !errors.As(err, &ie) || ie.Code != ipc.CodeLeaseHeld {
+		t.Fatalf("acquire: %v, want lease_held", err)
+	}
+	// Without TLS every caller is the identity "insecure" (TEAM.md
+	// decision 3), so that is the holder's name.
+	if ie.Holder != "insecure" || ie.HolderToken != strconv.FormatUint(held.Token, 10) {
+		t.Fatalf("refusal names holder %q token %q, want \"insecure\" and %d", ie.Holder, ie.HolderToken, held.Token)
+	}
+}
