@@ -32,6 +32,11 @@ func (d *Daemon) ownerID(c *ipc.Conn, req *ipc.Request) (string, *ipc.Error) {
 	return "conn:" + strconv.FormatUint(c.ID, 10), nil
 }
 
+// insecureIdentity is the identity name a grantor without TLS gives every
+// caller (grantor.InsecureIdentity): it names no host, so a refusal does
+// not pass it on as the holder's.
+const insecureIdentity = "insecure"
+
 // ownerEndedEarly is the end of the owner of l, an acquire's lease. Before
 // l entered the table it records why in l.endedEarly and calls abandon, and
 // the acquire gives back what it gets; after, it is an ordinary
@@ -153,7 +158,9 @@ func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*i
 		}
 		e := ipc.Errorf(ipc.CodeLeaseHeld, "lease %q is held by %s with token %d", req.Lease, by, resp.Token)
 		e.HolderToken = strconv.FormatUint(resp.Token, 10)
-		e.Holder = resp.HolderName
+		if resp.HolderName != insecureIdentity {
+			e.Holder = resp.HolderName
+		}
 		return fail(e)
 	}
 	return d.granted(ctx, l, resp, t0)

@@ -10,11 +10,15 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/leaseside/leaseside/clockwatch"
+	"github.com/leaseside/leaseside/grantor"
 	"github.com/leaseside/leaseside/grantor/grantorpb"
+	"github.com/leaseside/leaseside/grantor/pki"
 	"github.com/leaseside/leaseside/ipc"
 )
 
@@ -119,28 +123,84 @@ func TestRetriedAcquireWhoseGrantEndedIsLost(t *testing.T) {
 }
 
 // A lease_held refusal names the holder's token and its sidecar's name,
-// as the grantor reports them (Error.Holder, which the CLI prints).
+// as the grantor reports them from the holder's certificate
+// (Error.Holder, which the CLI prints). Without TLS every caller is the
+// identity "insecure", which names no host: the refusal leaves Holder
+// empty then.
 func TestLeaseHeldNamesTheHolder(t *testing.T) {
-	timing := clockwatch.DefaultTiming()
-	addr := startGrantor(t, clockwatch.System, timing)
-	p := newFaultProxy(t, addr, faults{}, 1)
-	held, err := p.up.Acquire(ctxT(t), &grantorpb.AcquireRequest{Id: &grantorpb.RequestID{Session: "other-host", Seq: 1},
-		Lease: "busy", Owner: "other", TtlNs: int64(10 * time.Second)})
-	if err != nil || !held.Granted {
-		t.Fatalf("the other host's acquire: %v %v", held, err)
+	for _, tt := range []struct {
+		name   string
+		tls    bool
+		holder string
+	}{
+		{name: "mutual TLS", tls: true, holder: "h2"},
+		{name: "clear text", holder: ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			timing := clockwatch.DefaultTiming()
+			cfg := DefaultConfig()
+			cfg.Timing = timing
+			other := insecure.NewCredentials()
+			var ca string
+			if tt.tls {
+				ca = newCA(t)
+				other = sidecarCert(t, ca, "h2").ClientCredentials()
+				cfg.Credentials = sidecarCert(t, ca, "h1").ClientCredentials()
+			}
+			addr := startGrantorWith(t, clockwatch.System, timing, func(g *grantor.Config) {
+				if tt.tls {
+					g.TLS = certOf(t, ca, pki.RoleGrantor, g.NodeID)
+				}
+			})
+			cfg.Grantors = []string{addr}
+			cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(other))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cc.Close()
+			held, err := grantorpb.NewGrantorClient(cc).Acquire(ctxT(t), &grantorpb.AcquireRequest{Id: &grantorpb.RequestID{Session: "other-host", Seq: 1},
+				Lease: "busy", Owner: "other", TtlNs: int64(10 * time.Second)})
+			if err != nil || !held.Granted {
+				t.Fatalf("the other host's acquire: %v %v", held, err)
+			}
+			c := daemonClient(t, cfg)
+			_, err = c.Acquire(ctxT(t), "busy", ipc.AcquireOptions{TTL: 10 * time.Second})
+			var ie *ipc.Error
+			if !errors.As(err, &ie) || ie.Code != ipc.CodeLeaseHeld {
+				t.Fatalf("acquire: %v, want lease_held", err)
+			}
+			if ie.Holder != tt.holder || ie.HolderToken != strconv.FormatUint(held.Token, 10) {
+				t.Fatalf("refusal names holder %q token %q, want %q and %d", ie.Holder, ie.HolderToken, tt.holder, held.Token)
+			}
+		})
 	}
-	cfg := DefaultConfig()
-	cfg.Grantors = []string{addr}
-	cfg.Timing = timing
-	c := daemonClient(t, cfg)
-	_, err = c.Acquire(ctxT(t), "busy", ipc.AcquireOptions{TTL: 10 * time.Second})
-	var ie *ipc.Error
-	if !errors.As(err, &ie) || ie.Code != ipc.CodeLeaseHeld {
-		t.Fatalf("acquire: %v, want lease_held", err)
+}
+
+// newCA makes a cluster CA in a temporary directory.
+func newCA(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := pki.CreateCA(dir, 0); err != nil {
+		t.Fatal(err)
 	}
-	// Without TLS every caller is the identity "insecure" (TEAM.md
-	// decision 3), so that is the holder's name.
-	if ie.Holder != "insecure" || ie.HolderToken != strconv.FormatUint(held.Token, 10) {
-		t.Fatalf("refusal names holder %q token %q, want \"insecure\" and %d", ie.Holder, ie.HolderToken, held.Token)
+	return dir
+}
+
+// certOf is a certificate of the CA in dir for role and name.
+func certOf(t *testing.T, dir, role, name string) *pki.Configurator {
+	t.Helper()
+	cert, key, err := pki.CreateCert(dir, pki.CertRequest{Identity: pki.Identity{Role: role, Name: name}, Overwrite: true})
+	if err != nil {
+		t.Fatal(err)
 	}
+	c, err := pki.NewConfigurator(pki.Files{CA: filepath.Join(dir, pki.CAFile), Cert: cert, Key: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func sidecarCert(t *testing.T, dir, name string) *pki.Configurator {
+	t.Helper()
+	return certOf(t, dir, pki.RoleSidecar, name)
 }

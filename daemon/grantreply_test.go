@@ -15,6 +15,12 @@ import (
 // what the real grantor decides.
 func startGrantor(t *testing.T, clock clockwatch.Clock, timing clockwatch.Timing) string {
 	t.Helper()
+	return startGrantorWith(t, clock, timing, func(*grantor.Config) {})
+}
+
+// startGrantorWith is startGrantor with the Config adjusted.
+func startGrantorWith(t *testing.T, clock clockwatch.Clock, timing clockwatch.Timing, adjust func(*grantor.Config)) string {
+	t.Helper()
 	cfg := grantor.DefaultConfig()
 	cfg.NodeID = "g1"
 	cfg.DataDir = t.TempDir()
@@ -25,6 +31,7 @@ func startGrantor(t *testing.T, clock clockwatch.Clock, timing clockwatch.Timing
 	cfg.ElectionTimeout = 50 * time.Millisecond
 	cfg.LeaderLeaseTimeout = 50 * time.Millisecond
 	cfg.CommitTimeout = 5 * time.Millisecond
+	adjust(&cfg)
 	n, err := grantor.New(cfg)
 	if err != nil {
 		t.Fatal(err)
