@@ -47,30 +47,35 @@ func cpuSeconds(pid int) (float64, error) {
 // shares with the cluster, the two compete for the same cores.
 type CPUMeter struct {
 	pid    int
-	w      Window
 	cancel context.CancelFunc
 	done   chan struct{}
-	// Set before done is closed: CPU seconds used in the window, -1 when
-	// not known.
+	// Set before done is closed: CPU seconds used between the readings
+	// at the window's start and end, -1 when not known, and the wall
+	// time between those readings.
 	self, leader float64
+	wall         time.Duration
 }
 
-// MeterCPU starts measuring the CPU used during w by this process and, if
-// leaderPID is not 0, by the leader. The caller must call Stop (after
+// MeterCPU starts measuring the CPU used during w (from its start until it
+// ended) by this process and, if leaderPID is not 0, by the leader. The caller must call Stop (after
 // Report, if it reports).
-func MeterCPU(ctx context.Context, leaderPID int, w Window) *CPUMeter {
+func MeterCPU(ctx context.Context, leaderPID int, w *Window) *CPUMeter {
 	ctx, cancel := context.WithCancel(ctx)
-	m := &CPUMeter{pid: leaderPID, w: w, cancel: cancel, done: make(chan struct{}), self: -1, leader: -1}
+	m := &CPUMeter{pid: leaderPID, cancel: cancel, done: make(chan struct{}), self: -1, leader: -1}
 	go func() {
 		defer close(m.done)
 		if !sleepUntil(ctx, w.Start) {
 			return
 		}
+		t0 := time.Now()
 		s0, errS := cpuSeconds(0)
 		l0, errL := cpuSeconds(m.pid)
-		if !sleepUntil(ctx, w.End) {
+		select {
+		case <-w.Ended():
+		case <-ctx.Done():
 			return
 		}
+		m.wall = time.Since(t0)
 		if s1, err := cpuSeconds(0); err == nil && errS == nil {
 			m.self = s1 - s0
 		}
@@ -85,7 +90,7 @@ func MeterCPU(ctx context.Context, leaderPID int, w Window) *CPUMeter {
 // client CPU" and "leader CPU", in cores.
 func (m *CPUMeter) Report(res *Result) {
 	<-m.done
-	secs := m.w.End.Sub(m.w.Start).Seconds()
+	secs := m.wall.Seconds()
 	if m.self >= 0 {
 		res.Add("bench client CPU", m.self/secs, "cores")
 	}

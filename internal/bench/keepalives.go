@@ -61,7 +61,7 @@ func (b *bencher) keepAlives(ctx context.Context) (*Result, error) {
 // renewLoop is one session's stream: it keeps KeepAliveInFlight batches in
 // flight until the window ends, checks every reply, and returns the round
 // trips of the batches sent and answered in the window.
-func (b *bencher) renewLoop(ctx context.Context, i int, h holding, w Window) (Latencies, error) {
+func (b *bencher) renewLoop(ctx context.Context, i int, h holding, w *Window) (Latencies, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	api, _, err := b.c.client(i)
@@ -106,7 +106,7 @@ func (b *bencher) renewLoop(ctx context.Context, i int, h holding, w Window) (La
 			lat = append(lat, now.Sub(sentAt[0]))
 		}
 		sentAt = sentAt[1:]
-		if now.Before(w.End) {
+		if w.Open(now) {
 			if err := send(); err != nil {
 				return nil, b.streamErr(h, stream, err)
 			}

@@ -40,7 +40,7 @@ func LockCycles(ctx context.Context, locks []Lock, warmup, d time.Duration, lead
 		var last uint64
 		for {
 			t0 := time.Now()
-			if !t0.Before(w.End) {
+			if !w.Open(t0) {
 				return nil
 			}
 			token, err := locks[i].Acquire(ctx)
@@ -152,7 +152,7 @@ func LockHandoffs(ctx context.Context, locks []Lock, hold, warmup, d time.Durati
 				lat[i] = append(lat[i], now.Sub(prev))
 				grants[i]++
 			}
-			stop := !now.Before(w.End)
+			stop := !w.Open(now)
 			if hold > 0 {
 				t := time.NewTimer(hold)
 				select {

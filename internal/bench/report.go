@@ -130,25 +130,3 @@ func (l Latencies) MS(q float64) float64 {
 	i = max(0, min(i, len(l)-1))
 	return float64(l[i]) / float64(time.Millisecond)
 }
-
-// Window is the measured part of a timed workload: from the end of the
-// warmup to the end.
-type Window struct {
-	Start, End time.Time
-}
-
-// NewWindow returns the window that starts warmup from now and lasts d.
-func NewWindow(warmup, d time.Duration) Window {
-	start := time.Now().Add(warmup)
-	return Window{Start: start, End: start.Add(d)}
-}
-
-// Holds reports whether an operation from t0 to t1 lies in w.
-func (w Window) Holds(t0, t1 time.Time) bool {
-	return !t0.Before(w.Start) && !t1.After(w.End)
-}
-
-// Rate is n per second of w.
-func (w Window) Rate(n int) float64 {
-	return float64(n) / w.End.Sub(w.Start).Seconds()
-}

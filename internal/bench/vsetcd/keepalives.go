@@ -69,7 +69,7 @@ func (b *etcdBench) keepAlives(ctx context.Context) (*bench.Result, error) {
 // renewLoop is one lease's stream: it keeps inFlight requests in flight
 // until the window ends, checks every reply, and returns the round trips
 // of the requests sent and answered in the window.
-func (b *etcdBench) renewLoop(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseID, w bench.Window) (bench.Latencies, error) {
+func (b *etcdBench) renewLoop(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseID, w *bench.Window) (bench.Latencies, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stream, err := pb.NewLeaseClient(cli.ActiveConnection()).LeaseKeepAlive(ctx)
@@ -106,7 +106,7 @@ func (b *etcdBench) renewLoop(ctx context.Context, cli *clientv3.Client, id clie
 			lat = append(lat, now.Sub(sentAt[0]))
 		}
 		sentAt = sentAt[1:]
-		if now.Before(w.End) {
+		if w.Open(now) {
 			if err := send(); err != nil {
 				return nil, err
 			}

@@ -166,7 +166,7 @@ func roundTrips(ctx context.Context, path string, request []byte, clients int, w
 		r := bufio.NewReaderSize(c, maxLine+1)
 		for {
 			t0 := time.Now()
-			if !t0.Before(w.End) {
+			if !w.Open(t0) {
 				return nil
 			}
 			if _, err := c.Write(line); err != nil {
