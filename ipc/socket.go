@@ -48,15 +48,19 @@ var ErrDaemonRunning = errors.New("ipc: a daemon is already listening on this so
 
 // ErrUnsafeSocketDir is returned by Listen for a socket directory that
 // another user could use to replace the socket: one not owned by this
-// process's user, or writable by its group or by others.
+// process's user, or writable by its group or by others, a symbolic link
+// another user owns, or one in a directory where another user may rename
+// it.
 var ErrUnsafeSocketDir = errors.New("ipc: unsafe socket directory")
 
 // Listen creates the socket at path, its directory (mode 0750) included,
 // and makes the socket mode 0660. A socket file left by a dead daemon is
-// replaced; one a live daemon answers on is not (ErrDaemonRunning). A
-// directory that exists must be this process's user's and writable by
-// nobody else (ErrUnsafeSocketDir): otherwise another user could move the
-// socket away and bind their own in its place.
+// replaced; one a live daemon answers on is not (ErrDaemonRunning). The
+// directory must be this process's user's and writable by nobody else,
+// and so must every directory above it be root's or this user's, and not
+// open to others without the sticky bit (ErrUnsafeSocketDir): otherwise
+// another user could move the socket away and bind their own in its
+// place.
 func Listen(path string) (*net.UnixListener, error) { return ListenGroup(path, -1) }
 
 // ListenGroup is Listen, and gives the socket to group gid (-1: none) so
@@ -113,8 +117,19 @@ func holdsOnly(dir, name string) bool {
 }
 
 // checkSocketDir refuses a directory another user could replace the
-// socket in.
+// socket in: one that is not this user's, or is writable by others; one
+// reached through a symbolic link another user owns (a squatter's link
+// in /tmp to a directory of ours, which they can later swap for their
+// own); or one inside a directory where another user may rename it away
+// (not root's or ours, or writable by others without the sticky bit).
 func checkSocketDir(dir string) error {
+	euid := os.Geteuid()
+	if fi, err := os.Lstat(dir); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		if uid := int(fi.Sys().(*syscall.Stat_t).Uid); uid != euid && uid != 0 {
+			return fmt.Errorf("%w: %s is a symbolic link owned by uid %d, who could point it elsewhere and replace the socket; remove it, or choose another --socket",
+				ErrUnsafeSocketDir, dir, uid)
+		}
+	}
 	fi, err := os.Stat(dir)
 	if err != nil {
 		return fmt.Errorf("ipc: socket directory: %w", err)
@@ -123,14 +138,35 @@ func checkSocketDir(dir string) error {
 	switch {
 	case !fi.IsDir():
 		return fmt.Errorf("%w: %s is not a directory", ErrUnsafeSocketDir, dir)
-	case int(st.Uid) != os.Geteuid():
+	case int(st.Uid) != euid:
 		return fmt.Errorf("%w: %s belongs to uid %d, not to this daemon's uid %d, so that user could replace the socket; remove it, or choose another --socket",
-			ErrUnsafeSocketDir, dir, st.Uid, os.Geteuid())
+			ErrUnsafeSocketDir, dir, st.Uid, euid)
 	case fi.Mode().Perm()&0o022 != 0:
 		return fmt.Errorf("%w: %s is writable by its group or by others (mode %#o), who could replace the socket; make it 0750 or 0700, or choose another --socket",
 			ErrUnsafeSocketDir, dir, fi.Mode().Perm())
 	}
-	return nil
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return fmt.Errorf("ipc: socket directory: %w", err)
+	}
+	for p := filepath.Dir(real); ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return fmt.Errorf("ipc: socket directory: %w", err)
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		switch {
+		case int(st.Uid) != euid && st.Uid != 0:
+			return fmt.Errorf("%w: %s is inside %s, which belongs to uid %d, who could rename it and put their own in its place; choose another --socket",
+				ErrUnsafeSocketDir, dir, p, st.Uid)
+		case fi.Mode().Perm()&0o022 != 0 && fi.Mode()&os.ModeSticky == 0:
+			return fmt.Errorf("%w: %s is inside %s, which others may write to (mode %#o, no sticky bit), so they could rename it and put their own in its place; choose another --socket",
+				ErrUnsafeSocketDir, dir, p, fi.Mode().Perm())
+		}
+		if p == filepath.Dir(p) {
+			return nil
+		}
+	}
 }
 
 // listen binds the socket in a checked directory.

@@ -14,37 +14,77 @@ const nobody = 65534
 
 // A socket directory another user could replace the socket in is
 // refused, with its path in the error: one owned by another user (a
-// squatted /tmp/leaseside-UID), or one writable by group or others.
+// squatted /tmp/leaseside-UID), one writable by group or others, a
+// symbolic link another user made (to a directory of ours: they could
+// swap it for their own later), and one inside a directory another user
+// owns or may write to without the sticky bit (they could rename it).
 func TestListenRefusesUnsafeSocketDir(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root, to give a directory to another user")
 	}
+	// Each prep gets a fresh directory of the test's (0700, in a 0700
+	// parent of root's) and returns the socket directory to listen in.
 	for _, tt := range []struct {
 		name string
-		prep func(dir string) error
+		prep func(dir string) (string, error)
 		want string
 	}{
-		{name: "another user's", prep: func(dir string) error { return os.Chown(dir, nobody, nobody) }, want: "belongs to uid 65534"},
-		{name: "writable by others", prep: func(dir string) error { return os.Chmod(dir, 0o777) }, want: "writable by its group or by others"},
-		{name: "writable by its group", prep: func(dir string) error { return os.Chmod(dir, 0o770) }, want: "writable by its group or by others"},
+		{name: "another user's", prep: func(dir string) (string, error) { return dir, os.Chown(dir, nobody, nobody) }, want: "belongs to uid 65534"},
+		{name: "writable by others", prep: func(dir string) (string, error) { return dir, os.Chmod(dir, 0o777) }, want: "writable by its group or by others"},
+		{name: "writable by its group", prep: func(dir string) (string, error) { return dir, os.Chmod(dir, 0o770) }, want: "writable by its group or by others"},
+		{name: "another user's link", prep: func(dir string) (string, error) {
+			link := dir + "-link"
+			if err := os.Symlink(dir, link); err != nil {
+				return "", err
+			}
+			return link, os.Lchown(link, nobody, nobody)
+		}, want: "symbolic link owned by uid 65534"},
+		{name: "in another user's directory", prep: func(dir string) (string, error) {
+			return filepath.Join(dir, "sub"), errors.Join(os.Mkdir(filepath.Join(dir, "sub"), 0o700), os.Chown(dir, nobody, nobody))
+		}, want: "which belongs to uid 65534"},
+		{name: "in a directory others may write to", prep: func(dir string) (string, error) {
+			return filepath.Join(dir, "sub"), errors.Join(os.Mkdir(filepath.Join(dir, "sub"), 0o700), os.Chmod(dir, 0o777))
+		}, want: "no sticky bit"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "leaseside-1000")
 			if err := os.Mkdir(dir, 0o700); err != nil {
 				t.Fatal(err)
 			}
-			if err := tt.prep(dir); err != nil {
+			sdir, err := tt.prep(dir)
+			if err != nil {
 				t.Fatal(err)
 			}
-			ln, err := Listen(filepath.Join(dir, "s.sock"))
+			ln, err := Listen(filepath.Join(sdir, "s.sock"))
 			if err == nil {
 				ln.Close()
 				t.Fatal("listened in an unsafe directory")
 			}
-			if !errors.Is(err, ErrUnsafeSocketDir) || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("error %q, want ErrUnsafeSocketDir naming %s and saying %q", err, dir, tt.want)
+			if !errors.Is(err, ErrUnsafeSocketDir) || !strings.Contains(err.Error(), sdir) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %q, want ErrUnsafeSocketDir naming %s and saying %q", err, sdir, tt.want)
 			}
 		})
+	}
+}
+
+// The safe places are accepted: a directory of ours in a sticky,
+// world-writable one (/tmp's kind), and our own link to one.
+func TestListenAcceptsSafeSocketDir(t *testing.T) {
+	tmp := t.TempDir()
+	if err := os.Chmod(tmp, os.ModeSticky|0o777); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(tmp, "leaseside-1000")
+	link := filepath.Join(tmp, "link")
+	if err := errors.Join(os.Mkdir(dir, 0o700), os.Symlink(dir, link)); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{dir, link} {
+		ln, err := Listen(filepath.Join(d, "s.sock"))
+		if err != nil {
+			t.Fatalf("%s: %v", d, err)
+		}
+		ln.Close()
 	}
 }
 
