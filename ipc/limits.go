@@ -19,7 +19,7 @@ type users struct {
 
 type use struct {
 	conns, inflight int
-	logged          time.Time // last refusal logged, so a flood logs little
+	logged          map[string]time.Time // last refusal of each kind logged, so a flood logs little
 }
 
 func (u *users) get(uid int) *use {
@@ -81,16 +81,19 @@ func (u *users) finish(uid int) {
 	u.drop(uid, x)
 }
 
-// shouldLog reports whether a refusal of uid should be logged: at most
-// once a minute per uid.
-func (u *users) shouldLog(uid int) bool {
+// shouldLog reports whether a refusal of uid for its limit on what
+// should be logged: at most once a minute per uid and limit.
+func (u *users) shouldLog(uid int, what string) bool {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	x := u.get(uid)
-	if time.Since(x.logged) < time.Minute {
+	if time.Since(x.logged[what]) < time.Minute {
 		return false
 	}
-	x.logged = time.Now()
+	if x.logged == nil {
+		x.logged = map[string]time.Time{}
+	}
+	x.logged[what] = time.Now()
 	return true
 }
 
@@ -98,7 +101,7 @@ func (u *users) shouldLog(uid int) bool {
 // resource_exhausted line, briefly, and closes it.
 func (s *Server) refuseConn(nc *net.UnixConn, cred Cred, max int) {
 	defer nc.Close()
-	if s.users.shouldLog(cred.UID) {
+	if s.users.shouldLog(cred.UID, "connections") {
 		s.logger().Warn("ipc: refusing connections of a uid over its limit", "uid", cred.UID, "pid", cred.PID, "limit", max)
 	}
 	b, _ := json.Marshal(errorLine(nil, Errorf(CodeResourceExhausted, "uid %d has %d connections open, the most the daemon allows one user", cred.UID, max)))
@@ -122,4 +125,13 @@ func RaiseFileLimit(log *slog.Logger) {
 		}
 	}
 	log.Debug("ipc: open files limit", "nofile", rl.Cur)
+}
+
+// refuseRequest answers a request of a uid at its limit of requests in
+// flight with resource_exhausted, and logs it at most once a minute.
+func (s *Server) refuseRequest(c *Conn, id *uint64, max int) {
+	if s.users.shouldLog(c.Cred.UID, "requests") {
+		s.logger().Warn("ipc: refusing requests of a uid over its limit", "uid", c.Cred.UID, "pid", c.Cred.PID, "limit", max)
+	}
+	c.enqueue(errorLine(id, Errorf(CodeResourceExhausted, "uid %d has %d requests in flight, the most the daemon allows one user; try again when some are answered", c.Cred.UID, max)), false)
 }

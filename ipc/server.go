@@ -159,7 +159,7 @@ func (s *Server) serveConn(ctx context.Context, nc *net.UnixConn) {
 			continue
 		}
 		if !s.users.start(cred.UID, lim.InFlightPerUID) {
-			c.enqueue(errorLine(id, Errorf(CodeResourceExhausted, "uid %d has %d requests in flight, the most the daemon allows one user; try again when some are answered", cred.UID, lim.InFlightPerUID)), false)
+			s.refuseRequest(c, id, lim.InFlightPerUID)
 			continue
 		}
 		handlers.Add(1)
