@@ -233,10 +233,18 @@ func TestWorkloads(t *testing.T) {
 			workload: bench.KeepAlivesGrowth,
 			positive: []string{"keepalive messages/s, 2 leases a host", "keepalive messages/s, 20 leases a host",
 				"leader CPU per keepalive message, 2 leases a host", "leader CPU per keepalive message, 20 leases a host",
-				"leader CPU per host, 20 over 2 leases a host"},
+				"leader CPU per host, 20 over 2 leases a host",
+				"leader CPU per host and second, 2 leases a host, a keepalive every 5s", "leader CPU per host and second, 20 leases a host, a keepalive every 5s"},
 			check: func(t *testing.T, res *bench.Result) {
 				ratioOf(t, res, "leader CPU per host, 20 over 2 leases a host",
 					"leader CPU per keepalive message, 20 leases a host", "leader CPU per keepalive message, 2 leases a host")
+				for _, per := range []int{2, 20} {
+					msg, _ := res.Figure(fmt.Sprintf("leader CPU per keepalive message, %d leases a host", per))
+					host, _ := res.Figure(fmt.Sprintf("leader CPU per host and second, %d leases a host, a keepalive every 5s", per))
+					if math.Abs(host.Value-msg.Value/5) > 1e-9*host.Value {
+						t.Errorf("%d leases a host: CPU per host and second %v µs is not a fifth of the CPU per message %v µs", per, host.Value, msg.Value)
+					}
+				}
 			},
 		},
 	}
