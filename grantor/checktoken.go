@@ -105,7 +105,8 @@ func (l *lessor) checkLoop(o *office) {
 			}
 			if i := slices.IndexFunc(hs, func(h holderView) bool { return h.Token == q.token }); i >= 0 {
 				s := o.sessions[hs[i].Session]
-				r.live = s == nil || !(s.revoking || s.expiry != 0 && !now.Before(s.expiry))
+				ended := s != nil && s.revoking && slices.Contains(s.decided, grantRef{q.lease, q.token})
+				r.live = s == nil || !(ended || s.expiry != 0 && !now.Before(s.expiry))
 			}
 			results[i] = r
 		}

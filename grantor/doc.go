@@ -16,7 +16,10 @@
 //     grants, reading tG from the Clock after a grant was applied or after
 //     a renewal's quorum check returned, and once the Clock says it has
 //     passed proposes one entry that ends the session's grants
-//     (cmdExpireSession, handoff.go).
+//     (cmdExpireSession, handoff.go). The entry lists the grants it ends,
+//     by token, and a retry of a failed entry lists only those of them
+//     still held: a grant made to the session after the decision runs to
+//     its own expiry (expiry.go).
 //   - A node that becomes leader first waits on a raft barrier, then reads tE
 //     and treats every session in the FSM as live until
 //     Timing.GrantorExpiry(tE, d) before it answers anyone

@@ -20,9 +20,10 @@ type expireJob struct {
 // grantors (no cmdExpireSession): it holds the lease's proposal slot until
 // the Revoke is applied or failed.
 type revokeJob struct {
-	lease string
-	token uint64
-	slot  chan struct{}
+	session string
+	lease   string
+	token   uint64
+	slot    chan struct{}
 }
 
 // expiryLoop is the leader's only source of expiries. It sleeps on a
@@ -96,20 +97,34 @@ func (l *lessor) scan(o *office, now clockwatch.Instant) (expires []expireJob, r
 			o.queueLocked(d.name, s, due)
 			continue
 		}
-		grants, _ := l.fsm.sessionHeld(d.name)
-		if len(grants) == 0 {
-			o.emptiedLocked(d.name)
-			continue
+		var grants []grantRef
+		if s.revoking {
+			// A retry: the decision's grants still held, nothing newer.
+			if grants = l.fsm.stillHeld(d.name, s.decided); len(grants) == 0 {
+				if !l.finishDecisionLocked(o, d.name, s) || now.Before(s.expiry) {
+					continue
+				}
+				// Grants made after the decision have expired too.
+			}
 		}
-		s.revoking = true
+		if !s.revoking {
+			if grants, _ = l.fsm.sessionHeld(d.name); len(grants) == 0 {
+				o.emptiedLocked(d.name)
+				continue
+			}
+		}
+		s.revoking, s.decided = true, grants
 		s.retryAt = now.Add(revokeRetry)
+		for _, g := range grants {
+			l.test(testEvent{what: "decided", now: now, lease: g.Lease})
+		}
 		o.queueLocked(d.name, s, s.retryAt)
 		if !oneEntry {
 			for _, g := range grants {
 				slot := l.slot(g.Lease)
 				select {
 				case slot <- struct{}{}:
-					revokes = append(revokes, revokeJob{lease: g.Lease, token: g.Token, slot: slot})
+					revokes = append(revokes, revokeJob{session: d.name, lease: g.Lease, token: g.Token, slot: slot})
 				default:
 					// A proposal for this lease is in flight; releasing the
 					// slot pokes this loop, and the retry comes at retryAt.
@@ -198,11 +213,7 @@ func (l *lessor) expire(o *office, j expireJob) {
 	}
 	l.mu.Lock()
 	if s := o.sessions[j.session]; s != nil && s.revoking {
-		s.revoking = false
-		if s.expiry != 0 {
-			// Grants made to the session after the decision keep it.
-			o.queueLocked(j.session, s, s.expiry)
-		}
+		l.finishDecisionLocked(o, j.session, s)
 	}
 	l.mu.Unlock()
 	poke(o.kick)
@@ -231,12 +242,30 @@ func (l *lessor) revoke(o *office, j revokeJob) {
 		l.audit.revoke(j.lease, j.token)
 	}
 	l.mu.Lock()
-	for name, s := range o.sessions {
-		if s.revoking && !l.fsm.holdsLeases(name) {
-			o.emptiedLocked(name)
-		}
+	if s := o.sessions[j.session]; s != nil && s.revoking {
+		l.finishDecisionLocked(o, j.session, s)
 	}
 	l.mu.Unlock()
+}
+
+// finishDecisionLocked ends session's decision to expire once none of the
+// grants it decided to end stands, and reports whether it did. A session
+// that holds nothing then is emptied; one that was granted leases after
+// the decision keeps them until the expiry those grants gave it
+// (extendLocked), where it is queued again: the decision never ends a
+// grant it did not list (finding R1).
+func (l *lessor) finishDecisionLocked(o *office, session string, s *sessionState) bool {
+	if len(l.fsm.stillHeld(session, s.decided)) > 0 {
+		return false
+	}
+	s.revoking, s.decided = false, nil
+	if !l.fsm.holdsLeases(session) {
+		o.emptiedLocked(session)
+		return true
+	}
+	o.queueLocked(session, s, s.expiry)
+	poke(o.kick)
+	return true
 }
 
 func (l *lessor) closeSession(o *office, session string) {

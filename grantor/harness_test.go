@@ -57,6 +57,13 @@ func (e *eventLog) count(what string) int {
 	return n
 }
 
+// all returns a copy of the events recorded so far.
+func (e *eventLog) all() []testEvent {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]testEvent(nil), e.evs...)
+}
+
 // wait blocks until an event after from satisfies match, and returns the
 // position after it.
 func (e *eventLog) wait(t *testing.T, from int, what string, match func(testEvent) bool) int {

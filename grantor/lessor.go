@@ -157,6 +157,11 @@ type sessionState struct {
 	// fate, until it is applied.
 	revoking bool
 	retryAt  clockwatch.Instant // when to decide again if the entry failed
+	// decided are the grants the decision ends (set with revoking). A
+	// retry re-proposes those of them the session still holds and nothing
+	// else: a grant made to the session after the decision moved its
+	// expiry (extendLocked) and runs until then (expiry.go).
+	decided []grantRef
 
 	busy int                // requests and streams in progress
 	last clockwatch.Instant // when the session was last seen
@@ -279,7 +284,7 @@ func (o *office) extendLocked(t clockwatch.Timing, session string, ttl time.Dura
 // emptiedLocked notes that session holds no lease any more.
 func (o *office) emptiedLocked(session string) {
 	if s := o.sessions[session]; s != nil {
-		s.ttl, s.expiry, s.revoking = 0, 0, false
+		s.ttl, s.expiry, s.revoking, s.decided = 0, 0, false, nil
 	}
 }
 

@@ -134,3 +134,21 @@ func (f *fsm) sessionLeaseCount(session string) int {
 	defer f.mu.RUnlock()
 	return f.bySession[session].count()
 }
+
+// stillHeld returns those of refs that session still holds with their
+// tokens.
+func (f *fsm) stillHeld(session string, refs []grantRef) []grantRef {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	sl := f.bySession[session]
+	if sl == nil {
+		return nil
+	}
+	var out []grantRef
+	for _, g := range refs {
+		if _, ok := sl.grants[g]; ok {
+			out = append(out, g)
+		}
+	}
+	return out
+}
