@@ -34,7 +34,7 @@ const (
 	// it after a while.
 	KillGrantor Kind = "kill-grantor"
 	// StopGrantor SIGSTOPs a grantor (the leader more often), for up to
-	// twice the longest term, then SIGCONTs it.
+	// the longest term and more, then SIGCONTs it.
 	StopGrantor Kind = "stop-grantor"
 	// KillSidecar kill -9s a sidecar and restarts it.
 	KillSidecar Kind = "kill-sidecar"
@@ -71,7 +71,7 @@ var clusterKinds = []struct {
 	kind   Kind
 	weight int
 }{
-	{Partition, 2}, {OneWay, 2}, {Split, 3}, {LeaderAlone, 2}, {SidecarAlone, 1}, {Flapping, 2},
+	{Partition, 2}, {OneWay, 2}, {Split, 4}, {LeaderAlone, 2}, {SidecarAlone, 1}, {Flapping, 2},
 	{KillGrantor, 3}, {StopGrantor, 3}, {KillSidecar, 1}, {StopSidecar, 1},
 	{StarveCPU, 1}, {SlowDisk, 1}, {ClockStep, 1}, {TimeNamespace, 1}, {Rolling, 1}, {Membership, 1},
 }
@@ -119,11 +119,16 @@ type Schedule struct {
 	Clients []Step `json:"clients"`
 }
 
+// faultScale is the typical length of a fault: about a typical term, so
+// that faults outlast some leases and not others.
+const faultScale = 3 * time.Second
+
 // plan makes the schedule of a run of the given length whose longest
 // lease term is maxTTL, with the cluster faults of kinds (all when
 // empty). Cluster faults come from shuffled decks in which each kind
 // appears as often as its weight, so every kind comes up in a long run
-// and the leader is hit most.
+// and the leader is hit most. Faults last about faultScale, a grantor's
+// SIGSTOP up to the longest term and beyond.
 func plan(seed uint64, length, maxTTL time.Duration, kinds []Kind) Schedule {
 	rng := rand.New(rand.NewPCG(seed, 0x6368616f73)) // "chaos"
 	s := Schedule{Seed: seed}
@@ -133,7 +138,8 @@ func plan(seed uint64, length, maxTTL time.Duration, kinds []Kind) Schedule {
 		}
 		return lo + time.Duration(rng.Int64N(int64(hi-lo)))
 	}
-	warm, cool := maxTTL, 2*maxTTL
+	const f = faultScale
+	warm, cool := f, max(2*f, maxTTL)
 	var deck []Kind
 	for at := warm; at < length-cool; {
 		if len(deck) == 0 {
@@ -154,19 +160,19 @@ func plan(seed uint64, length, maxTTL time.Duration, kinds []Kind) Schedule {
 		st := Step{At: at, Kind: k, Seed: rng.Uint64()}
 		switch k {
 		case Partition, OneWay, Split, LeaderAlone, SidecarAlone:
-			st.For = between(maxTTL/2, 3*maxTTL)
+			st.For = between(f/2, 3*f)
 		case Flapping, StarveCPU, SlowDisk:
-			st.For = between(2*maxTTL, 4*maxTTL)
+			st.For = between(2*f, 4*f)
 		case KillGrantor, TimeNamespace:
-			st.For = between(maxTTL/5, 2*maxTTL) // down time
+			st.For = between(f/5, 2*f) // down time
 		case StopGrantor:
-			st.For = between(maxTTL/2, 5*maxTTL/2)
+			st.For = between(f/2, maxTTL+f)
 		case KillSidecar:
-			st.For = between(maxTTL/5, maxTTL)
+			st.For = between(f/5, f)
 		case StopSidecar:
-			st.For = between(maxTTL/4, 2*maxTTL)
+			st.For = between(f/4, 2*f)
 		case ClockStep:
-			st.For = between(maxTTL, 3*maxTTL)
+			st.For = between(f, 3*f)
 		case Rolling, Membership:
 			st.For = 0 // as long as it takes
 		}
@@ -174,21 +180,21 @@ func plan(seed uint64, length, maxTTL time.Duration, kinds []Kind) Schedule {
 			break
 		}
 		s.Cluster = append(s.Cluster, st)
-		at += st.For + between(maxTTL/3, 3*maxTTL/2)
+		at += st.For + between(f/3, 3*f/2)
 	}
 	crng := rand.New(rand.NewPCG(seed, 0x636c69656e74)) // "client"
-	for at := warm + time.Duration(crng.Int64N(int64(maxTTL))); at < length-cool; {
+	for at := warm + time.Duration(crng.Int64N(int64(f))); at < length-cool; {
 		st := Step{At: at, Kind: StopClient, Seed: crng.Uint64()}
 		if crng.IntN(3) == 0 {
 			st.Kind = KillClient
 		} else {
-			st.For = maxTTL/4 + time.Duration(crng.Int64N(int64(3*maxTTL)))
+			st.For = f/4 + time.Duration(crng.Int64N(int64(maxTTL+2*f)))
 		}
 		if at+st.For > length-cool {
 			break
 		}
 		s.Clients = append(s.Clients, st)
-		at += st.For + maxTTL/2 + time.Duration(crng.Int64N(int64(2*maxTTL)))
+		at += st.For + f/2 + time.Duration(crng.Int64N(int64(2*f)))
 	}
 	return s
 }

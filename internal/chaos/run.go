@@ -56,11 +56,12 @@ type Config struct {
 }
 
 // DefaultConfig is a run of 3 grantors and 2 sidecar hosts with 3
-// clients each, on 3 names, with terms of 1 to 3 s.
+// clients each, on 3 names, with terms of 1 to 6 s: a term shorter than
+// a leader election and terms longer than one.
 func DefaultConfig() Config {
 	return Config{
 		Duration: time.Minute, Grantors: 3, Sidecars: 2, ClientsPerHost: 3, Names: 3,
-		TTLs:    []time.Duration{time.Second, 1500 * time.Millisecond, 2 * time.Second, 3 * time.Second},
+		TTLs:    []time.Duration{time.Second, 2 * time.Second, 3 * time.Second, 6 * time.Second},
 		MaxWait: 2 * time.Second, MaxHold: 4 * time.Second, RunShare: 0.15,
 		ClockStepMax: 0, Race: true, LinearTimeout: 30 * time.Second,
 	}
@@ -75,7 +76,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("chaos: %d sidecar hosts; want 2 to 4", c.Sidecars)
 	case c.ClientsPerHost < 1 || c.Names < 1 || len(c.TTLs) == 0:
 		return errors.New("chaos: no clients, names or terms")
-	case c.Duration < 10*c.maxTTL():
+	case c.Duration < 5*c.maxTTL():
 		return fmt.Errorf("chaos: a run of %v is too short for terms of up to %v", c.Duration, c.maxTTL())
 	case c.MaxWait <= 0 || c.MaxHold <= 0:
 		return errors.New("chaos: MaxWait and MaxHold must be positive")
@@ -304,7 +305,7 @@ func (r *run) nemesis(s Schedule) {
 	}()
 	for i, st := range s.Cluster {
 		time.Sleep(time.Until(r.at(st.At))) // the schedule's next instant
-		if time.Until(end) < 2*r.cfg.maxTTL() {
+		if time.Until(end) < max(2*faultScale, r.cfg.maxTTL()) {
 			r.logf("chaos: out of time; %d of %d cluster faults made", i, len(s.Cluster))
 			break
 		}
@@ -341,7 +342,7 @@ func (r *run) settle() {
 	if r.cl.waitLeader(0, readyTimeout) == nil {
 		r.rec.productLine("grantors", "fatal error: no leader within "+readyTimeout.String()+" after the faults ended", boottime())
 	}
-	time.Sleep(2 * r.cfg.maxTTL()) // the clients' last stretch without faults
+	time.Sleep(2 * faultScale) // the clients' last stretch without faults
 }
 
 // probe acquires every name once the clients have stopped, from the
