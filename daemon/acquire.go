@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"strconv"
 	"sync"
@@ -84,12 +85,14 @@ func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*i
 	// goes first: a release landing after the new grant could end it.
 	d.sendReleases(rctx, id, req.Lease)
 
+	limit, value := req.LimitValue(), req.ValueString()
+	key := slotKey(req.Lease, limit, id)
 	now := d.checkSuspend()
 	d.mu.Lock()
-	if l := d.validLocked(req.Lease, now); l != nil && l.ownerID == id && l.uid == c.Cred.UID && l.releaseAt == never {
+	if l := d.validLocked(cmp.Or(key, req.Lease), now); l != nil && l.ownerID == id && l.uid == c.Cred.UID && l.releaseAt == never {
 		defer d.mu.Unlock()
-		if l.ttl != ttl || l.lockDelay != req.LockDelay() || l.noRenew != req.NoRenew {
-			return nil, ipc.Errorf(ipc.CodeBadRequest, "this owner holds %q already, with other options (ttl, lock_delay, no_renew); release it first", req.Lease)
+		if l.ttl != ttl || l.lockDelay != req.LockDelay() || l.noRenew != req.NoRenew || l.limit != limit || l.value != value {
+			return nil, ipc.Errorf(ipc.CodeBadRequest, "this owner holds %q already, with other options (ttl, lock_delay, no_renew, limit, value); release it first (or proclaim a new value)", req.Lease)
 		}
 		return l.grant(now), nil // this owner holds it already: a no-op
 	}
@@ -100,7 +103,7 @@ func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*i
 	}
 	defer reserved()
 
-	l := &lease{name: req.Lease, ttl: ttl, sess: d.g.sessionFor(ttl), owner: owner, ownerID: id, ownerPID: req.OwnerPID, uid: c.Cred.UID,
+	l := &lease{name: req.Lease, key: key, limit: limit, value: value, ttl: ttl, sess: d.g.sessionFor(ttl), owner: owner, ownerID: id, ownerPID: req.OwnerPID, uid: c.Cred.UID,
 		conn: c, lockDelay: req.LockDelay(), releaseAt: never, noRenew: req.NoRenew, renewed: make(chan struct{}), stopWatch: func() {}}
 	// abandon is closed when nobody can take the grant any more: the
 	// owner ended, or the requester left.
@@ -140,7 +143,7 @@ func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*i
 		d.mu.Unlock()
 	}()
 	t0 := d.clock.Now() // rule 1: read before the request is sent
-	resp, gerr := d.g.acquire(gctx, l.sess, req.Lease, id, req.Wait(), &d.metrics.acquireRPCs, abandon)
+	resp, gerr := d.g.acquire(gctx, l.sess, req.Lease, id, limit, value, req.Wait(), &d.metrics.acquireRPCs, abandon)
 	if gerr != nil {
 		return fail(grantorError(gerr))
 	}
@@ -157,6 +160,9 @@ func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*i
 			by = "another owner (sidecar " + strconv.Quote(resp.HolderName) + ")"
 		}
 		e := ipc.Errorf(ipc.CodeLeaseHeld, "lease %q is held by %s with token %d", req.Lease, by, resp.Token)
+		if resp.Limit > 1 {
+			e = ipc.Errorf(ipc.CodeLeaseHeld, "semaphore %q has all its %d holders; the oldest is %s with token %d", req.Lease, resp.Limit, by, resp.Token)
+		}
 		e.HolderToken = strconv.FormatUint(resp.Token, 10)
 		if resp.HolderName != insecureIdentity {
 			e.Holder = resp.HolderName
@@ -181,6 +187,7 @@ func (d *Daemon) granted(ctx context.Context, l *lease, resp *grantorpb.AcquireR
 		l.ttl = time.Duration(resp.TtlNs)
 	}
 	l.token = resp.Token
+	l.holders = int(resp.Holders)
 	l.t0 = t0
 	l.deadline = d.timing().HolderDeadline(t0, l.ttl) // rule 3
 	l.scheduleRenewal(t0)
@@ -191,7 +198,7 @@ func (d *Daemon) granted(ctx context.Context, l *lease, resp *grantorpb.AcquireR
 	// a deadline of its own (below).
 	l.pending = clockwatch.Until(d.clock, l.deadline) < 2*l.ttl/3
 	d.mu.Lock()
-	switch old := d.leases[l.name]; {
+	switch old := d.leases[l.tableKey()]; {
 	case l.endedEarly != "" || ctx.Err() != nil:
 		why := l.endedEarly
 		if why == "" {
@@ -229,7 +236,7 @@ func (d *Daemon) granted(ctx context.Context, l *lease, resp *grantorpb.AcquireR
 		if err := d.renewNow(ctx, l); err != nil {
 			// Nobody was told of this grant: give it back.
 			d.mu.Lock()
-			if d.leases[l.name] == l {
+			if d.leases[l.tableKey()] == l {
 				d.forgetLocked(l)
 				d.queueReleaseLocked(l, "grant not confirmed")
 			}
@@ -240,7 +247,7 @@ func (d *Daemon) granted(ctx context.Context, l *lease, resp *grantorpb.AcquireR
 	now := d.checkSuspend()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.validLocked(l.name, now) != l {
+	if d.validLocked(l.tableKey(), now) != l {
 		return nil, ipc.Errorf(ipc.CodeLost, "lease %q was lost before the reply could be sent", l.name)
 	}
 	return l.grant(now), nil

@@ -30,6 +30,10 @@ type Daemon struct {
 
 	mu       sync.Mutex
 	leases   map[string]*lease
+	// slots indexes the semaphore slots of leases by name (semaphore.go).
+	slots map[string]map[*lease]struct{}
+	// hw keeps the host's holder watch stream (holderwatch.go).
+	hw *holderWatch
 	watchers map[*ipc.Conn]string // connection -> lease name filter ("" for all)
 
 	kick chan struct{} // wakes the renew loop when the table changed
@@ -104,6 +108,7 @@ func New(cfg Config) (*Daemon, error) {
 		watchers:  map[*ipc.Conn]string{},
 		acquiring: map[acquireKey]int{},
 		kick:      make(chan struct{}, 1),
+		hw:        newHolderWatch(g, cfg.Logger),
 	}
 	d.floor.set(cfg.Timing)
 	d.reach.firstOK = make(chan struct{})
@@ -128,10 +133,14 @@ func (d *Daemon) Run(ctx context.Context, ln *net.UnixListener) error {
 
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	wg.Add(3)
+	wg.Add(4)
 	go func() {
 		defer wg.Done()
 		d.renewLoop(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		d.hw.run(ctx)
 	}()
 	go func() {
 		defer wg.Done()
@@ -166,6 +175,9 @@ func (d *Daemon) Handle(ctx context.Context, c *ipc.Conn, req *ipc.Request) *ipc
 		if err := d.cfg.ACL.allow(c.Cred, req.Lease); err != nil {
 			return &ipc.Response{Error: err}
 		}
+	}
+	if resp, ok := d.handlePrims(ctx, c, req); ok {
+		return resp // elect.go
 	}
 	switch req.Op {
 	case ipc.OpHello:
@@ -233,6 +245,7 @@ func grantResponse(g *ipc.Grant, err *ipc.Error) *ipc.Response {
 // itself is stopping, nothing is released: the owners may still be
 // running, and their leases lapse at the deadlines they were told.
 func (d *Daemon) Closed(c *ipc.Conn) {
+	d.hw.dropConn(c)
 	d.mu.Lock()
 	delete(d.watchers, c)
 	if d.serving.Err() != nil {
@@ -279,6 +292,8 @@ func grantorError(err error) *ipc.Error {
 		return ipc.Errorf(ipc.CodeUnavailable, "no grantor could be reached")
 	case status.Code(err) == codes.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, errSilent):
 		return ipc.Errorf(ipc.CodeUnavailable, "the grantor cluster did not answer in time")
+	case status.Code(err) == codes.Unimplemented:
+		return ipc.Errorf(ipc.CodeNotSupported, "the grantor cluster does not support this yet (a grantor is older than this sidecar): upgrade every grantor: %s", status.Convert(err).Message())
 	}
 	return ipc.Errorf(ipc.CodeUnavailable, "the grantor cluster did not serve the request: %s", status.Convert(err).Message())
 }

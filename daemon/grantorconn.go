@@ -273,14 +273,15 @@ func retryable(err error) bool {
 // request id and no wait settles what became of it: the grant, if the
 // grantor had made one (a retry is answered from its record), else a
 // fresh answer. The caller gives back whatever it got.
-func (g *grantorConn) acquire(ctx context.Context, s *gsession, name, owner string, wait time.Duration, attempts *atomic.Uint64, abandon <-chan struct{}) (*grantorpb.AcquireResponse, error) {
+func (g *grantorConn) acquire(ctx context.Context, s *gsession, name, owner string, limit int, value string, wait time.Duration, attempts *atomic.Uint64, abandon <-chan struct{}) (*grantorpb.AcquireResponse, error) {
 	ttl := s.ttl
 	id, done := g.newID(s)
 	defer done()
 	waitUntil := time.Now().Add(wait)
 	call := func(ctx context.Context, api grantorpb.GrantorClient, wait time.Duration) (*grantorpb.AcquireResponse, error) {
 		attempts.Add(1)
-		return api.Acquire(ctx, &grantorpb.AcquireRequest{Id: id, Lease: name, Owner: owner, TtlNs: int64(ttl), WaitNs: int64(max(wait, 0))})
+		return api.Acquire(ctx, &grantorpb.AcquireRequest{Id: id, Lease: name, Owner: owner, TtlNs: int64(ttl), WaitNs: int64(max(wait, 0)),
+			Limit: uint32(max(limit, 0)), Value: value})
 	}
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()

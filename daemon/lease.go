@@ -17,6 +17,15 @@ type lease struct {
 	name  string
 	token uint64
 	ttl   time.Duration
+	// key is the lease's key in the table when it is a semaphore's slot
+	// (slotKey); "" for an exclusive lease, whose key is its name.
+	key string
+	// limit is a semaphore's limit (0 or 1: exclusive); holders how many
+	// grants of the name stood at the grantor when this one was made;
+	// value the grant's value (elections).
+	limit   int
+	holders int
+	value   string
 	// sess is the grantor session the grant belongs to: the one of its
 	// term, renewed as a whole.
 	sess *gsession
@@ -76,7 +85,30 @@ func (l *lease) grant(now clockwatch.Instant) *ipc.Grant {
 	g.NoRenew = l.noRenew
 	g.OwnerGone = l.releaseAt != never
 	g.Renewals, g.RenewalLatencyUs = l.renewals, l.renewLatency.Microseconds()
+	if l.limit > 1 {
+		g.Limit, g.Holders = l.limit, l.holders
+	}
+	g.Value = l.value
 	return g
+}
+
+// tableKey is l's key in the daemon's lease table.
+func (l *lease) tableKey() string {
+	if l.key == "" {
+		return l.name
+	}
+	return l.key
+}
+
+// slotKey is the table key of an owner's grant of name: the name for an
+// exclusive lease; for a semaphore (limit above 1), whose holders on one
+// host are several owners, the name and the owner. A name cannot contain
+// "#", so no slot key is a name.
+func slotKey(name string, limit int, ownerID string) string {
+	if limit <= 1 {
+		return ""
+	}
+	return name + "#" + ownerID
 }
 
 // scheduleRenewal sets when l is next renewed after a grant or renewal

@@ -49,15 +49,17 @@ func (d *Daemon) dropUIDLocked(uid int) {
 
 // listLocked enters l in the table. The caller holds d.mu.
 func (d *Daemon) listLocked(l *lease) {
-	d.leases[l.name] = l
+	d.leases[l.tableKey()] = l
 	l.listed = true
 	d.uidUse(l.uid).held++
+	d.indexSlotLocked(l, true)
 }
 
 // forgetLocked takes l out of the table. The caller holds d.mu.
 func (d *Daemon) forgetLocked(l *lease) {
-	if d.leases[l.name] == l {
-		delete(d.leases, l.name)
+	if d.leases[l.tableKey()] == l {
+		delete(d.leases, l.tableKey())
+		d.indexSlotLocked(l, false)
 		d.uidUse(l.uid).held--
 		d.dropUIDLocked(l.uid)
 	}

@@ -29,10 +29,11 @@ func (d *Daemon) status(cred ipc.Cred) *ipc.Response {
 	return &ipc.Response{Leases: &grants, Clock: d.clockStatus(false), Grantor: d.grantorStatus(now)}
 }
 
-// validLocked returns the named lease if it is held and valid now, ending
-// it first if its deadline has passed. The caller holds d.mu.
-func (d *Daemon) validLocked(name string, now clockwatch.Instant) *lease {
-	l := d.leases[name]
+// validLocked returns the lease with table key key (a name, or a
+// semaphore's slot key) if it is held and valid now, ending it first if
+// its deadline has passed. The caller holds d.mu.
+func (d *Daemon) validLocked(key string, now clockwatch.Instant) *lease {
+	l := d.leases[key]
 	if l != nil && l.pending {
 		return nil // not confirmed yet; nobody holds it as far as callers know
 	}
@@ -65,7 +66,7 @@ func (d *Daemon) renew(ctx context.Context, c *ipc.Conn, name, token string) (*i
 // (unless token is ""), and the caller may act on it: the uid that
 // acquired it, or root. The caller holds d.mu.
 func (d *Daemon) heldByLocked(c *ipc.Conn, name, token string, now clockwatch.Instant) (*lease, *ipc.Error) {
-	l := d.validLocked(name, now)
+	l := d.findLocked(c, name, token, now)
 	if l == nil {
 		return nil, ipc.Errorf(ipc.CodeNotHeld, "this host does not hold %q", name)
 	}
@@ -84,7 +85,7 @@ func (d *Daemon) check(name, token string) (*ipc.Grant, *ipc.Error) {
 	now := d.checkSuspend()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	l := d.validLocked(name, now)
+	l := d.findLocked(nil, name, token, now)
 	if l == nil {
 		return nil, ipc.Errorf(ipc.CodeNotHeld, "this host does not hold %q", name)
 	}
@@ -166,7 +167,7 @@ func (d *Daemon) release(ctx context.Context, c *ipc.Conn, name, token string) *
 func (d *Daemon) ownerStopped(l *lease) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.leases[l.name] != l || l.noRenew {
+	if d.leases[l.tableKey()] != l || l.noRenew {
 		return
 	}
 	l.noRenew, l.renewAt = true, never
@@ -186,7 +187,7 @@ func (d *Daemon) ownerEnded(l *lease, why string) {
 		return
 	}
 	d.mu.Lock()
-	if d.leases[l.name] == l && l.releaseAt == never {
+	if d.leases[l.tableKey()] == l && l.releaseAt == never {
 		l.releaseAt = d.clock.Now().Add(l.lockDelay)
 		d.log.Info("owner ended; holding the lease for its lock-delay", "lease", l.name, "why", why, "lock_delay", l.lockDelay)
 		d.emitLocked(l, &ipc.Event{Event: ipc.EventOwnerGone, Reason: why})
@@ -198,7 +199,7 @@ func (d *Daemon) ownerEnded(l *lease, why string) {
 // releaseLease ends l because its owner is gone, and tells the grantor.
 func (d *Daemon) releaseLease(l *lease, why string) {
 	d.mu.Lock()
-	if d.leases[l.name] != l {
+	if d.leases[l.tableKey()] != l {
 		d.mu.Unlock()
 		return
 	}
@@ -212,7 +213,7 @@ func (d *Daemon) releaseLease(l *lease, why string) {
 // loseLocked ends l at once and tells its owner (rule 5). The caller
 // holds d.mu.
 func (d *Daemon) loseLocked(l *lease, reason string) {
-	if d.leases[l.name] != l {
+	if d.leases[l.tableKey()] != l {
 		return
 	}
 	d.forgetLocked(l)

@@ -200,16 +200,18 @@ func (d *Daemon) applyRenewal(b *batch, resp *grantorpb.KeepAliveResponse) {
 // given back. A session not renewed has ended at the grantor: its leases
 // are lost. The caller holds d.mu.
 func (d *Daemon) applySessionLocked(b *batch, sb *sessionBatch, r *grantorpb.SessionRenewed, timing clockwatch.Timing, now clockwatch.Instant) []*lease {
-	var listed map[string]*grantorpb.LeaseRef
+	// Listed grants by lease and token: a session may hold several
+	// grants of one semaphore (semaphore.go).
+	var listed map[grantKey]*grantorpb.LeaseRef
 	if r.Listed {
-		listed = make(map[string]*grantorpb.LeaseRef, len(r.Leases))
+		listed = make(map[grantKey]*grantorpb.LeaseRef, len(r.Leases))
 		for _, ref := range r.Leases {
-			listed[ref.Lease] = ref
+			listed[grantKey{ref.Lease, ref.Token}] = ref
 		}
 	}
 	applied := time.Duration(r.TtlNs)
 	for _, l := range sb.leases {
-		if d.leases[l.name] != l {
+		if d.leases[l.tableKey()] != l {
 			continue // released or lost meanwhile
 		}
 		if !l.pending && !now.Before(l.deadline) {
@@ -223,7 +225,7 @@ func (d *Daemon) applySessionLocked(b *batch, sb *sessionBatch, r *grantorpb.Ses
 			continue
 		}
 		if listed != nil {
-			if ref := listed[l.name]; ref == nil || ref.Token != l.token {
+			if listed[grantKey{l.name, l.token}] == nil {
 				d.loseLocked(l, ipc.ReasonRevoked) // the grantor no longer holds this grant
 				continue
 			}
@@ -256,8 +258,9 @@ func (d *Daemon) applySessionLocked(b *batch, sb *sessionBatch, r *grantorpb.Ses
 	// reply never came. One that a request in flight (an acquire, or a
 	// release queued) may still account for is left for the next list.
 	var orphans []*lease
-	for name, ref := range listed {
-		if l := d.leases[name]; l != nil && l.token == ref.Token {
+	for k, ref := range listed {
+		name := k.lease
+		if d.knownLocked(name, ref.Token) {
 			continue
 		}
 		if d.accountedLocked(sb.s, name, ref.Owner) {
@@ -275,7 +278,7 @@ func (d *Daemon) finishBatch(b *batch) {
 	defer d.mu.Unlock()
 	for _, sb := range b.sessions {
 		for _, l := range sb.leases {
-			if d.leases[l.name] == l {
+			if d.leases[l.tableKey()] == l {
 				if l.noRenew {
 					l.renewAt = never // a failed renew request is not retried on its own
 				}

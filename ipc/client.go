@@ -29,6 +29,8 @@ type Client struct {
 	acquiring map[string]int
 	orphans   map[string]*Event
 	events    []chan<- *Event
+	// observers follow leaders of observed names (client_prims.go).
+	observers map[string][]*observer
 	closed    chan struct{}
 	err       error // why the connection ended
 }
@@ -50,6 +52,9 @@ type AcquireOptions struct {
 	// NoRenew (detached leases only) stops the daemon from renewing the
 	// lease; it lapses at its deadline unless renewed with Renew.
 	NoRenew bool
+	// Limit, above 1, makes the lease a semaphore: up to Limit holders
+	// at once, cluster-wide, each with its own token.
+	Limit int
 }
 
 // Lease is a lease this client acquired. Grant is the grant as first
@@ -64,10 +69,17 @@ type Lease struct {
 	once   sync.Once
 	done   chan struct{}
 	reason string
+
+	// state is the lease's state as the daemon last told it (Safe or
+	// Jeopardy; Lost once done); stateCh is closed at its next change.
+	state   State
+	stateCh chan struct{}
+	// proclaimed is the value last proclaimed through the client.
+	proclaimed *string
 }
 
 func newLease(g *Grant) *Lease {
-	l := &Lease{Grant: *g, deadline: g.DeadlineBoottimeNs, done: make(chan struct{})}
+	l := &Lease{Grant: *g, deadline: g.DeadlineBoottimeNs, done: make(chan struct{}), stateCh: make(chan struct{})}
 	l.mu.Lock()
 	l.timer = time.AfterFunc(time.Duration(l.deadline-boottime()), l.watchdog)
 	l.mu.Unlock()
@@ -146,6 +158,7 @@ func (l *Lease) end(reason string) {
 		close(l.done)
 		l.mu.Lock()
 		l.timer.Stop()
+		l.setStateLocked(Lost)
 		l.mu.Unlock()
 	})
 }
@@ -163,7 +176,13 @@ func (c *Client) Hello(ctx context.Context) (*Hello, error) {
 // matches ErrLeaseHeld and is an *Error with HolderToken set.
 func (c *Client) Acquire(ctx context.Context, name string, opt AcquireOptions) (*Lease, error) {
 	req := &Request{Op: OpAcquire, Lease: name, TTLMs: opt.TTL.Milliseconds(), WaitMs: opt.Wait.Milliseconds(),
-		Owner: opt.Owner, OwnerPID: opt.OwnerPID, LockDelayMs: opt.LockDelay.Milliseconds(), NoRenew: opt.NoRenew}
+		Owner: opt.Owner, OwnerPID: opt.OwnerPID, LockDelayMs: opt.LockDelay.Milliseconds(), NoRenew: opt.NoRenew, Limit: opt.Limit}
+	return c.acquire(ctx, req)
+}
+
+// acquire sends an acquire or an elect and follows the lease it grants.
+func (c *Client) acquire(ctx context.Context, req *Request) (*Lease, error) {
+	name := req.Lease
 	if _, err := c.connect(ctx); err != nil {
 		return nil, err
 	}
@@ -418,6 +437,7 @@ func (c *Client) connect(ctx context.Context) (*net.UnixConn, error) {
 	c.leases = map[string]*Lease{}
 	c.acquiring = map[string]int{}
 	c.orphans = map[string]*Event{}
+	c.observers = map[string][]*observer{}
 	c.closed = make(chan struct{})
 	go c.readLoop(conn)
 	return conn, nil
@@ -463,12 +483,14 @@ func (c *Client) readLoop(conn *net.UnixConn) {
 	for _, l := range leases {
 		l.end("connection_closed")
 	}
+	c.endObservers()
 }
 
 // deliver applies ev to this client's leases first, then hands it to the
 // Notify channels: a subscriber that sees an event finds the lease
 // already following it.
 func (c *Client) deliver(ev *Event) {
+	c.deliverPrims(ev)
 	if ev.Event == EventRenewed || ev.Event == EventShortened {
 		c.mu.Lock()
 		l := c.leases[ev.Lease]

@@ -17,14 +17,20 @@ import (
 var opFields = map[string]struct{ allowed, required []string }{
 	OpHello:    {},
 	OpStatus:   {},
-	OpAcquire:  {allowed: []string{"lease", "ttl_ms", "wait_ms", "owner", "owner_pid", "lock_delay_ms", "no_renew"}, required: []string{"lease", "ttl_ms"}},
+	OpAcquire:  {allowed: []string{"lease", "ttl_ms", "wait_ms", "owner", "owner_pid", "lock_delay_ms", "no_renew", "limit"}, required: []string{"lease", "ttl_ms"}},
 	OpRelease:  {allowed: []string{"lease", "token"}, required: []string{"lease"}},
 	OpRenew:    {allowed: []string{"lease", "token"}, required: []string{"lease"}},
 	OpCheck:    {allowed: []string{"lease", "token"}, required: []string{"lease"}},
-	OpWatch:    {allowed: []string{"lease"}},
+	OpWatch:    {allowed: []string{"lease", "holders"}},
 	OpClock:    {},
 	OpMembers:  {},
 	OpResetRho: {},
+	// Protocol 3 (prims.go).
+	OpElect:      {allowed: []string{"lease", "ttl_ms", "wait_ms", "owner", "owner_pid", "lock_delay_ms", "value"}, required: []string{"lease", "ttl_ms", "value"}},
+	OpProclaim:   {allowed: []string{"lease", "token", "value"}, required: []string{"lease", "value"}},
+	OpResign:     {allowed: []string{"lease", "token"}, required: []string{"lease"}},
+	OpObserve:    {allowed: []string{"lease"}, required: []string{"lease"}},
+	OpCheckToken: {allowed: []string{"lease", "token"}, required: []string{"lease", "token"}},
 }
 
 // requestFields are the keys a request object may have, spelled exactly.
@@ -204,5 +210,5 @@ func (r *Request) validate(seen map[string]bool, minTTL, maxTTL time.Duration) *
 	if r.NoRenew && r.Owner != OwnerDetached {
 		return Errorf(CodeBadRequest, "no_renew is only for owner %q", OwnerDetached)
 	}
-	return nil
+	return r.validatePrims(seen)
 }

@@ -7,7 +7,7 @@ import (
 
 // ProtocolVersion is the version of the socket protocol this package speaks.
 // PROTOCOL.md keeps the history.
-const ProtocolVersion = 2
+const ProtocolVersion = 3
 
 // MaxLineBytes is the longest request line the server reads; longer lines
 // are answered with CodeLineTooLong and skipped.
@@ -66,8 +66,17 @@ type Request struct {
 	// at its deadline unless renewed with the renew op (acquire).
 	NoRenew bool `json:"no_renew,omitempty"`
 	// Token, when given, must be the lease's token (check, release,
-	// renew): it keeps a caller from acting on a newer grant of the name.
+	// renew, proclaim, resign): it keeps a caller from acting on a newer
+	// grant of the name. check_token requires it.
 	Token string `json:"token,omitempty"`
+	// Limit, above 1, makes the lease a semaphore of that many holders
+	// (acquire; prims.go).
+	Limit int `json:"limit,omitempty"`
+	// Value is an election candidate's value (elect, proclaim).
+	Value *string `json:"value,omitempty"`
+	// Holders asks watch for the cluster-wide holders of the named lease
+	// rather than this host's events.
+	Holders bool `json:"holders,omitempty"`
 }
 
 // LockDelay returns the requested lock-delay.
@@ -105,6 +114,9 @@ type Response struct {
 	// Members and LeaderID answer members.
 	Members  *[]Member `json:"members,omitempty"`
 	LeaderID string    `json:"leader_id,omitempty"`
+	// Live and Tokens answer check_token.
+	Live   *bool    `json:"live,omitempty"`
+	Tokens []string `json:"tokens,omitempty"`
 }
 
 // Member is a grantor or a sidecar of the cluster, as a grantor sees it.
@@ -225,6 +237,13 @@ type Grant struct {
 	// is the round trip of the last one, in microseconds (status).
 	Renewals         int64 `json:"renewals,omitempty"`
 	RenewalLatencyUs int64 `json:"renewal_latency_us,omitempty"`
+	// Limit is a semaphore's limit (absent for an exclusive lease), and
+	// Holders how many grants of it stood, cluster-wide, when this one
+	// was made.
+	Limit   int `json:"limit,omitempty"`
+	Holders int `json:"holders,omitempty"`
+	// Value is the grant's value (elect, proclaim).
+	Value string `json:"value,omitempty"`
 }
 
 // NewGrant fills a Grant whose deadline is deadlineNs on CLOCK_BOOTTIME,
@@ -329,4 +348,11 @@ type Event struct {
 	LengthMs int64 `json:"length_ms,omitempty"`
 	// RatePPM is the observed drift, for drift.
 	RatePPM float64 `json:"rate_ppm,omitempty"`
+	// Change, Holder, Value, Holders and Limit describe a change of a
+	// lease's holders cluster-wide (holder, leader; prims.go).
+	Change  string   `json:"change,omitempty"`
+	Holder  string   `json:"holder,omitempty"`
+	Value   string   `json:"value,omitempty"`
+	Holders []Holder `json:"holders,omitempty"`
+	Limit   int      `json:"limit,omitempty"`
 }

@@ -31,7 +31,7 @@ class ClientTest(unittest.TestCase):
     def test_hello(self):
         h = self.c.hello()
         self.assertEqual(h["server"], "leaseside")
-        self.assertEqual(h["protocol"], 2)
+        self.assertEqual(h["protocol"], 3)
 
     def test_acquire_status_release(self):
         lease = self.c.acquire("py/one", ttl=10)
