@@ -28,12 +28,12 @@ type Daemon struct {
 	susp        *clockwatch.SuspendDetector
 	suspendedAt atomic.Int64 // BOOTTIME of the last suspend noticed
 
-	mu       sync.Mutex
-	leases   map[string]*lease
+	mu     sync.Mutex
+	leases map[string]*lease
 	// slots indexes the semaphore slots of leases by name (semaphore.go).
 	slots map[string]map[*lease]struct{}
 	// hw keeps the host's holder watch stream (holderwatch.go).
-	hw *holderWatch
+	hw       *holderWatch
 	watchers map[*ipc.Conn]string // connection -> lease name filter ("" for all)
 
 	kick chan struct{} // wakes the renew loop when the table changed

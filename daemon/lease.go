@@ -76,6 +76,9 @@ type lease struct {
 	// is the round trip of the last one, from t0 to its reply.
 	renewals     int64
 	renewLatency time.Duration
+	// jeopardy is set while renewals have failed for a third of the
+	// term (jeopardy.go).
+	jeopardy bool
 }
 
 func (l *lease) grant(now clockwatch.Instant) *ipc.Grant {

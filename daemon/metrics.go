@@ -19,6 +19,7 @@ type counters struct {
 	grants           atomic.Uint64
 	refusals         atomic.Uint64
 	givenBack        atomic.Uint64 // grants whose owner ended before they came
+	jeopardies       atomic.Uint64 // leases put in jeopardy (jeopardy.go)
 
 	mu   sync.Mutex
 	lost map[string]uint64 // by reason
@@ -79,6 +80,7 @@ var (
 	descRho        = prometheus.NewDesc("leaseside_clock_effective_rho_ppm", "Drift bound deadlines are computed with.", nil, nil)
 	descSynced     = prometheus.NewDesc("leaseside_clock_kernel_synced", "1 when the kernel says its clock is synchronised.", nil, nil)
 	descMismatch   = prometheus.NewDesc("leaseside_sidecar_grantor_timing_mismatch", "1 when the grantor's last reply stated a rho or epsilon other than this sidecar's (deadlines then use the larger of each).", nil, nil)
+	descJeopardy   = prometheus.NewDesc("leaseside_sidecar_jeopardies_total", "Leases whose renewals failed for a third of their term, so that their holders were told jeopardy.", nil, nil)
 )
 
 // lostReasons are the reasons leases_lost_total is exported for from the
@@ -98,7 +100,7 @@ type collector struct{ d *Daemon }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descLeases, descKeepalives, descAcquireRPC, descAcquires, descLost, descMargin, descPause,
-		descPauses, descLongest, descSuspends, descSuspended, descDrift, descRho, descSynced, descMismatch} {
+		descPauses, descLongest, descSuspends, descSuspended, descDrift, descRho, descSynced, descMismatch, descJeopardy} {
 		ch <- d
 	}
 }
@@ -121,6 +123,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descAcquires, m.grants.Load(), "granted")
 	counter(descAcquires, m.refusals.Load(), "held")
 	counter(descAcquires, m.givenBack.Load(), "given_back")
+	counter(descJeopardy, m.jeopardies.Load())
 	m.mu.Lock()
 	for _, reason := range lostReasons {
 		if _, seen := m.lost[reason]; !seen {

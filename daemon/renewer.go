@@ -249,6 +249,7 @@ func (d *Daemon) applySessionLocked(b *batch, sb *sessionBatch, r *grantorpb.Ses
 		l.renewLatency = now.Sub(b.t0)
 		l.scheduleRenewal(b.t0)
 		d.emitLocked(l, &ipc.Event{Event: ipc.EventRenewed, DeadlineBoottimeNs: l.deadline.Nanoseconds(), ValidMs: l.deadline.Sub(now).Milliseconds()})
+		d.safeLocked(l, now) // jeopardy.go
 		l.signalRenewed(true)
 	}
 	if listed == nil {
@@ -301,6 +302,9 @@ func (d *Daemon) expire(now clockwatch.Instant, failing bool) {
 			d.loseLocked(l, d.lostReason(l, failing))
 		case !now.Before(l.releaseAt):
 			release = append(release, l)
+			fallthrough
+		default:
+			d.checkJeopardyLocked(l, now) // jeopardy.go
 		}
 	}
 	d.mu.Unlock()
@@ -317,7 +321,7 @@ func (d *Daemon) nextWake(now clockwatch.Instant, inflight *batch, retryAt clock
 	d.mu.Lock()
 	for _, l := range d.leases {
 		if !l.pending {
-			deadline = min(deadline, l.deadline, l.releaseAt)
+			deadline = min(deadline, l.deadline, l.releaseAt, l.jeopardyAt())
 		}
 		renew = min(renew, l.renewAt)
 	}

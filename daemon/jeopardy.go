@@ -1,0 +1,54 @@
+package daemon
+
+import (
+	"github.com/leaseside/leaseside/clockwatch"
+	"github.com/leaseside/leaseside/ipc"
+)
+
+// Jeopardy (issue 12; Chubby's jeopardy, Curator's SUSPENDED): the middle
+// state between held and lost, timed. A lease is renewed every d/3 of its
+// term (rule 4); when no renewal has succeeded for a third of the term
+// after the one that was due, that is 2d/3 after the t0 of its last grant
+// or renewal, its owner and watchers get a jeopardy event with the
+// validity left (valid_ms: about d/3 - d*rho - eps). The lease is still
+// held; it is a warning that the deadline may come without a renewal, so
+// that a holder can finish or pause what must not be cut off. A renewal
+// that succeeds again brings a safe event with the new deadline; a lease
+// whose deadline passes is lost as before (rule 5), jeopardy or not.
+// Leases the daemon does not renew (no_renew, an owner stopped too long)
+// are never in jeopardy.
+
+// jeopardyAt is when l enters jeopardy if no renewal succeeds before:
+// 2d/3 after the t0 of its last grant or renewal. never for a lease the
+// daemon does not renew, one not confirmed yet, or one in jeopardy.
+func (l *lease) jeopardyAt() clockwatch.Instant {
+	if l.pending || l.jeopardy || l.noRenew {
+		return never
+	}
+	return l.t0.Add(2 * l.ttl / 3)
+}
+
+// checkJeopardyLocked puts l in jeopardy when its time has come (and its
+// deadline has not), and tells its owner and watchers. The caller holds
+// d.mu.
+func (d *Daemon) checkJeopardyLocked(l *lease, now clockwatch.Instant) {
+	if now.Before(l.jeopardyAt()) || !now.Before(l.deadline) {
+		return
+	}
+	l.jeopardy = true
+	d.metrics.jeopardies.Add(1)
+	d.log.Warn("lease in jeopardy: renewals have failed for a third of its term", "lease", l.name, "token", l.token,
+		"valid", l.deadline.Sub(now))
+	d.emitLocked(l, &ipc.Event{Event: ipc.EventJeopardy, DeadlineBoottimeNs: l.deadline.Nanoseconds(), ValidMs: l.deadline.Sub(now).Milliseconds()})
+}
+
+// safeLocked ends l's jeopardy after a renewal succeeded, and tells its
+// owner and watchers. The caller holds d.mu.
+func (d *Daemon) safeLocked(l *lease, now clockwatch.Instant) {
+	if !l.jeopardy {
+		return
+	}
+	l.jeopardy = false
+	d.log.Info("lease safe again: a renewal succeeded", "lease", l.name, "token", l.token)
+	d.emitLocked(l, &ipc.Event{Event: ipc.EventSafe, DeadlineBoottimeNs: l.deadline.Nanoseconds(), ValidMs: l.deadline.Sub(now).Milliseconds()})
+}
