@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 	bin = filepath.Join(dir, "leaseside")
 	flag.Parse()
 	race := "-race"
-	if *measureFailover || *measureLoad {
+	if *measureFailover || *measureLoad || *measurePrims {
 		race = "-race=false" // measurements time the binary as shipped
 	}
 	build := exec.Command("go", "build", race, "-o", bin, "github.com/leaseside/leaseside/cmd/leaseside")
