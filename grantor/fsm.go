@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"sync"
 	"time"
 
@@ -481,31 +482,25 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 }
 
 func (st *fsmState) clone() fsmState {
+	// maps.Clone copies a map's tables whole, several times faster than
+	// inserting every entry again: the raft FSM goroutine applies nothing
+	// while a snapshot is taken, and Leases may hold millions.
 	c := fsmState{
 		LastToken: st.LastToken,
-		Leases:    make(map[string]leaseRecord, len(st.Leases)),
+		Leases:    maps.Clone(st.Leases),
 		Sessions:  make(map[string]*sessionRecord, len(st.Sessions)),
-		Nodes:     make(map[string]string, len(st.Nodes)),
-	}
-	for k, v := range st.Leases {
-		c.Leases[k] = v
+		Nodes:     maps.Clone(st.Nodes),
 	}
 	for k, v := range st.Sessions {
-		s := &sessionRecord{Floor: v.Floor, Outcomes: make(map[uint64]outcome, len(v.Outcomes)),
+		s := &sessionRecord{Floor: v.Floor, Outcomes: maps.Clone(v.Outcomes),
 			Forgotten: append(seqRanges(nil), v.Forgotten...), Owner: v.Owner}
-		for seq, o := range v.Outcomes {
-			s.Outcomes[seq] = o
+		if s.Outcomes == nil {
+			s.Outcomes = map[uint64]outcome{} // written as {}, never null
 		}
 		c.Sessions[k] = s
 	}
-	for k, v := range st.Nodes {
-		c.Nodes[k] = v
-	}
 	if len(st.NodeCmds) > 0 {
-		c.NodeCmds = make(map[string]cmdType, len(st.NodeCmds))
-		for k, v := range st.NodeCmds {
-			c.NodeCmds[k] = v
-		}
+		c.NodeCmds = maps.Clone(st.NodeCmds)
 	}
 	if len(st.Sems) > 0 {
 		c.Sems = make(map[string]*semRecord, len(st.Sems))
