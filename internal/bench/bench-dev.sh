@@ -18,7 +18,7 @@ if [ -z "$bin" ]; then
 fi
 rpc=127.0.0.1:${RPC_PORT:-17400}
 metrics=127.0.0.1:${METRICS_PORT:-17401}
-"$bin" dev --socket "$work/s.sock" --data-dir "$work/data" --rpc-addr "$rpc" --metrics-addr "$metrics" 2>"$work/dev.log" &
+"$bin" dev --socket "$work/s.sock" --data-dir "$work/data" --rpc-addr "$rpc" --insecure --metrics-addr "$metrics" 2>"$work/dev.log" &
 pid=$!
 # Wait for the ready line (the grantor has taken office) or the exit.
 while ! grep -q "leaseside dev ready" "$work/dev.log"; do

@@ -82,7 +82,7 @@ func startDev(t *testing.T) dev {
 	}
 	t.Cleanup(func() { os.RemoveAll(sockDir) })
 	cmd := exec.Command(bin, "dev", "--socket", filepath.Join(sockDir, "s.sock"), "--data-dir", t.TempDir(),
-		"--rpc-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0")
+		"--rpc-addr", "127.0.0.1:0", "--insecure", "--metrics-addr", "127.0.0.1:0")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

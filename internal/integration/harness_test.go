@@ -75,7 +75,7 @@ func startDev(t *testing.T, socket, data string, extra ...string) *devProc {
 func startDevInNetns(t *testing.T, socket, data string, extra ...string) *devProc {
 	t.Helper()
 	args := append([]string{"--net", "sh", "-c", `ip link set lo up && exec "$@"`, "sh", bin, "dev", "--socket", socket, "--data-dir", data,
-		"--rpc-addr", "127.0.0.1:0"}, extra...)
+		"--rpc-addr", "127.0.0.1:0", "--insecure"}, extra...)
 	return startDevCmd(t, socket, data, exec.Command("unshare", args...))
 }
 

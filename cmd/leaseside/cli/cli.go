@@ -86,7 +86,7 @@ const exitCodesHelp = `Exit codes:
       (also when no leader answers in time)
   75  held elsewhere and the wait ran out
   79  'run' lost the lease and stopped its command
-  65  'grantor': halted at a raft log entry written by a newer leaseside
+  65  'grantor' or 'dev': halted at a raft log entry written by a newer leaseside
       (upgrade this grantor)
 'run' otherwise exits with its command's status.`
 

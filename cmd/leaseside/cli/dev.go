@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	sddaemon "github.com/coreos/go-systemd/v22/daemon"
@@ -55,9 +56,10 @@ without XDG_RUNTIME_DIR. Clients find it there too (or set $LEASESIDE_SOCKET).`,
 	o.sidecar.register(fs)
 	fs.StringVar(&o.dataDir, "data-dir", "", "where the grantor keeps its raft log and snapshots "+
 		"(default /var/lib/leaseside/dev as root, else $XDG_STATE_HOME/leaseside/dev or ~/.local/state/leaseside/dev)")
-	fs.StringVar(&o.rpcAddr, "rpc-addr", "", "serve the embedded grantor's gRPC on this TCP address instead, without TLS "+
-		"(default: only a Unix socket in the data directory; an address other hosts reach needs --insecure)")
-	fs.BoolVar(&o.tls.insecure, "insecure", false, "allow an --rpc-addr other hosts reach (in clear text, unauthenticated: logged as a warning at every start)")
+	fs.StringVar(&o.rpcAddr, "rpc-addr", "", "serve the embedded grantor's gRPC on this TCP address instead, without TLS, "+
+		"so that every local user (and every host that reaches it) can call it; needs --insecure "+
+		"(default: only a Unix socket in the data directory that only this user can open)")
+	fs.BoolVar(&o.tls.insecure, "insecure", false, "allow --rpc-addr (in clear text and unauthenticated: logged as a warning at every start)")
 	return cmd
 }
 
@@ -73,8 +75,12 @@ func runDev(ctx context.Context, e *env, o *devOptions) error {
 	if err != nil {
 		return fail(e, err)
 	}
-	if err := checkExposure(&o.tls, false, exposed{"--rpc-addr", o.rpcAddr, false}); err != nil {
-		return err
+	if o.rpcAddr != "" && !strings.HasPrefix(o.rpcAddr, "unix:") && !o.tls.insecure {
+		// Without TLS every caller of the grantor is an operator: a TCP
+		// port, even on loopback, hands that to every local user, past
+		// the socket's mode and ACL.
+		return usagef("--rpc-addr %s serves the grantor without TLS to every local user (and to every host that reaches it), "+
+			"past the socket's mode and ACL: give --insecure to do it anyway, or leave --rpc-addr out", o.rpcAddr)
 	}
 	log, err := newLogger(e, sf.logFlags)
 	if err != nil {
@@ -105,14 +111,44 @@ func runDev(ctx context.Context, e *env, o *devOptions) error {
 		log.Error("starting grantor", "err", err)
 		return exitCode(ExitError)
 	}
+	// The sidecar serves only while its grantor runs: when the grantor
+	// stops on its own (it halted, or left through the Leave RPC), dev
+	// stops too, with the grantor's exit status.
 	gctx, gcancel := context.WithCancel(context.Background())
-	gdone := make(chan error, 1)
-	go func() { gdone <- node.Run(gctx) }()
+	gended := make(chan struct{})
+	var gerr error
+	sigCtx := ctx
+	ctx, stopRun := context.WithCancelCause(ctx)
+	defer stopRun(nil)
+	go func() {
+		gerr = node.Run(gctx)
+		close(gended)
+		stopRun(errGrantorStopped)
+	}()
 	defer func() {
 		gcancel()
-		<-gdone
+		<-gended
 	}()
+	grantorStopped := func() (int, bool) {
+		select {
+		case <-gended:
+		default:
+			return 0, false
+		}
+		log.Error("the embedded grantor stopped; stopping", "err", gerr)
+		if errors.Is(gerr, grantor.ErrHalted) {
+			return ExitHalted, true
+		}
+		return ExitError, true
+	}
 	if err := node.WaitReady(ctx); err != nil {
+		select { // a grantor that failed to become ready returns from Run
+		case <-gended:
+		case <-sigCtx.Done():
+		}
+		if code, ok := grantorStopped(); ok {
+			return exitCode(code)
+		}
 		log.Error("grantor did not become ready", "err", err)
 		return exitCode(ExitError)
 	}
@@ -140,13 +176,20 @@ func runDev(ctx context.Context, e *env, o *devOptions) error {
 		}
 	}
 	sddaemon.SdNotify(false, sddaemon.SdNotifyReady)
-	if err := d.Run(ctx, ln); err != nil {
+	err = d.Run(ctx, ln)
+	if code, ok := grantorStopped(); ok {
+		return exitCode(code)
+	}
+	if err != nil {
 		log.Error("sidecar stopped", "err", err)
 		return exitCode(ExitError)
 	}
 	log.Info("leaseside dev stopped", "why", context.Cause(ctx).Error())
 	return nil
 }
+
+// errGrantorStopped is why dev stops when its embedded grantor ended.
+var errGrantorStopped = errors.New("the embedded grantor stopped")
 
 // defaultDataDir is /var/lib/leaseside/dev for root, else under
 // $XDG_STATE_HOME (or ~/.local/state).
