@@ -1,7 +1,7 @@
 package ipc
 
 import (
-	"encoding/json"
+	"bytes"
 	"errors"
 	"log/slog"
 	"net"
@@ -69,13 +69,19 @@ type Conn struct {
 
 	budget int
 	log    *slog.Logger
+	nc     *net.UnixConn
+	stall  time.Duration
+	line   []byte // the reader's buffer for the replies it writes itself
 
 	// The output queue, guarded by mu. bytes counts the encoded lines
-	// queued; wake tells the writer there is something, space tells the
-	// reader that bytes fell to the budget (both 1-buffered).
+	// queued or being written; writing is set while a line is written
+	// (by the writer, or by the reader for a reply it writes itself);
+	// wake tells the writer there is something, space tells the reader
+	// that bytes fell to the budget (both 1-buffered).
 	mu      sync.Mutex
 	queue   []queued
 	bytes   int
+	writing bool
 	dropped uint64
 	wake    chan struct{}
 	space   chan struct{}
@@ -85,8 +91,9 @@ type Conn struct {
 	onGone func() // unblocks the reader
 }
 
-func newConn(id uint64, budget int, log *slog.Logger) *Conn {
-	return &Conn{ID: id, budget: budget, log: log, wake: make(chan struct{}, 1), space: make(chan struct{}, 1), gone: make(chan struct{})}
+func newConn(id uint64, nc *net.UnixConn, lim Limits, log *slog.Logger) *Conn {
+	return &Conn{ID: id, budget: lim.QueueBytes, log: log, nc: nc, stall: lim.StallTimeout,
+		wake: make(chan struct{}, 1), space: make(chan struct{}, 1), gone: make(chan struct{})}
 }
 
 // Send pushes an event to the client. It never blocks. While the client
@@ -118,12 +125,12 @@ func (c *Conn) enqueue(v any, mayDrop bool) {
 	default:
 	}
 	q := queued{v: v, at: boottime()}
-	b, err := json.Marshal(v)
+	b, err := marshalLine(v)
 	if err != nil {
 		c.log.Error("ipc: encoding reply", "err", err)
 		return
 	}
-	q.b = append(b, '\n')
+	q.b = b
 	c.mu.Lock()
 	if mayDrop && c.bytes > c.budget {
 		c.dropped++
@@ -136,19 +143,57 @@ func (c *Conn) enqueue(v any, mayDrop bool) {
 	poke(c.wake)
 }
 
+// reply writes resp on the calling goroutine (the connection's reader)
+// when nothing is queued or being written, which spares the writer's
+// wake-up; otherwise it queues it behind the rest.
+func (c *Conn) reply(resp *Response) {
+	b, err := appendLine(c.line[:0], resp)
+	if err != nil {
+		c.log.Error("ipc: encoding reply", "err", err)
+		return
+	}
+	c.line = b
+	c.mu.Lock()
+	select {
+	case <-c.gone:
+		c.mu.Unlock()
+		return
+	default:
+	}
+	if len(c.queue) > 0 || c.writing {
+		b = bytes.Clone(b)
+		c.queue = append(c.queue, queued{v: resp, at: boottime(), b: b})
+		c.bytes += len(b)
+		c.mu.Unlock()
+		poke(c.wake)
+		return
+	}
+	c.writing = true
+	c.bytes += len(b)
+	c.mu.Unlock()
+	c.write(b, c.stall)
+}
+
 // next waits for the next queued line and returns it, or false once the
 // connection is gone and nothing is left.
 func (c *Conn) next() (queued, bool) {
 	for {
 		c.mu.Lock()
-		if len(c.queue) > 0 {
+		if len(c.queue) > 0 && !c.writing {
 			q := c.queue[0]
 			c.queue[0] = queued{}
 			c.queue = c.queue[1:]
+			c.writing = true
 			c.mu.Unlock()
 			return q, true
 		}
+		empty := len(c.queue) == 0
 		c.mu.Unlock()
+		if !empty {
+			// The reader is writing a reply; written wakes us.
+			<-c.wake
+			continue
+		}
 		select {
 		case <-c.wake:
 		case <-c.gone:
@@ -162,14 +207,20 @@ func (c *Conn) next() (queued, bool) {
 	}
 }
 
-// written takes a written line's bytes off the count.
+// written takes a written line's bytes off the count and ends the write;
+// what was queued meanwhile is the writer's.
 func (c *Conn) written(n int) {
 	c.mu.Lock()
 	c.bytes -= n
+	c.writing = false
 	under := c.bytes <= c.budget
+	more := len(c.queue) > 0
 	c.mu.Unlock()
 	if under {
 		poke(c.space)
+	}
+	if more {
+		poke(c.wake)
 	}
 }
 
@@ -200,19 +251,19 @@ func (c *Conn) markGone() {
 	})
 }
 
-// writeLoop writes the queue to nc. A write that makes no progress for
-// stall ends the connection, with the reason logged; once the connection
-// is gone, what is left is flushed briefly.
-func (c *Conn) writeLoop(nc *net.UnixConn, stall time.Duration) {
+// writeLoop writes the queue to the connection. A write that makes no
+// progress for the stall timeout ends the connection, with the reason
+// logged; once the connection is gone, what is left is flushed briefly.
+func (c *Conn) writeLoop() {
 	for {
 		q, ok := c.next()
 		if !ok {
 			return
 		}
-		limit := stall
+		limit := c.stall
 		select {
 		case <-c.gone:
-			limit = min(stall, time.Second)
+			limit = min(c.stall, time.Second)
 		default:
 		}
 		b, err := q.encode()
@@ -221,21 +272,31 @@ func (c *Conn) writeLoop(nc *net.UnixConn, stall time.Duration) {
 			c.written(len(q.b))
 			continue
 		}
-		nc.SetWriteDeadline(time.Now().Add(limit))
-		_, err = nc.Write(b)
-		c.written(len(q.b))
-		if err != nil {
-			if errors.Is(err, os.ErrDeadlineExceeded) && limit == stall {
-				c.mu.Lock()
-				n, bytes, dropped := len(c.queue), c.bytes, c.dropped
-				c.mu.Unlock()
-				c.log.Warn("ipc: closing a connection whose client has read nothing for the stall timeout",
-					"conn", c.ID, "pid", c.Cred.PID, "uid", c.Cred.UID, "stall", stall, "queued", n+1, "queued_bytes", bytes, "events_left_out", dropped)
-			}
-			c.markGone()
+		if !c.write(b, limit) {
 			return
 		}
 	}
+}
+
+// write writes one line whose bytes and write the caller counted (next
+// or reply), within limit, and ends the write. A failed write ends the
+// connection (false); running out of the stall timeout is logged.
+func (c *Conn) write(b []byte, limit time.Duration) bool {
+	c.nc.SetWriteDeadline(time.Now().Add(limit))
+	_, err := c.nc.Write(b)
+	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) && limit == c.stall {
+		c.mu.Lock()
+		n, bytes, dropped := len(c.queue), c.bytes, c.dropped
+		c.mu.Unlock()
+		c.log.Warn("ipc: closing a connection whose client has read nothing for the stall timeout",
+			"conn", c.ID, "pid", c.Cred.PID, "uid", c.Cred.UID, "stall", c.stall, "queued", n+1, "queued_bytes", bytes, "events_left_out", dropped)
+	}
+	c.written(len(b))
+	if err != nil {
+		c.markGone()
+		return false
+	}
+	return true
 }
 
 // poke wakes whoever waits on a 1-buffered channel, without blocking.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -33,13 +34,15 @@ var opFields = map[string]struct{ allowed, required []string }{
 	OpCheckToken: {allowed: []string{"lease", "token"}, required: []string{"lease", "token"}},
 }
 
-// requestFields are the keys a request object may have, spelled exactly.
-var requestFields = map[string]bool{"id": true, "op": true}
+// requestFields are the keys a request object may have, spelled exactly;
+// each maps to itself, so that a key read from a line is kept without a
+// copy.
+var requestFields = map[string]string{"id": "id", "op": "op"}
 
 func init() {
 	for _, f := range opFields {
 		for _, k := range f.allowed {
-			requestFields[k] = true
+			requestFields[k] = k
 		}
 	}
 }
@@ -78,8 +81,22 @@ func decodeRequest(line []byte, minTTL, maxTTL time.Duration) (*Request, *uint64
 	return &req, &id, nil
 }
 
-// checkKeys walks the top-level object's keys and returns them.
+// checkKeys walks the top-level object's keys and returns them. A line
+// that is valid JSON with no escape in its keys, which is every request
+// a client library writes, is walked by scanKeys without a decoder; any
+// other goes through encoding/json's tokens, which also name what is
+// wrong with it.
 func checkKeys(line []byte) (map[string]bool, *Error) {
+	if json.Valid(line) {
+		if seen, err, ok := scanKeys(line); ok {
+			return seen, err
+		}
+	}
+	return decodeKeys(line)
+}
+
+// decodeKeys is checkKeys through encoding/json's tokens.
+func decodeKeys(line []byte) (map[string]bool, *Error) {
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.UseNumber()
 	tok, err := dec.Token()
@@ -96,7 +113,7 @@ func checkKeys(line []byte) (map[string]bool, *Error) {
 			return nil, Errorf(CodeBadJSON, "not JSON: %v", err)
 		}
 		key := tok.(string)
-		if !requestFields[key] {
+		if requestFields[key] == "" {
 			return nil, Errorf(CodeBadRequest, "unknown field %q (field names are lower case, as in PROTOCOL.md)", key)
 		}
 		if seen[key] {
@@ -117,12 +134,112 @@ func checkKeys(line []byte) (map[string]bool, *Error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, Errorf(CodeBadJSON, "trailing data after the request object")
 	}
+	return seen, missingIDOrOp(seen)
+}
+
+// missingIDOrOp is the error for a request object without id or op.
+func missingIDOrOp(seen map[string]bool) *Error {
 	for _, k := range []string{"id", "op"} {
 		if !seen[k] {
-			return nil, Errorf(CodeBadRequest, "missing field %q", k)
+			return Errorf(CodeBadRequest, "missing field %q", k)
 		}
 	}
-	return seen, nil
+	return nil
+}
+
+// scanKeys is checkKeys for a line that json.Valid accepted: it walks the
+// object's keys and values by hand, with the same checks in the same
+// order as decodeKeys. It reports false, leaving the line to decodeKeys,
+// when the line is not an object or a key holds an escape or non-ASCII.
+func scanKeys(line []byte) (seen map[string]bool, _ *Error, ok bool) {
+	i := skipSpace(line, 0)
+	if line[i] != '{' {
+		return nil, nil, false
+	}
+	seen = make(map[string]bool, 8)
+	i = skipSpace(line, i+1)
+	for line[i] != '}' {
+		if line[i] == ',' {
+			i = skipSpace(line, i+1)
+		}
+		end := i + 1 + bytes.IndexByte(line[i+1:], '"')
+		raw := line[i+1 : end]
+		if bytes.IndexByte(raw, '\\') >= 0 || !plainASCII(raw) {
+			return nil, nil, false
+		}
+		key, known := requestFields[string(raw)]
+		if !known {
+			return nil, Errorf(CodeBadRequest, "unknown field %q (field names are lower case, as in PROTOCOL.md)", raw), true
+		}
+		if seen[key] {
+			return nil, Errorf(CodeBadRequest, "field %q appears twice", key), true
+		}
+		seen[key] = true
+		i = skipSpace(line, end+1) // at the colon
+		i = skipSpace(line, i+1)
+		v := i
+		i = skipValue(line, i)
+		if string(line[v:i]) == "null" {
+			return nil, Errorf(CodeBadRequest, "field %q is null; leave it out instead", key), true
+		}
+		i = skipSpace(line, i)
+	}
+	return seen, missingIDOrOp(seen), true
+}
+
+// plainASCII reports whether b is all ASCII (encoding/json would replace
+// invalid UTF-8 in a key it names in an error).
+func plainASCII(b []byte) bool {
+	for _, c := range b {
+		if c >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// skipSpace returns the index of the first byte at or after i that is
+// not JSON white space.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipValue returns the index just past the JSON value that starts at i,
+// in a line json.Valid accepted.
+func skipValue(b []byte, i int) int {
+	depth := 0
+	for ; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			i++
+			for b[i] != '"' {
+				if b[i] == '\\' {
+					i++
+				}
+				i++
+			}
+			if depth == 0 {
+				return i + 1
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return i
+			}
+			if depth--; depth == 0 {
+				return i + 1
+			}
+		case ',', ' ', '\t', '\n', '\r':
+			if depth == 0 {
+				return i
+			}
+		}
+	}
+	return i
 }
 
 // readID recovers the id of a request that failed strict decoding, so
@@ -157,13 +274,9 @@ func (r *Request) validate(seen map[string]bool, minTTL, maxTTL time.Duration) *
 		}
 		return Errorf(CodeUnknownOp, "unknown op %q", r.Op)
 	}
-	allowed := map[string]bool{"id": true, "op": true}
-	for _, k := range f.allowed {
-		allowed[k] = true
-	}
 	var extra []string
 	for k := range seen {
-		if !allowed[k] {
+		if k != "id" && k != "op" && !slices.Contains(f.allowed, k) {
 			extra = append(extra, strconv.Quote(k))
 		}
 	}

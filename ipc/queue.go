@@ -1,7 +1,6 @@
 package ipc
 
 import (
-	"encoding/json"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -29,8 +28,7 @@ func (q queued) encode() ([]byte, error) {
 	} else if q.b != nil {
 		return q.b, nil
 	}
-	b, err := json.Marshal(v)
-	return append(b, '\n'), err
+	return marshalLine(v)
 }
 
 // hasValidity reports whether v carries a valid_ms that ages.

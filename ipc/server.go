@@ -112,7 +112,7 @@ func (s *Server) serveConn(ctx context.Context, nc *net.UnixConn) {
 		return
 	}
 	defer s.users.closed(cred.UID)
-	c := newConn(s.nextID.Add(1), lim.QueueBytes, log)
+	c := newConn(s.nextID.Add(1), nc, lim, log)
 	c.Cred = cred
 
 	cctx, cancel := context.WithCancel(ctx)
@@ -130,7 +130,7 @@ func (s *Server) serveConn(ctx context.Context, nc *net.UnixConn) {
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
-		c.writeLoop(nc, lim.StallTimeout)
+		c.writeLoop()
 	}()
 
 	var handlers sync.WaitGroup
@@ -155,7 +155,7 @@ func (s *Server) serveConn(ctx context.Context, nc *net.UnixConn) {
 			continue
 		}
 		if quickOps[req.Op] {
-			s.answer(cctx, c, req, id)
+			c.reply(s.answer(cctx, c, req, id))
 			continue
 		}
 		if !s.users.start(cred.UID, lim.InFlightPerUID) {
@@ -166,7 +166,7 @@ func (s *Server) serveConn(ctx context.Context, nc *net.UnixConn) {
 		go func() {
 			defer handlers.Done()
 			defer s.users.finish(cred.UID)
-			s.answer(cctx, c, req, id)
+			c.enqueue(s.answer(cctx, c, req, id), false)
 		}()
 	}
 	// The client closed its side. If it only shut down writing (as socat
@@ -188,14 +188,15 @@ func (s *Server) serveConn(ctx context.Context, nc *net.UnixConn) {
 // goroutine, in order, which saves two goroutine hand-offs per request.
 var quickOps = map[string]bool{OpHello: true, OpStatus: true, OpCheck: true, OpWatch: true, OpClock: true, OpResetRho: true}
 
-func (s *Server) answer(ctx context.Context, c *Conn, req *Request, id *uint64) {
+// answer has the Handler answer req and returns the reply to send.
+func (s *Server) answer(ctx context.Context, c *Conn, req *Request, id *uint64) *Response {
 	resp := s.Handler.Handle(ctx, c, req)
 	if resp == nil {
 		resp = &Response{Error: Errorf(CodeInternal, "no reply")}
 	}
 	resp.ID = id
 	resp.OK = resp.Error == nil
-	c.enqueue(resp, false)
+	return resp
 }
 
 var errLineTooLong = errors.New("line too long")

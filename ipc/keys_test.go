@@ -1,0 +1,45 @@
+package ipc
+
+import (
+	"encoding/json"
+	"maps"
+	"testing"
+)
+
+// FuzzScanKeys: on every line it takes, the hand walk of a request's keys
+// finds what encoding/json's tokens find: the same keys, or the same
+// error (code and message).
+func FuzzScanKeys(f *testing.F) {
+	for _, s := range []string{
+		`{"id":1,"op":"hello"}`,
+		` { "id" : 2 , "op" : "acquire" , "lease" : "jobs/render-42" , "ttl_ms" : 15000 } `,
+		`{"id":3,"op":"check","lease":"a\"b\\c","token":"1"}`,
+		`{"id":4,"op":"status","op":"status"}`,
+		`{"id":5,"op":"status","lease":null}`,
+		`{"id":6,"op":"status","x":{"a":[1,{"b":"}"}]}}`,
+		`{"ID":7,"op":"status"}`,
+		`{"op":"status"}`,
+		`{}`,
+		`{"id":8,"op":"st\u0061tus","\u006fwner":"pid"}`,
+		`{"id":[1,2],"op":true,"wait_ms":-1.5e3}`,
+		`[]`, `"x"`, `null`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		if !json.Valid(line) {
+			return
+		}
+		seen, err, ok := scanKeys(line)
+		if !ok {
+			return
+		}
+		want, werr := decodeKeys(line)
+		if (err == nil) != (werr == nil) || (err != nil && *err != *werr) {
+			t.Fatalf("%q: scanKeys error %v, decodeKeys error %v", line, err, werr)
+		}
+		if err == nil && !maps.Equal(seen, want) {
+			t.Fatalf("%q: scanKeys found %v, decodeKeys %v", line, seen, want)
+		}
+	})
+}
