@@ -7,10 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -393,24 +395,64 @@ func TestTrustDevOpensNoPort(t *testing.T) {
 	dev := startDev(t, socket, data)
 	pid := dev.cmd.Process.Pid
 
-	out, err := exec.Command("ss", "-H", "-ltnup").CombinedOutput()
+	// The control: ss names this test's own listening TCP port and
+	// bound UDP socket with its pid, so that its silence about dev below
+	// means something.
+	tcp, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatalf("ss: %v: %s", err, out)
+		t.Fatal(err)
 	}
-	for _, line := range strings.Split(string(out), "\n") {
-		if strings.Contains(line, "pid="+strconv.Itoa(pid)+",") {
-			t.Errorf("dev listens on a port: %s", line)
-		}
+	defer tcp.Close()
+	udp, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
 	}
-	// Nor does it hold a connected TCP or UDP socket of its own.
-	out, _ = exec.Command("ss", "-H", "-tunp").CombinedOutput()
-	for _, line := range strings.Split(string(out), "\n") {
-		if strings.Contains(line, "pid="+strconv.Itoa(pid)+",") {
-			t.Errorf("dev has a TCP or UDP socket: %s", line)
+	defer udp.Close()
+	for _, addr := range []string{tcp.Addr().String(), udp.LocalAddr().String()} {
+		if !slices.ContainsFunc(ssLines(t, os.Getpid(), "-ltnup"), func(l string) bool { return strings.Contains(l, addr) }) {
+			t.Fatalf("ss -ltnup does not list the test's own %s: the probe is broken", addr)
 		}
 	}
 
-	grpcSock := "unix:" + filepath.Join(data, "grantor", "grpc.sock")
+	for _, l := range ssLines(t, pid, "-ltnup") {
+		t.Errorf("dev listens on a port: %s", l)
+	}
+	// Nor does it hold a connected TCP or UDP socket of its own.
+	for _, l := range ssLines(t, pid, "-tunp") {
+		t.Errorf("dev has a TCP or UDP socket: %s", l)
+	}
+	// Its listening Unix sockets are the sidecar's and the grantor's, both
+	// with a path (an abstract one would have no file mode to keep others
+	// out). The one other is the datagram socket a logging library in a
+	// dependency (go-systemd's journal, under raft-wal) binds at start
+	// under an abstract name the kernel picks: it never reads it, and
+	// nothing sent there reaches anything.
+	grpcPath := filepath.Join(data, "grantor", "grpc.sock")
+	var paths []string
+	for _, l := range ssLines(t, pid, "-lxp") {
+		f := strings.Fields(l)
+		switch {
+		case len(f) > 4 && f[0] == "u_str" && f[1] == "LISTEN" && (f[4] == socket || f[4] == grpcPath):
+			paths = append(paths, f[4])
+		case len(f) > 4 && f[0] == "u_dgr" && f[1] == "UNCONN" && autobound.MatchString(f[4]):
+		default:
+			t.Errorf("dev listens on another Unix socket: %s", l)
+		}
+	}
+	if slices.Sort(paths); !slices.Equal(paths, slices.Sorted(slices.Values([]string{socket, grpcPath}))) {
+		t.Errorf("dev listens on the Unix sockets %q, want the sidecar's and the grantor's", paths)
+	}
+	for path, want := range map[string]os.FileMode{grpcPath: os.ModeSocket | 0o600, filepath.Dir(grpcPath): os.ModeDir | 0o700} {
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode() != want || fi.Sys().(*syscall.Stat_t).Uid != 0 {
+			t.Errorf("%s: mode %v, uid %d; want %v, root's", path, fi.Mode(), fi.Sys().(*syscall.Stat_t).Uid, want)
+		}
+	}
+
+	grpcSock := "unix:" + grpcPath
 	probe := func(asNobody bool, args ...string) (int, string) {
 		full := append([]string{bin}, args...)
 		if asNobody {
@@ -436,6 +478,27 @@ func TestTrustDevOpensNoPort(t *testing.T) {
 	if code, out := probe(true, "status", "--socket", socket); code == 0 || !strings.Contains(strings.ToLower(out), "permission denied") {
 		t.Errorf("nobody's probe of the sidecar's socket: exit %d, want refused for permission\n%s", code, out)
 	}
+}
+
+// autobound is the name ss shows for a Unix socket the kernel bound to an
+// abstract address of its choosing (five hex digits).
+var autobound = regexp.MustCompile(`^@[0-9a-f]{5}$`)
+
+// ssLines runs ss -H with flags (which must include -p) and returns the
+// lines of the sockets of process pid.
+func ssLines(t *testing.T, pid int, flags string) []string {
+	t.Helper()
+	out, err := exec.Command("ss", "-H", flags).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ss %s: %v: %s", flags, err, out)
+	}
+	var ls []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.Contains(l, "pid="+strconv.Itoa(pid)+",") {
+			ls = append(ls, l)
+		}
+	}
+	return ls
 }
 
 // --audit-log writes the audit trail as JSON lines, each naming who: a
