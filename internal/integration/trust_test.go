@@ -190,14 +190,15 @@ func noForgedTerm(t *testing.T, c *cluster) {
 }
 
 // Every stranger is refused on real processes (3 grantors, 2 sidecars,
-// TLS and a gossip key), and afterwards the cluster still serves with the
-// same leader and no lease was lost: a gRPC client without a certificate
+// TLS and a gossip key), and afterwards no grantor took the forged term,
+// the cluster still serves and no lease was lost: a gRPC client without a certificate
 // or with one of another CA; a sidecar certificate calling RemoveServer or
 // used as a raft peer; forged AppendEntries (a huge term at the leader, an
 // undecodable entry at a follower) without a grantor certificate; another
 // sidecar releasing and renewing under the holder's session with the
 // holder's own ids (the attack of issue 8: probe, release as the holder,
-// acquire); a gossip member without the key.
+// acquire); a gossip member without the key (a sidecar, and a grantor
+// with a grantor certificate: it never becomes a member).
 func TestTrustStrangersRefused(t *testing.T) {
 	p := newClusterPKI(t)
 	c := newTLSCluster(t, p)
@@ -307,10 +308,51 @@ func TestTrustStrangersRefused(t *testing.T) {
 	})
 
 	t.Run("a gossip member without the key", func(t *testing.T) {
+		seed := c.nodes[0].proc
+		// Each attempt below is refused by the seed grantor itself (not
+		// only by the stranger's own side): it logs why.
+		refused := func(mark int) {
+			t.Helper()
+			seed.waitLine(t, mark, "remote state is not encrypted", "the gossip key is wrong or missing")
+		}
+		mark := seed.out.mark()
 		out, err := exec.Command(bin, "daemon", "--socket", tempSocket(t), "--join", c.gossipAddrs(0)).CombinedOutput()
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || !strings.Contains(string(out), "gossip key is wrong or missing") {
 			t.Fatalf("a sidecar without the gossip key: %v, want refused for the key\n%s", err, out)
+		}
+		refused(mark)
+		mark = seed.out.mark()
+		// A grantor with a grantor certificate of the cluster's CA but
+		// without the key: the key alone keeps it out of gossip, and so
+		// out of raft.
+		ports := freeLoopbackPorts(t, 3)
+		addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(ports[i]) }
+		rctx, cancel := context.WithTimeout(ctx, timeout) // killed if it does start
+		out, err = exec.CommandContext(rctx, bin, append([]string{"grantor", "--node-id", "g9", "--data-dir", t.TempDir(), "--bootstrap-expect", "3",
+			"--rpc-addr", addr(0), "--raft-addr", addr(1), "--gossip-addr", addr(2), "--join", c.gossipAddrs(0)},
+			p.cert("grantor", "g9", false)...)...).CombinedOutput()
+		cancel()
+		if !errors.As(err, &ee) || !strings.Contains(string(out), "gossip key is wrong or missing") {
+			t.Fatalf("a grantor without the gossip key: %v, want refused for the key\n%s", err, out)
+		}
+		t.Logf("a grantor without the gossip key: exit %d: %s", ee.ExitCode(), lastLine(string(out)))
+		refused(mark)
+		r, err := grpcClient(t, l.rpcAddr(), p.creds("operator", "op")).Members(ctx, &grantorpb.MembersRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var voters []string
+		for _, m := range r.Members {
+			if m.NodeId == "g9" || m.Name == "g9" {
+				t.Errorf("the grantor without the key is a member: %v", m)
+			}
+			if m.Voter {
+				voters = append(voters, m.NodeId)
+			}
+		}
+		if len(voters) != 3 {
+			t.Errorf("voters %v, want the three grantors", voters)
 		}
 	})
 
