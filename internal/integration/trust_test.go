@@ -198,7 +198,8 @@ func noForgedTerm(t *testing.T, c *cluster) {
 // sidecar releasing and renewing under the holder's session with the
 // holder's own ids (the attack of issue 8: probe, release as the holder,
 // acquire); a gossip member without the key (a sidecar, and a grantor
-// with a grantor certificate: it never becomes a member).
+// with a grantor certificate: it never becomes a member); a grantor on a
+// non-loopback address without TLS, joining the cluster (exit 2).
 func TestTrustStrangersRefused(t *testing.T) {
 	p := newClusterPKI(t)
 	c := newTLSCluster(t, p)
@@ -353,6 +354,22 @@ func TestTrustStrangersRefused(t *testing.T) {
 		}
 		if len(voters) != 3 {
 			t.Errorf("voters %v, want the three grantors", voters)
+		}
+	})
+
+	t.Run("a grantor off loopback without TLS", func(t *testing.T) {
+		ports := freeLoopbackPorts(t, 3)
+		rctx, cancel := context.WithTimeout(ctx, timeout) // killed if it does start
+		defer cancel()
+		cmd := exec.CommandContext(rctx, bin, "grantor", "--node-id", "g8", "--data-dir", t.TempDir(), "--bootstrap-expect", "3",
+			"--rpc-addr", "0.0.0.0:"+strconv.Itoa(ports[0]), "--raft-addr", "127.0.0.1:"+strconv.Itoa(ports[1]),
+			"--gossip-addr", "127.0.0.1:"+strconv.Itoa(ports[2]), "--join", c.gossipAddrs(0), "--gossip-key-file", p.key)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(stderr.String(), "--rpc-addr") || !strings.Contains(stderr.String(), "--insecure") {
+			t.Fatalf("a grantor on 0.0.0.0 without TLS: %v, want exit 2 naming --rpc-addr and --insecure\n%s", err, stderr.String())
 		}
 	})
 
