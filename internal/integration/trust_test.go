@@ -191,9 +191,9 @@ func noForgedTerm(t *testing.T, c *cluster) {
 
 // Every stranger is refused on real processes (3 grantors, 2 sidecars,
 // TLS and a gossip key), and afterwards no grantor took the forged term,
-// the cluster still serves and no lease was lost: a gRPC client without a certificate
-// or with one of another CA; a sidecar certificate calling RemoveServer or
-// used as a raft peer; forged AppendEntries (a huge term at the leader, an
+// the cluster still serves and no lease was lost: a gRPC client without a
+// certificate or with one of another CA; a sidecar certificate calling
+// RemoveServer or used as a raft peer; forged AppendEntries (a huge term at the leader, an
 // undecodable entry at a follower) without a grantor certificate; another
 // sidecar releasing and renewing under the holder's session with the
 // holder's own ids (the attack of issue 8: probe, release as the holder,
