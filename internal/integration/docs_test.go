@@ -1,13 +1,49 @@
 package integration
 
 import (
+	"bufio"
 	"context"
+	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 )
+
+// No Markdown file of the repository holds a merge's conflict markers (one
+// landed in packaging/README.md once; Go files with them do not build).
+func TestDocsHaveNoConflictMarkers(t *testing.T) {
+	// The opening and closing markers: a line of "=" alone is also a
+	// Markdown heading's underline.
+	marker := regexp.MustCompile(`^(<<<<<<<|>>>>>>>) `)
+	err := filepath.WalkDir("../..", func(path string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case d.IsDir() && (d.Name() == ".git" || d.Name() == "bin" || d.Name() == "node_modules"):
+			return filepath.SkipDir
+		case d.IsDir() || !strings.HasSuffix(path, ".md"):
+			return nil
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		for n := 1; sc.Scan(); n++ {
+			if marker.MatchString(sc.Text()) {
+				t.Errorf("%s:%d: a merge conflict marker: %.60s", path, n, sc.Text())
+			}
+		}
+		return sc.Err()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
 
 // The shell and Python examples in ipc/PROTOCOL.md run as written against
 // a real daemon, so the protocol document cannot drift from the code.
