@@ -2,6 +2,7 @@ package grantor
 
 import (
 	"context"
+	"runtime"
 	"time"
 
 	"github.com/leaseside/leaseside/clockwatch"
@@ -63,7 +64,7 @@ type renewResult struct {
 // holds with those tokens (renewed, with the term stored with each) and
 // which not (lost). A session past its expiry renews nothing.
 func (l *lessor) renew(ctx context.Context, o *office, session string, refs []leaseRef) (renewResult, error) {
-	return l.queueRenewal(ctx, o, &renewal{session: session, refs: refs, done: make(chan renewResult, 1)}, []string{session})
+	return l.queueRenewal(ctx, o, &renewal{session: session, refs: refs, done: make(chan renewResult, 1)})
 }
 
 // renewSessions renews whole sessions (rule 4 of the grantor, per
@@ -72,29 +73,31 @@ func (l *lessor) renew(ctx context.Context, o *office, session string, refs []le
 // the round returned. caller is the identity name of the requester; a
 // session another identity owns is refused (ownership.go).
 func (l *lessor) renewSessions(ctx context.Context, o *office, caller string, ss []sessionRenewal) ([]sessionRenewed, clockwatch.Instant, error) {
-	names := make([]string, len(ss))
-	for i, s := range ss {
+	for _, s := range ss {
 		if err := checkOwner(&sessionRecord{Owner: l.fsm.sessionOwner(s.Session)}, s.Session, caller); err != nil {
 			return nil, 0, err
 		}
-		names[i] = s.Session
 	}
-	res, err := l.queueRenewal(ctx, o, &renewal{sessions: ss, done: make(chan renewResult, 1)}, names)
+	res, err := l.queueRenewal(ctx, o, &renewal{sessions: ss, done: make(chan renewResult, 1)})
 	return res.sessions, res.tG, err
 }
 
-// queueRenewal queues r for the next verify round and waits.
-func (l *lessor) queueRenewal(ctx context.Context, o *office, r *renewal, sessions []string) (renewResult, error) {
-	for _, s := range sessions {
-		defer l.touch(o, s)()
-	}
+// queueRenewal queues r for the next verify round and waits. Its sessions
+// are busy (lessor.touch) meanwhile.
+func (l *lessor) queueRenewal(ctx context.Context, o *office, r *renewal) (renewResult, error) {
 	l.mu.Lock()
 	if !o.active {
 		l.mu.Unlock()
 		return renewResult{}, l.prop.notLeader()
 	}
+	l.busyLocked(o, r, 1)
 	o.pending = append(o.pending, r)
 	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		l.busyLocked(o, r, -1)
+		l.mu.Unlock()
+	}()
 	poke(o.kaWake)
 	l.test(testEvent{what: "pending"})
 	select {
@@ -104,6 +107,23 @@ func (l *lessor) queueRenewal(ctx context.Context, o *office, r *renewal, sessio
 		return renewResult{}, ctx.Err()
 	case <-o.ctx.Done():
 		return renewResult{}, l.prop.notLeader()
+	}
+}
+
+// busyLocked adds delta to the busy count of r's sessions and marks them
+// seen now, as lessor.touch does for one, under one lock.
+func (l *lessor) busyLocked(o *office, r *renewal, delta int) {
+	now := l.clock.Now()
+	mark := func(session string) {
+		s := o.sessionLocked(session)
+		s.busy += delta
+		s.last = now
+	}
+	if r.session != "" {
+		mark(r.session)
+	}
+	for _, s := range r.sessions {
+		mark(s.Session)
 	}
 }
 
@@ -133,6 +153,10 @@ func (l *lessor) verifyLoop(o *office) {
 		case <-o.ctx.Done():
 			return
 		}
+		// Let keepalives already read off their streams queue first: one
+		// round then serves more of them (a round costs a heartbeat to
+		// every follower and their answers); it costs no wait.
+		runtime.Gosched()
 		l.mu.Lock()
 		batch := o.pending
 		o.pending = nil

@@ -38,7 +38,7 @@ func validLeaseName(field, name string) error {
 			return invalid(field, "lease name %q has byte %q at %d; allowed are A-Z a-z 0-9 . _ - /", name, c, i)
 		}
 	}
-	for _, seg := range strings.Split(name, "/") {
+	for seg := range strings.SplitSeq(name, "/") {
 		switch seg {
 		case "":
 			return invalid(field, "lease name %q has an empty segment (leading, trailing or double slash)", name)
