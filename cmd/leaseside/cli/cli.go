@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -115,6 +116,7 @@ sidecar daemon on each host (a Unix socket).
 			cmd.Help()
 			return exitCode(ExitUsage)
 		},
+		PersistentPreRunE: checkTimeout,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -166,6 +168,19 @@ type usageError struct{ err error }
 
 func (u usageError) Error() string { return u.err.Error() }
 func (u usageError) Unwrap() error { return u.err }
+
+// checkTimeout refuses a --timeout of zero or less, on every command that
+// has one: it would give up before asking, and blame the daemon.
+func checkTimeout(cmd *cobra.Command, _ []string) error {
+	f := cmd.Flags().Lookup("timeout")
+	if f == nil || f.Value.Type() != "duration" {
+		return nil
+	}
+	if d, err := time.ParseDuration(f.Value.String()); err == nil && d <= 0 {
+		return usagef("--timeout %s: must be more than 0s", f.Value.String())
+	}
+	return nil
+}
 
 // usagef returns a usage error.
 func usagef(format string, args ...any) error {

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -175,5 +176,28 @@ func TestConfigKeysDocumented(t *testing.T) {
 				t.Errorf("config key %q is not in packaging/README.md", k)
 			}
 		}
+	}
+}
+
+// The sidecar's config file sets --metrics-addr (a packaged sidecar has no
+// other way to export metrics), and the flag wins over it.
+func TestSidecarConfigMetricsAddr(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "leaseside.json")
+	if err := os.WriteFile(f, []byte(`{"grantors": ["127.0.0.1:7401"], "metrics_addr": "127.0.0.1:9464"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := sidecarFlags{configFile: f}
+	if _, err := s.config(); err != nil {
+		t.Fatal(err)
+	}
+	if s.metricsAddr != "127.0.0.1:9464" {
+		t.Errorf("metrics_addr from the file: %q", s.metricsAddr)
+	}
+	s = sidecarFlags{configFile: f, metricsAddr: "127.0.0.1:1"}
+	if _, err := s.config(); err != nil {
+		t.Fatal(err)
+	}
+	if s.metricsAddr != "127.0.0.1:1" {
+		t.Errorf("--metrics-addr did not win over the file: %q", s.metricsAddr)
 	}
 }

@@ -212,8 +212,8 @@ func (g *grantorFlagValues) register(fs *pflag.FlagSet) {
 	fs.IntVar(&g.expect, "bootstrap-expect", 0, "bootstrap a new cluster once this many grantors see each other (only without raft state)")
 	fs.StringVar(&g.keyFile, "gossip-key-file", "", "file with the cluster's base64 gossip encryption key (head -c 32 /dev/urandom | base64)")
 	fs.StringVar(&g.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (off when empty)")
-	fs.Float64Var(&g.rho, "rho", def.Timing.Rho, "maximum clock drift rate; must match the sidecars'")
-	fs.DurationVar(&g.eps, "epsilon", def.Timing.Epsilon, "safety margin of the timing model; must match the sidecars'")
+	fs.Float64Var(&g.rho, "rho", def.Timing.Rho, "maximum clock drift rate this grantor assumes; stated in every grant, and a sidecar uses the larger of its own and this")
+	fs.DurationVar(&g.eps, "epsilon", def.Timing.Epsilon, "safety margin of the timing model; stated in every grant, and a sidecar uses the larger of its own and this")
 	fs.DurationVar(&g.raft.Heartbeat, "raft-heartbeat-timeout", def.Raft.Heartbeat,
 		"a follower that hears nothing from the leader for this long (to twice it) starts an election; the leader heartbeats 10 times as often. "+
 			"Failover takes about twice this; see the README's \"Raft timeouts\" and \"Choosing a term\"")
@@ -321,7 +321,9 @@ key fails the start (exit 1); seeds that do not answer yet are retried in
 the background.`,
 		Example: `  leaseside grantor --config /etc/leaseside/grantor.json
   leaseside grantor --node-id g1 --raft-addr 192.0.2.10:7402 --rpc-addr 0.0.0.0:7401 \
-      --gossip-addr 192.0.2.10:7403 --bootstrap-expect 3 --join 192.0.2.11:7403,192.0.2.12:7403`,
+      --gossip-addr 192.0.2.10:7403 --bootstrap-expect 3 --join 192.0.2.11:7403,192.0.2.12:7403 \
+      --tls-ca tls/ca.pem --tls-cert tls/grantor-g1.pem --tls-key tls/grantor-g1-key.pem \
+      --gossip-key-file gossip.key`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o, err := g.options(cmd.Flags())

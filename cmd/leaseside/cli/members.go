@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -105,7 +106,7 @@ func askMembers(ctx context.Context, creds credentials.TransportCredentials, add
 			resp = r
 			break
 		}
-		errs = append(errs, fmt.Errorf("%s: %w", a, err))
+		errs = append(errs, fmt.Errorf("%s: %s", a, grantorError(err, creds)))
 	}
 	if resp == nil {
 		return nil, fmt.Errorf("no grantor answered: %w", errors.Join(errs...))
@@ -149,6 +150,30 @@ func callGrantorWithin(ctx context.Context, creds credentials.TransportCredentia
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	return call(ctx, grantorpb.NewGrantorClient(conn))
+}
+
+// grantorError says in words why a call to a grantor failed, with what to
+// do where the cause is a setting: gRPC's own texts name transports and
+// prefaces.
+func grantorError(err error, creds credentials.TransportCredentials) string {
+	st := status.Convert(err)
+	if st.Code() != codes.Unavailable {
+		return st.Message()
+	}
+	msg := st.Message()
+	tlsOn := creds.Info().SecurityProtocol == "tls"
+	switch {
+	case strings.Contains(msg, "connection refused"):
+		return "nothing listens there (connection refused)"
+	case !tlsOn && (strings.Contains(msg, "server preface") || strings.Contains(msg, "connection reset")):
+		return "the grantor closed the connection at once: it wants TLS, give --tls-ca, --tls-cert and --tls-key"
+	case tlsOn && strings.Contains(msg, "first record does not look like a TLS handshake"):
+		return "the grantor speaks clear text, not TLS: leave out --tls-ca, --tls-cert and --tls-key"
+	case tlsOn && strings.Contains(msg, "authentication handshake failed"):
+		_, cause, _ := strings.Cut(msg, "authentication handshake failed: ")
+		return "the TLS handshake with the grantor failed (" + cause + "): check that --tls-ca is the cluster's CA and --tls-cert is signed by it"
+	}
+	return msg
 }
 
 func membersFromPB(resp *grantorpb.MembersResponse) membersOutput {
@@ -242,7 +267,8 @@ func runMembersRemove(ctx context.Context, e *env, creds credentials.TransportCr
 		case codes.OK:
 			fmt.Fprintf(e.stdout, "removed %s from the raft configuration\n", id)
 			return nil
-		case codes.NotFound, codes.InvalidArgument:
+		case codes.NotFound, codes.InvalidArgument, codes.PermissionDenied, codes.Unauthenticated:
+			// The grantor answered, and no retry will change its answer.
 			fmt.Fprintf(e.stderr, "leaseside: members remove: %s\n", st.Message())
 			return exitCode(ExitError)
 		case codes.FailedPrecondition:
@@ -260,7 +286,7 @@ func runMembersRemove(ctx context.Context, e *env, creds credentials.TransportCr
 				addrs = append([]string{hint}, addrs...)
 			}
 		}
-		lastErr = fmt.Errorf("%s: %s", a, st.Message())
+		lastErr = fmt.Errorf("%s: %s", a, grantorError(err, creds))
 	}
 	fmt.Fprintf(e.stderr, "leaseside: members remove: no leader answered: %v\n", lastErr)
 	return exitCode(ExitUnavailable)

@@ -94,6 +94,8 @@ type fileConfig struct {
 	GossipKeyFile string   `json:"gossip_key_file"`
 	// LogFormat is --log-format's key.
 	LogFormat string `json:"log_format"`
+	// MetricsAddr is --metrics-addr's key.
+	MetricsAddr string `json:"metrics_addr"`
 	// Per-uid limits (0 or absent: the default) and the socket's
 	// per-connection bounds.
 	MaxConnectionsPerUID int    `json:"max_connections_per_uid"`
@@ -127,6 +129,9 @@ func (s *sidecarFlags) config() (daemon.Config, error) {
 		}
 		if fc.LogFormat != "" && s.format == "" {
 			s.format = fc.LogFormat
+		}
+		if fc.MetricsAddr != "" && s.metricsAddr == "" {
+			s.metricsAddr = fc.MetricsAddr
 		}
 		cfg.Grantors = fc.Grantors
 		cfg.ACL = fc.ACL
