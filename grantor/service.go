@@ -127,6 +127,7 @@ func (s *service) KeepAlive(stream grpc.BidiStreamingServer[grantorpb.KeepAliveR
 	if err != nil {
 		return toStatus(err)
 	}
+	var reply keepAliveReply
 	reqs := make(chan *grantorpb.KeepAliveRequest)
 	recvErr := make(chan error, 1)
 	done := make(chan struct{})
@@ -159,7 +160,7 @@ func (s *service) KeepAlive(stream grpc.BidiStreamingServer[grantorpb.KeepAliveR
 		case <-ctx.Done():
 			return status.FromContextError(ctx.Err()).Err()
 		}
-		resp, err := s.keepAlive(ctx, o, caller, req)
+		resp, err := s.keepAlive(ctx, o, caller, req, &reply)
 		if err != nil {
 			return toStatus(err)
 		}
@@ -169,13 +170,23 @@ func (s *service) KeepAlive(stream grpc.BidiStreamingServer[grantorpb.KeepAliveR
 	}
 }
 
+// keepAliveReply is one stream's reply to its keepalives, used again for
+// each: stream.Send has encoded a message when it returns.
+type keepAliveReply struct {
+	resp     grantorpb.KeepAliveResponse
+	sessions []grantorpb.SessionRenewed
+}
+
 // keepAlive answers one keepalive request: whole sessions (version 5),
-// or an older sidecar's session and list of leases.
-func (s *service) keepAlive(ctx context.Context, o *office, caller Identity, req *grantorpb.KeepAliveRequest) (*grantorpb.KeepAliveResponse, error) {
-	resp := &grantorpb.KeepAliveResponse{
+// or an older sidecar's session and list of leases. The reply is
+// written into reply.
+func (s *service) keepAlive(ctx context.Context, o *office, caller Identity, req *grantorpb.KeepAliveRequest, reply *keepAliveReply) (*grantorpb.KeepAliveResponse, error) {
+	resp := &reply.resp
+	*resp = grantorpb.KeepAliveResponse{
 		Batch:     req.GetBatch(),
 		Rho:       s.n.cfg.Timing.Rho,
 		EpsilonNs: int64(s.n.cfg.Timing.Epsilon),
+		Sessions:  resp.Sessions[:0],
 	}
 	if len(req.GetSessions()) > 0 {
 		ss, err := validSessions(req)
@@ -187,9 +198,12 @@ func (s *service) keepAlive(ctx context.Context, o *office, caller Identity, req
 			return nil, err
 		}
 		resp.GrantorTimeNs = tG.Nanoseconds()
-		resp.Sessions = make([]*grantorpb.SessionRenewed, len(res))
+		if len(reply.sessions) < len(res) {
+			reply.sessions = make([]grantorpb.SessionRenewed, len(res))
+		}
 		for i, r := range res {
-			out := &grantorpb.SessionRenewed{Session: r.Session, Renewed: r.Renewed, TtlNs: int64(r.TTL),
+			out := &reply.sessions[i]
+			*out = grantorpb.SessionRenewed{Session: r.Session, Renewed: r.Renewed, TtlNs: int64(r.TTL),
 				LeaseSetVersion: r.Digest, Listed: r.Listed}
 			if r.Listed {
 				out.Leases = make([]*grantorpb.LeaseRef, len(r.Grants))
@@ -197,7 +211,7 @@ func (s *service) keepAlive(ctx context.Context, o *office, caller Identity, req
 					out.Leases[j] = &grantorpb.LeaseRef{Lease: g.Lease, Token: g.Token, TtlNs: int64(g.TTL), Owner: g.Owner}
 				}
 			}
-			resp.Sessions[i] = out
+			resp.Sessions = append(resp.Sessions, out)
 		}
 		return resp, nil
 	}
