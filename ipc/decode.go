@@ -62,17 +62,16 @@ func decodeRequest(line []byte, minTTL, maxTTL time.Duration) (*Request, *uint64
 	if !utf8.Valid(line) {
 		return nil, nil, Errorf(CodeBadJSON, "request is not valid UTF-8")
 	}
-	seen, err := checkKeys(line)
+	var req Request
+	seen, typed, err := checkKeys(line, &req)
 	if err != nil {
 		return nil, readID(line), err
 	}
-	var req Request
-	if err := json.Unmarshal(line, &req); err != nil {
-		var ute *json.UnmarshalTypeError
-		if errors.As(err, &ute) {
-			return nil, readID(line), Errorf(CodeBadRequest, "field %q: %s does not fit %s", ute.Field, ute.Value, ute.Type)
+	if !typed {
+		req = Request{}
+		if err := unmarshalRequest(line, &req); err != nil {
+			return nil, readID(line), err
 		}
-		return nil, readID(line), Errorf(CodeBadJSON, "%v", err)
 	}
 	id := req.ID
 	if err := req.validate(seen, minTTL, maxTTL); err != nil {
@@ -81,18 +80,33 @@ func decodeRequest(line []byte, minTTL, maxTTL time.Duration) (*Request, *uint64
 	return &req, &id, nil
 }
 
+// unmarshalRequest decodes line into req with encoding/json.
+func unmarshalRequest(line []byte, req *Request) *Error {
+	err := json.Unmarshal(line, req)
+	if err == nil {
+		return nil
+	}
+	var ute *json.UnmarshalTypeError
+	if errors.As(err, &ute) {
+		return Errorf(CodeBadRequest, "field %q: %s does not fit %s", ute.Field, ute.Value, ute.Type)
+	}
+	return Errorf(CodeBadJSON, "%v", err)
+}
+
 // checkKeys walks the top-level object's keys and returns them. A line
 // that is valid JSON with no escape in its keys, which is every request
-// a client library writes, is walked by scanKeys without a decoder; any
-// other goes through encoding/json's tokens, which also name what is
-// wrong with it.
-func checkKeys(line []byte) (map[string]bool, *Error) {
+// a client library writes, is walked by scanKeys without a decoder, which
+// also fills req when every value is of its field's plain form (typed);
+// any other line goes through encoding/json's tokens, which also name
+// what is wrong with it, and is not typed.
+func checkKeys(line []byte, req *Request) (seen map[string]bool, typed bool, _ *Error) {
 	if json.Valid(line) {
-		if seen, err, ok := scanKeys(line); ok {
-			return seen, err
+		if seen, typed, err, ok := scanKeys(line, req); ok {
+			return seen, typed, err
 		}
 	}
-	return decodeKeys(line)
+	seen, err := decodeKeys(line)
+	return seen, false, err
 }
 
 // decodeKeys is checkKeys through encoding/json's tokens.
@@ -145,101 +159,6 @@ func missingIDOrOp(seen map[string]bool) *Error {
 		}
 	}
 	return nil
-}
-
-// scanKeys is checkKeys for a line that json.Valid accepted: it walks the
-// object's keys and values by hand, with the same checks in the same
-// order as decodeKeys. It reports false, leaving the line to decodeKeys,
-// when the line is not an object or a key holds an escape or non-ASCII.
-func scanKeys(line []byte) (seen map[string]bool, _ *Error, ok bool) {
-	i := skipSpace(line, 0)
-	if line[i] != '{' {
-		return nil, nil, false
-	}
-	seen = make(map[string]bool, 8)
-	i = skipSpace(line, i+1)
-	for line[i] != '}' {
-		if line[i] == ',' {
-			i = skipSpace(line, i+1)
-		}
-		end := i + 1 + bytes.IndexByte(line[i+1:], '"')
-		raw := line[i+1 : end]
-		if bytes.IndexByte(raw, '\\') >= 0 || !plainASCII(raw) {
-			return nil, nil, false
-		}
-		key, known := requestFields[string(raw)]
-		if !known {
-			return nil, Errorf(CodeBadRequest, "unknown field %q (field names are lower case, as in PROTOCOL.md)", raw), true
-		}
-		if seen[key] {
-			return nil, Errorf(CodeBadRequest, "field %q appears twice", key), true
-		}
-		seen[key] = true
-		i = skipSpace(line, end+1) // at the colon
-		i = skipSpace(line, i+1)
-		v := i
-		i = skipValue(line, i)
-		if string(line[v:i]) == "null" {
-			return nil, Errorf(CodeBadRequest, "field %q is null; leave it out instead", key), true
-		}
-		i = skipSpace(line, i)
-	}
-	return seen, missingIDOrOp(seen), true
-}
-
-// plainASCII reports whether b is all ASCII (encoding/json would replace
-// invalid UTF-8 in a key it names in an error).
-func plainASCII(b []byte) bool {
-	for _, c := range b {
-		if c >= 0x80 {
-			return false
-		}
-	}
-	return true
-}
-
-// skipSpace returns the index of the first byte at or after i that is
-// not JSON white space.
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipValue returns the index just past the JSON value that starts at i,
-// in a line json.Valid accepted.
-func skipValue(b []byte, i int) int {
-	depth := 0
-	for ; i < len(b); i++ {
-		switch b[i] {
-		case '"':
-			i++
-			for b[i] != '"' {
-				if b[i] == '\\' {
-					i++
-				}
-				i++
-			}
-			if depth == 0 {
-				return i + 1
-			}
-		case '{', '[':
-			depth++
-		case '}', ']':
-			if depth == 0 {
-				return i
-			}
-			if depth--; depth == 0 {
-				return i + 1
-			}
-		case ',', ' ', '\t', '\n', '\r':
-			if depth == 0 {
-				return i
-			}
-		}
-	}
-	return i
 }
 
 // readID recovers the id of a request that failed strict decoding, so

@@ -3,12 +3,14 @@ package ipc
 import (
 	"encoding/json"
 	"maps"
+	"reflect"
 	"testing"
 )
 
 // FuzzScanKeys: on every line it takes, the hand walk of a request's keys
 // finds what encoding/json's tokens find: the same keys, or the same
-// error (code and message).
+// error (code and message); and when it typed the values, the request is
+// the one encoding/json decodes.
 func FuzzScanKeys(f *testing.F) {
 	for _, s := range []string{
 		`{"id":1,"op":"hello"}`,
@@ -22,6 +24,10 @@ func FuzzScanKeys(f *testing.F) {
 		`{}`,
 		`{"id":8,"op":"st\u0061tus","\u006fwner":"pid"}`,
 		`{"id":[1,2],"op":true,"wait_ms":-1.5e3}`,
+		`{"id":9,"op":"acquire","lease":"sem","ttl_ms":1000,"limit":3,"value":"v","no_renew":false,"holders":true,"owner_pid":-0,"lock_delay_ms":9223372036854775807}`,
+		`{"id":10,"op":"acquire","ttl_ms":1e3,"wait_ms":1.0,"lease":"a\u0062"}`,
+		`{"id":-0,"op":"status"}`,
+		`{"id":18446744073709551616,"op":"status"}`,
 		`[]`, `"x"`, `null`,
 	} {
 		f.Add([]byte(s))
@@ -30,7 +36,8 @@ func FuzzScanKeys(f *testing.F) {
 		if !json.Valid(line) {
 			return
 		}
-		seen, err, ok := scanKeys(line)
+		var req Request
+		seen, typed, err, ok := scanKeys(line, &req)
 		if !ok {
 			return
 		}
@@ -40,6 +47,12 @@ func FuzzScanKeys(f *testing.F) {
 		}
 		if err == nil && !maps.Equal(seen, want) {
 			t.Fatalf("%q: scanKeys found %v, decodeKeys %v", line, seen, want)
+		}
+		if err == nil && typed {
+			var wantReq Request
+			if uerr := unmarshalRequest(line, &wantReq); uerr != nil || !reflect.DeepEqual(req, wantReq) {
+				t.Fatalf("%q: scanKeys typed %+v, encoding/json %+v (%v)", line, req, wantReq, uerr)
+			}
 		}
 	})
 }
