@@ -100,6 +100,7 @@ func answerTimes(t *testing.T, socket string) (stop func() (median, slowest time
 	t.Helper()
 	c := &ipc.Client{Socket: socket}
 	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel) // before the daemon stops, if the test ends early
 	done := make(chan []time.Duration, 1)
 	go func() {
 		var ds []time.Duration
@@ -323,7 +324,7 @@ func nofile(t *testing.T, pid int) string {
 // only its own leases and those the ACL names it for, and root all.
 func TestAbuseLeasesAndVisibility(t *testing.T) {
 	dev := abuseDev(t, `{"max_leases_per_uid": 3, "acl": [{"uids": [65534], "prefixes": ["jobs/", "shared/"]}]}`)
-	watch, _ := background(t, asNobody(bin, "watch", "--json", "--socket", dev.socket))
+	watch := nobodyWatch(t, dev.socket)
 	cli(t, dev.socket, "acquire", "root/private", "--detached").must(t, 0)
 	cli(t, dev.socket, "acquire", "shared/x", "--detached").must(t, 0)
 	for i := range 3 {
