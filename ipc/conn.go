@@ -28,7 +28,11 @@ type Limits struct {
 	// connection's requests until the client has read (backpressure),
 	// and leaves out the events a client can do without (renewed,
 	// acquired, clock events; never lost, released, shortened or
-	// owner_gone). Default 256 KiB.
+	// owner_gone). A connection that has twice as much unread when an
+	// event it cannot be spared comes (a watcher of a busy host that
+	// does not read) is closed, with the reason logged: it is too far
+	// behind to be told the truth, and what it costs stays bounded.
+	// Default 256 KiB.
 	QueueBytes int
 	// StallTimeout is how long a client may leave its replies unread,
 	// with some queued, before it is disconnected (and the reason
@@ -119,10 +123,8 @@ func (c *Conn) Done() <-chan struct{} { return c.gone }
 // enqueue queues v for the writer, encoded now (its size counts against
 // the budget); mayDrop leaves it out when the client is over budget.
 func (c *Conn) enqueue(v any, mayDrop bool) {
-	select {
-	case <-c.gone:
+	if c.isGone() {
 		return
-	default:
 	}
 	q := queued{v: v, at: boottime()}
 	b, err := marshalLine(v)
@@ -135,6 +137,11 @@ func (c *Conn) enqueue(v any, mayDrop bool) {
 	if mayDrop && c.bytes > c.budget {
 		c.dropped++
 		c.mu.Unlock()
+		return
+	}
+	if _, ev := v.(*Event); ev && c.bytes > 2*c.budget {
+		c.mu.Unlock()
+		c.overflowed()
 		return
 	}
 	c.queue = append(c.queue, q)
@@ -171,7 +178,7 @@ func (c *Conn) reply(resp *Response) {
 	c.writing = true
 	c.bytes += len(b)
 	c.mu.Unlock()
-	c.write(b, c.stall)
+	c.write(b, len(b), c.stall)
 }
 
 // next waits for the next queued line and returns it, or false once the
@@ -242,6 +249,16 @@ func (c *Conn) waitSpace() bool {
 	}
 }
 
+// isGone reports whether the connection has gone (markGone).
+func (c *Conn) isGone() bool {
+	select {
+	case <-c.gone:
+		return true
+	default:
+		return false
+	}
+}
+
 func (c *Conn) markGone() {
 	c.goneMu.Do(func() {
 		close(c.gone)
@@ -261,10 +278,8 @@ func (c *Conn) writeLoop() {
 			return
 		}
 		limit := c.stall
-		select {
-		case <-c.gone:
-			limit = min(c.stall, time.Second)
-		default:
+		if c.isGone() {
+			limit = min(c.stall, goneFlush)
 		}
 		b, err := q.encode()
 		if err != nil {
@@ -272,32 +287,38 @@ func (c *Conn) writeLoop() {
 			c.written(len(q.b))
 			continue
 		}
-		if !c.write(b, limit) {
+		if !c.write(b, len(q.b), limit) {
 			return
 		}
 	}
 }
 
-// write writes one line whose bytes and write the caller counted (next
-// or reply), within limit, and ends the write. A failed write ends the
-// connection (false); running out of the stall timeout is logged.
-func (c *Conn) write(b []byte, limit time.Duration) bool {
+// write writes one line whose write the caller counted (next or reply),
+// as counted bytes (what it was queued as: an aged line may be shorter
+// or longer), within limit, and ends the write. A failed write ends the
+// connection (false); running out of the stall timeout is logged, unless
+// the connection had gone already.
+func (c *Conn) write(b []byte, counted int, limit time.Duration) bool {
 	c.nc.SetWriteDeadline(time.Now().Add(limit))
 	_, err := c.nc.Write(b)
-	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) && limit == c.stall {
+	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) && limit == c.stall && !c.isGone() {
 		c.mu.Lock()
 		n, bytes, dropped := len(c.queue), c.bytes, c.dropped
 		c.mu.Unlock()
 		c.log.Warn("ipc: closing a connection whose client has read nothing for the stall timeout",
 			"conn", c.ID, "pid", c.Cred.PID, "uid", c.Cred.UID, "stall", c.stall, "queued", n+1, "queued_bytes", bytes, "events_left_out", dropped)
 	}
-	c.written(len(b))
+	c.written(counted)
 	if err != nil {
 		c.markGone()
 		return false
 	}
 	return true
 }
+
+// goneFlush is how long each write may take once the connection is gone:
+// what is left is flushed briefly, to a client that still reads.
+const goneFlush = time.Second
 
 // poke wakes whoever waits on a 1-buffered channel, without blocking.
 func poke(ch chan struct{}) {

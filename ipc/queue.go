@@ -77,3 +77,17 @@ func boottime() int64 {
 	unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts)
 	return ts.Nano()
 }
+
+// overflowed ends a connection that has more than twice its budget unread
+// when an event it may not miss comes: it could only be told the truth
+// by queueing without bound. (Replies cannot get there: the server reads
+// no request while the connection is over its budget, and the requests
+// it has in flight are bounded per uid.)
+func (c *Conn) overflowed() {
+	c.mu.Lock()
+	n, bytes, dropped := len(c.queue), c.bytes, c.dropped
+	c.mu.Unlock()
+	c.log.Warn("ipc: closing a connection that left more events unread than it may have queued",
+		"conn", c.ID, "pid", c.Cred.PID, "uid", c.Cred.UID, "queued", n, "queued_bytes", bytes, "limit_bytes", 2*c.budget, "events_left_out", dropped)
+	c.markGone()
+}

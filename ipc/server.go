@@ -118,9 +118,14 @@ func (s *Server) serveConn(ctx context.Context, nc *net.UnixConn) {
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// The connection ends when the server stops or the client goes; both
-	// unblock the reader. No goroutine waits for it: idle connections
-	// cost a reader and a writer only.
-	stopRead := func() { nc.SetReadDeadline(time.Now()) }
+	// unblock the reader, and give a write in progress (one that waits
+	// for a client that does not read, with the stall timeout's
+	// deadline) a second to finish. No goroutine waits for it: idle
+	// connections cost a reader and a writer only.
+	stopRead := func() {
+		nc.SetReadDeadline(time.Now())
+		nc.SetWriteDeadline(time.Now().Add(goneFlush))
+	}
 	defer context.AfterFunc(ctx, func() {
 		c.markGone()
 		stopRead()

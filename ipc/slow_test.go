@@ -2,11 +2,15 @@ package ipc
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -146,4 +150,92 @@ func TestIdleConnectionsAreCheap(t *testing.T) {
 	if perConn > 2.01 {
 		t.Fatalf("%.2f server goroutines per idle connection, want at most 2 (reader, writer)", perConn)
 	}
+}
+
+// A watcher that does not read, on a host whose leases keep ending, is
+// sent events it may not miss (released) without end: once it has twice
+// its budget unread it is disconnected, with the reason logged, rather
+// than queued for without bound. Events it can be spared (renewed) are
+// left out before that.
+func TestNonReadingWatcherIsCutOff(t *testing.T) {
+	const budget = 32 << 10
+	h := &watchHandler{stubHandler: stubHandler{done: make(chan struct{})}, watching: make(chan *Conn, 1)}
+	var logged strings.Builder
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(writerFunc(func(b []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return logged.Write(b)
+	}), nil))
+	path := startServerWith(t, &Server{Handler: h, Logger: log, Limits: Limits{QueueBytes: budget}})
+	w, _ := dialT(t, path)
+	defer w.Close()
+	if _, err := w.Write([]byte(`{"id":1,"op":"watch"}` + "\n")); err != nil {
+		t.Fatal(err)
+	}
+	var c *Conn
+	select {
+	case c = <-h.watching:
+	case <-time.After(timeoutIPC):
+		t.Fatal("the watch never reached the handler")
+	}
+	ev := &Event{Event: EventReleased, Lease: "jobs/churn", Token: "12345", Reason: ReasonExplicitRelease}
+	size := len(mustJSON(t, ev)) + 1
+	sent := 0
+	for ; ; sent++ {
+		select {
+		case <-c.Done():
+		default:
+			c.Send(&Event{Event: EventRenewed, Lease: "jobs/churn", Token: "12345", ValidMs: 1000})
+			c.Send(ev)
+			if sent*size < 64<<20 {
+				continue
+			}
+			t.Fatalf("a watcher that reads nothing was sent %d MiB of events and is still connected", sent*size>>20)
+		}
+		break
+	}
+	c.mu.Lock()
+	queued := c.bytes
+	c.mu.Unlock()
+	t.Logf("cut off after %d released events (%d KiB); %d KiB were queued", sent, sent*size>>10, queued>>10)
+	if queued > 2*budget+size {
+		t.Fatalf("%d bytes were queued for a connection with a budget of %d", queued, budget)
+	}
+	if sent*size < budget {
+		t.Fatalf("cut off after %d bytes of events, under the budget of %d: too early", sent*size, budget)
+	}
+	mu.Lock()
+	out := logged.String()
+	mu.Unlock()
+	if !strings.Contains(out, "closing a connection that left more events unread") {
+		t.Fatalf("no reason logged:\n%s", out)
+	}
+}
+
+// watchHandler hands the connection of each watch request to the test.
+type watchHandler struct {
+	stubHandler
+	watching chan *Conn
+}
+
+func (h *watchHandler) Handle(ctx context.Context, c *Conn, req *Request) *Response {
+	if req.Op == OpWatch {
+		h.watching <- c
+		return &Response{}
+	}
+	return h.stubHandler.Handle(ctx, c, req)
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

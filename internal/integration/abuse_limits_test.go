@@ -2,11 +2,16 @@ package integration
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/leaseside/leaseside/ipc"
 )
@@ -208,4 +213,118 @@ func names(t *testing.T, r result) []string {
 	}
 	slices.Sort(ns)
 	return ns
+}
+
+// Watchers that do not read: nobody opens watch connections it never
+// reads and churns its own leases (acquire, release) so that every
+// watcher is sent released events, which it may not miss. Each watcher
+// is disconnected once it has twice its budget unread, with the reason
+// logged (the stall timeout is 10 minutes here: it plays no part), and
+// root is answered throughout. (It used to queue them for each watcher
+// until the stall timeout. ipc's TestNonReadingWatcherIsCutOff bounds
+// the bytes queued; the daemon's resident set is logged here, not
+// bounded: dev's in-memory raft log grows with the churn itself.)
+func TestAbuseNonReadingWatchers(t *testing.T) {
+	const watchers = 20
+	dev := abuseDev(t, `{"socket_queue_bytes": 65536, "socket_stall_timeout": "10m"}`)
+	rss0 := rss(t, dev.pid())
+	peak := peakRSS(t, dev.pid())
+	measure := answerTimes(t, dev.socket)
+	out, stop := pyAbuser(t, dev.socket, `
+import json, select, socket, sys, threading
+path, watchers = sys.argv[1], int(sys.argv[2])
+ws = []
+for i in range(watchers):
+    w = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    w.connect(path)
+    w.sendall(b'{"id":1,"op":"watch"}\n')
+    ws.append(w)
+p = select.poll()
+for w in ws:
+    p.register(w, select.POLLRDHUP)
+c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+c.connect(path)
+r = c.makefile("rb")
+closed, pairs = set(), 0
+while len(closed) < watchers and pairs < 20000:
+    for op in ("acquire", "release"):  # in turn: requests on one connection run at once
+        reqs = [{"id": 2 * (pairs + k) + 1, "op": op, "lease": "churn/%d" % k} for k in range(50)]
+        if op == "acquire":
+            for q in reqs: q["ttl_ms"] = 5000
+        c.sendall(b"".join(json.dumps(q).encode() + b"\n" for q in reqs))
+        for _ in reqs:
+            m = json.loads(r.readline())
+            while "id" not in m:  # an event of the churning connection's own leases
+                m = json.loads(r.readline())
+            if not m.get("ok"):
+                print("failed", m, flush=True)
+                sys.exit(1)
+    pairs += 50
+    for fd, ev in p.poll(0):
+        closed.add(fd)
+print("closed", len(closed), "pairs", pairs, flush=True)
+sys.stdin.read()
+`, fmt.Sprint(watchers))
+	defer stop()
+	line := readLineT(t, out)
+	var closed, pairs int
+	if _, err := fmt.Sscanf(line, "closed %d pairs %d", &closed, &pairs); err != nil || closed != watchers {
+		t.Fatalf("abuser: %q; want all %d watchers disconnected", line, watchers)
+	}
+	median, slowest := measure()
+	top := peak()
+	t.Logf("%d non-reading watchers cut off after %d acquire-release pairs; daemon RSS %d MiB before, at most %d MiB meanwhile; root's status meanwhile: median %v, slowest %v",
+		watchers, pairs, rss0>>20, top>>20, median, slowest)
+	logged := 0
+	for _, l := range dev.out.all() {
+		if containsAll("closing a connection that left more events unread", "uid=65534")(l.v) {
+			logged++
+		}
+	}
+	if logged != watchers {
+		t.Fatalf("%d disconnects logged with their reason, want %d", logged, watchers)
+	}
+}
+
+// peakRSS samples a process's resident set every 50ms from now on, and
+// returns a func giving the highest seen.
+func peakRSS(t *testing.T, pid int) func() int64 {
+	t.Helper()
+	var mu sync.Mutex
+	var top int64
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+			if err != nil {
+				return
+			}
+			for _, l := range strings.Split(string(b), "\n") {
+				if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
+					kb, _ := strconv.ParseInt(f[1], 10, 64)
+					mu.Lock()
+					top = max(top, kb<<10)
+					mu.Unlock()
+				}
+			}
+			select {
+			case <-tick.C:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return func() int64 {
+		mu.Lock()
+		defer mu.Unlock()
+		return top
+	}
 }
