@@ -1,10 +1,16 @@
 package ipc
 
 import (
+	"bufio"
 	"encoding/json"
+	"log/slog"
+	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // A reply that sat in the queue (a stall, a suspend) leaves with its
@@ -87,5 +93,58 @@ func TestQueuedEventAgedOnACopy(t *testing.T) {
 	}
 	if ev.ValidMs != 5000 {
 		t.Fatalf("the queued event itself was changed: valid_ms %d", ev.ValidMs)
+	}
+}
+
+// A line that aged in the queue may encode shorter (10000 ms of validity
+// left becomes 8000 ms) or longer than when it was queued; what it was
+// counted as comes off the connection's unread bytes, so that they return
+// to zero and the connection is never held back for bytes it does not
+// have.
+func TestAgedLineLeavesTheCountAtZero(t *testing.T) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns := make([]*net.UnixConn, 2)
+	for i, fd := range fds {
+		f := os.NewFile(uintptr(fd), "pair")
+		nc, err := net.FileConn(f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns[i] = nc.(*net.UnixConn)
+		defer nc.Close()
+	}
+	c := newConn(1, conns[0], Limits{}.withDefaults(), slog.New(slog.DiscardHandler))
+	resp := &Response{Grant: &Grant{Lease: "a", Token: "1", ValidMs: 10_000}}
+	b, err := marshalLine(resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	c.queue = append(c.queue, queued{v: resp, at: boottime() - int64(2*time.Second), b: b})
+	c.bytes += len(b)
+	c.mu.Unlock()
+	poke(c.wake)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.writeLoop()
+	}()
+	line, err := bufio.NewReader(conns[1]).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(line) == len(b) {
+		t.Fatalf("the aged line %q is as long as the queued %q: the test shows nothing", line, b)
+	}
+	c.markGone()
+	<-done
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.bytes != 0 {
+		t.Fatalf("%d bytes counted unread after the only line was written (queued %d bytes, written %d)", c.bytes, len(b), len(line))
 	}
 }
