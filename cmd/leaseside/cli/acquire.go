@@ -22,6 +22,7 @@ type acquireOptions struct {
 	noRenew   bool
 	lockDelay time.Duration
 	quiet     bool
+	limit     int
 }
 
 func newAcquireCmd(e *env) *cobra.Command {
@@ -36,10 +37,16 @@ shell (the parent of this command); --owner-pid names another process;
 
 When the lease is held elsewhere, acquire waits up to --wait for it, then
 exits 75. On a terminal, stderr shows meanwhile who holds it (token, host)
-and how long the wait has run; --quiet hides that.`,
+and how long the wait has run; --quiet hides that.
+
+With --limit N the name is a semaphore: up to N holders at once, on any
+hosts, each with its own token (tokens still grow with every grant),
+waiting in line first come, first served. Every holder of a name asks
+with the same --limit; another one is refused (exit 2) naming both.`,
 		Example: `  tok=$(leaseside acquire leader/billing --ttl 15s) || exit
   leaseside acquire leader/billing --wait 5m --detached   # systemd ExecStartPre
-  leaseside acquire job/nightly --owner-pid $$ --json`,
+  leaseside acquire job/nightly --owner-pid $$ --json
+  leaseside acquire pool/gpu --limit 3 --wait 10m     # one of 3 slots`,
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runAcquire(cmd.Context(), e, &o, args[0])
@@ -54,6 +61,7 @@ and how long the wait has run; --quiet hides that.`,
 	fs.BoolVar(&o.noRenew, "no-renew", false, "with --detached: the daemon does not renew the lease; it lapses unless 'leaseside renew' is run")
 	fs.DurationVar(&o.lockDelay, "lock-delay", 0, "when the owner ends without releasing, keep the lease this long before releasing it")
 	fs.BoolVarP(&o.quiet, "quiet", "q", false, "do not show who holds the lease while --wait runs (shown on a terminal only)")
+	fs.IntVar(&o.limit, "limit", 1, "a semaphore: up to this many holders of NAME at once, cluster-wide, each with its own token (1 to 256)")
 	return cmd
 }
 
@@ -64,10 +72,10 @@ func runAcquire(ctx context.Context, e *env, o *acquireOptions, name string) err
 	if o.noRenew && !o.detached {
 		return usagef("--no-renew needs --detached")
 	}
-	if err := cmp.Or(checkRange("wait", o.wait, ipc.MaxWait), checkRange("lock-delay", o.lockDelay, ipc.MaxLockDelay)); err != nil {
+	if err := cmp.Or(checkRange("wait", o.wait, ipc.MaxWait), checkRange("lock-delay", o.lockDelay, ipc.MaxLockDelay), checkLimit(o.limit)); err != nil {
 		return err
 	}
-	opt := ipc.AcquireOptions{TTL: o.ttl, Wait: o.wait, Owner: ipc.OwnerPID, OwnerPID: o.ownerPID, LockDelay: o.lockDelay, NoRenew: o.noRenew}
+	opt := ipc.AcquireOptions{TTL: o.ttl, Wait: o.wait, Owner: ipc.OwnerPID, OwnerPID: o.ownerPID, LockDelay: o.lockDelay, NoRenew: o.noRenew, Limit: o.limit}
 	switch {
 	case o.detached:
 		opt.Owner, opt.OwnerPID = ipc.OwnerDetached, 0
@@ -88,7 +96,7 @@ func runAcquire(ctx context.Context, e *env, o *acquireOptions, name string) err
 	}
 	l, err := acquireWaiting(ctx, e.stderr, o.quiet, c, name, opt)
 	if err != nil {
-		return o.client.fail(e, err, asked{lease: name, ttl: o.ttl, wait: o.wait, hasWait: true})
+		return o.client.fail(e, err, asked{lease: name, ttl: o.ttl, wait: o.wait, hasWait: true, limit: o.limit})
 	}
 	if o.client.json {
 		printJSON(e.stdout, l.Grant)

@@ -3,9 +3,12 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/leaseside/leaseside/ipc"
 )
@@ -104,4 +107,34 @@ func flagError(cmd *cobra.Command, err error) error {
 		}
 	}
 	return usageError{err}
+}
+
+// checkLimit refuses a semaphore limit outside what the protocol carries.
+func checkLimit(limit int) error {
+	if limit < 1 || limit > ipc.MaxLimit {
+		return usagef("--limit %d: must be from 1 (exclusive) to %d", limit, ipc.MaxLimit)
+	}
+	return nil
+}
+
+// parseSignal reads a signal flag: SIGUSR1, USR1, usr1 or 10; "" is none
+// (0).
+func parseSignal(s string) (syscall.Signal, error) {
+	if s == "" {
+		return 0, nil
+	}
+	if n, err := strconv.Atoi(s); err == nil {
+		if n < 1 || n > 64 {
+			return 0, usagef("--jeopardy-signal %s: signal numbers are 1 to 64", s)
+		}
+		return syscall.Signal(n), nil
+	}
+	name := strings.ToUpper(s)
+	if !strings.HasPrefix(name, "SIG") {
+		name = "SIG" + name
+	}
+	if sig := unix.SignalNum(name); sig != 0 {
+		return sig, nil
+	}
+	return 0, usagef("--jeopardy-signal %s: no such signal (try SIGUSR1, USR2 or a number)", s)
 }

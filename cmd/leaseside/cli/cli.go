@@ -32,11 +32,12 @@ const (
 	// ExitHeld (EX_TEMPFAIL): the lease is held by another owner and the
 	// wait ran out.
 	ExitHeld = 75
-	// ExitLost: `run` lost the lease while its command ran, and stopped
-	// the command.
+	// ExitLost: `run` (or `elect`) lost the lease while its command ran,
+	// and stopped the command.
 	ExitLost = 79
 	// ExitNotHeld: `check` found the lease not held here, not valid, or
-	// held under another token.
+	// held under another token; `check-token`: the token is not live;
+	// `leader`: nobody leads.
 	ExitNotHeld = 3
 	// ExitHalted (EX_DATAERR): `grantor` (or `dev`) met a raft log entry
 	// it cannot apply, written by a newer leaseside, and stopped; a
@@ -64,7 +65,11 @@ var subcommands = []func(*env) *cobra.Command{
 	newReleaseCmd,
 	newStatusCmd,
 	newRunCmd,
+	newElectCmd,
+	newObserveCmd,
+	newLeaderCmd,
 	newCheckCmd,
+	newCheckTokenCmd,
 	newRenewCmd,
 	newWatchCmd,
 	newTopCmd,
@@ -82,14 +87,15 @@ const exitCodesHelp = `Exit codes:
   0   ok
   1   error
   2   usage: the command line is wrong
-  3   'check': not held here, not valid, or held under another token
+  3   'check': not held here, not valid, or held under another token;
+      'check-token': the token is not live; 'leader': nobody leads
   69  unavailable: the daemon or the grantor cluster cannot be reached
       (also when no leader answers in time)
   75  held elsewhere and the wait ran out
-  79  'run' lost the lease and stopped its command
+  79  'run' or 'elect' lost the lease and stopped its command
   65  'grantor' or 'dev': halted at a raft log entry written by a newer leaseside
       (upgrade this grantor)
-'run' otherwise exits with its command's status.`
+'run' and 'elect' otherwise exit with their command's status.`
 
 // NewRootCommand returns the leaseside command tree writing to stdout and
 // stderr. Man pages and shell completions are generated from it.

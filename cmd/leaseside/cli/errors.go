@@ -27,6 +27,7 @@ type asked struct {
 	ttl     time.Duration
 	wait    time.Duration
 	hasWait bool // the command has --wait
+	limit   int  // --limit, for the commands that have it
 }
 
 // fail prints why the command failed and returns its exit code: a usage
@@ -57,6 +58,20 @@ func (cf *clientFlags) explain(err error, a asked) (int, string) {
 			return ExitError, "permission denied: " + ie.Message
 		case ipc.CodeInvalidName:
 			return ExitUsage, fmt.Sprintf("NAME %q: %s", a.lease, ie.Message)
+		case ipc.CodeBadRequest:
+			// The CLI sends well-formed requests: what the daemon or the
+			// grantors refuse is a value typed on the command line (a
+			// --limit other than the one in force, say).
+			msg := strings.TrimPrefix(strings.TrimPrefix(ie.Message, "grantor refused the request: "), "grantor: ")
+			switch {
+			case a.limit > 0 && strings.Contains(msg, "limit"):
+				msg = fmt.Sprintf("--limit %d refused: %s", a.limit, msg)
+			case strings.HasPrefix(msg, "value "):
+				msg = "--" + msg
+			}
+			return ExitUsage, msg
+		case ipc.CodeNotSupported:
+			return ExitError, "the grantor cluster does not support this yet (upgrade every grantor): " + ie.Message
 		}
 		return ExitError, ie.Message
 	}
@@ -79,7 +94,14 @@ func (cf *clientFlags) explain(err error, a asked) (int, string) {
 // heldMessage says who holds the lease, and what the wait did.
 func heldMessage(a asked, ie *ipc.Error) string {
 	msg := fmt.Sprintf("lease %s is held elsewhere", a.lease)
-	if who := holderText(ie.HolderToken, ie.Holder); who != "" {
+	who := holderText(ie.HolderToken, ie.Holder)
+	switch {
+	case a.limit > 1:
+		msg = fmt.Sprintf("all %d holders of lease %s are taken", a.limit, a.lease)
+		if who != "" {
+			msg += " (" + who + " among them)"
+		}
+	case who != "":
 		msg += " (" + who + ")"
 	}
 	switch {
@@ -102,6 +124,16 @@ func holderText(token, host string) string {
 		parts = append(parts, "on "+host)
 	}
 	return strings.Join(parts, " ")
+}
+
+// hostName is a holder's sidecar name as the CLI shows it: without TLS
+// every sidecar is "insecure", which names no host, and is left out (as
+// the daemon leaves it out of lease_held).
+func hostName(holder string) string {
+	if holder == "insecure" {
+		return ""
+	}
+	return holder
 }
 
 // ttlMessage is the one message for a term the daemon does not accept.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 
 	"github.com/leaseside/leaseside/clockwatch"
@@ -25,9 +26,11 @@ const (
 	EnvToken    = "LEASESIDE_TOKEN"
 	EnvDeadline = "LEASESIDE_DEADLINE_BOOTTIME_NS"
 	EnvSocket   = "LEASESIDE_SOCKET"
+	// EnvValue is the candidate's value, for the command `elect` starts.
+	EnvValue = "LEASESIDE_VALUE"
 )
 
-// runOptions are the flags of `leaseside run`.
+// runOptions are the flags of `leaseside run` and `leaseside elect`.
 type runOptions struct {
 	client    clientFlags
 	ttl       time.Duration
@@ -36,6 +39,22 @@ type runOptions struct {
 	grace     time.Duration
 	lockDelay time.Duration
 	quiet     bool
+	// limit (run) makes the lease a semaphore.
+	limit int
+	// jeopardySignal names the signal CMD gets on jeopardy ("": none).
+	jeopardySignal string
+	// value (elect) is the candidate's value; nil for run.
+	value *string
+}
+
+// register adds the flags run and elect share.
+func (o *runOptions) register(fs *pflag.FlagSet) {
+	o.client.register(fs, true)
+	fs.DurationVar(&o.ttl, "ttl", 15*time.Second, "lease term")
+	fs.DurationVar(&o.margin, "margin", 0, "stop CMD this long before the deadline if no renewal came (default 10% of the lease's term)")
+	fs.DurationVar(&o.grace, "grace", 0, "time between SIGTERM and SIGKILL (default half the margin; must be shorter than the margin)")
+	fs.DurationVar(&o.lockDelay, "lock-delay", 0, "if this command dies without releasing, hold the lease this long first (default: the term, --ttl)")
+	fs.StringVar(&o.jeopardySignal, "jeopardy-signal", "", "send CMD this signal (SIGUSR1, USR2, 10...) when renewals have failed for a third of the term (default: none)")
 }
 
 func newRunCmd(e *env) *cobra.Command {
@@ -59,12 +78,21 @@ for --lock-delay (default: the term) before it is released.
 While --wait runs, stderr shows on a terminal who holds the lease (token,
 host) and how long the wait has run; --quiet hides that.
 
+With --limit N the lease is a semaphore: up to N runs (on any hosts) hold
+it at once, each with its own token; the others wait in line. With
+--jeopardy-signal, CMD's process (not its group) gets that signal when
+renewals have failed for a third of the term: the lease is still held,
+but may be lost at its deadline; stderr says when a renewal succeeds
+again.
+
 Exit codes: CMD's status (128+N if a signal N ended it); 75 if the lease is
 held elsewhere and --wait ran out; 79 if the lease was lost and CMD was
 stopped; 69 if the daemon or grantors are unreachable; 127 if CMD could not
 be started; 2 for usage errors.`,
 		Example: `  leaseside run leader/billing --wait 5m -- /usr/bin/billing --serve
-  leaseside run job/nightly --ttl 1m -- sh -c 'backup --fence "$LEASESIDE_TOKEN"'`,
+  leaseside run job/nightly --ttl 1m -- sh -c 'backup --fence "$LEASESIDE_TOKEN"'
+  leaseside run pool/encoders --limit 4 --wait 1h -- ./encode batch-17
+  leaseside run leader/billing --jeopardy-signal SIGUSR1 -- ./billing   # USR1: finish up`,
 		Args: commandArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dash := cmd.ArgsLenAtDash()
@@ -75,12 +103,9 @@ be started; 2 for usage errors.`,
 		},
 	}
 	fs := cmd.Flags()
-	o.client.register(fs, true)
-	fs.DurationVar(&o.ttl, "ttl", 15*time.Second, "lease term")
+	o.register(fs)
 	fs.DurationVar(&o.wait, "wait", 0, "how long to wait when the lease is held elsewhere")
-	fs.DurationVar(&o.margin, "margin", 0, "stop CMD this long before the deadline if no renewal came (default 10% of the lease's term)")
-	fs.DurationVar(&o.grace, "grace", 0, "time between SIGTERM and SIGKILL (default half the margin; must be shorter than the margin)")
-	fs.DurationVar(&o.lockDelay, "lock-delay", 0, "if run dies without releasing, hold the lease this long first (default: the term, --ttl)")
+	fs.IntVar(&o.limit, "limit", 1, "a semaphore: up to this many holders of NAME at once, cluster-wide (1 to 256)")
 	fs.BoolVarP(&o.quiet, "quiet", "q", false, "do not show who holds the lease while --wait runs (shown on a terminal only)")
 	return cmd
 }
@@ -95,17 +120,20 @@ func runRun(ctx context.Context, e *env, o *runOptions, name string, argv []stri
 	if _, _, ok := stopMargins(o.ttl, o.margin, o.grace); !ok {
 		return usagef("need --grace < --margin < --ttl, so that SIGKILL lands before the deadline")
 	}
-	if err := cmp.Or(checkRange("wait", o.wait, ipc.MaxWait), checkRange("lock-delay", o.lockDelay, ipc.MaxLockDelay)); err != nil {
+	if err := cmp.Or(checkRange("wait", o.wait, ipc.MaxWait), checkRange("lock-delay", o.lockDelay, ipc.MaxLockDelay), checkLimit(o.limit)); err != nil {
+		return err
+	}
+	jsig, err := parseSignal(o.jeopardySignal)
+	if err != nil {
 		return err
 	}
 
 	events := make(chan *ipc.Event, 64)
 	c.Notify(events)
-	actx, cancel := context.WithTimeout(ctx, o.wait+cf.timeout)
-	defer cancel()
-	l, err := acquireWaiting(actx, e.stderr, o.quiet, c, name, ipc.AcquireOptions{TTL: o.ttl, Wait: o.wait, LockDelay: o.lockDelay})
+	opt := ipc.AcquireOptions{TTL: o.ttl, Wait: o.wait, LockDelay: o.lockDelay, Limit: o.limit}
+	l, err := o.take(ctx, e, c, name, opt)
 	if err != nil {
-		return cf.fail(e, err, asked{lease: name, ttl: o.ttl, wait: o.wait, hasWait: true})
+		return cf.fail(e, err, asked{lease: name, ttl: o.ttl, wait: o.wait, hasWait: true, limit: o.limit})
 	}
 	release := func(limit time.Duration) {
 		rctx, cancel := context.WithTimeout(context.Background(), limit)
@@ -128,6 +156,9 @@ func runRun(ctx context.Context, e *env, o *runOptions, name string, argv []stri
 		EnvDeadline+"="+strconv.FormatInt(l.DeadlineBoottimeNs, 10),
 		EnvSocket+"="+cf.socketPath(),
 	)
+	if o.value != nil {
+		cmd.Env = append(cmd.Env, EnvValue+"="+*o.value)
+	}
 	// Its own process group, so that stopping it stops its children too;
 	// killed if run dies; in the terminal's foreground when there is one,
 	// so that job control (Ctrl-Z, reading the terminal) acts on it.
@@ -170,6 +201,7 @@ func runRun(ctx context.Context, e *env, o *runOptions, name string, argv []stri
 			release(cf.timeout)
 			return code(exitStatus(err))
 		case ev := <-events:
+			w.jeopardy(ev, cmd.Process.Pid, jsig)
 			if w.follow(ev) {
 				timer.Reset(clockwatch.Until(w.clock, w.termAt()))
 			}
@@ -183,6 +215,23 @@ func runRun(ctx context.Context, e *env, o *runOptions, name string, argv []stri
 			return stop("lost (" + l.Reason() + ")")
 		}
 	}
+}
+
+// take acquires the lease run or elect runs CMD under: for run, within
+// --wait (showing the holder on a terminal); for elect, in the election's
+// line, within --wait if given, else for as long as it takes.
+func (o *runOptions) take(ctx context.Context, e *env, c *ipc.Client, name string, opt ipc.AcquireOptions) (*ipc.Lease, error) {
+	if o.value == nil {
+		actx, cancel := context.WithTimeout(ctx, o.wait+o.client.timeout)
+		defer cancel()
+		return acquireWaiting(actx, e.stderr, o.quiet, c, name, opt)
+	}
+	if o.wait > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.wait+o.client.timeout)
+		defer cancel()
+	}
+	return campaignWaiting(ctx, e.stderr, o.quiet, c, name, *o.value, opt)
 }
 
 // stopMargins returns the margin and grace run stops its command with,

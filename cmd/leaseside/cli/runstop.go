@@ -6,6 +6,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/leaseside/leaseside/clockwatch"
 	"github.com/leaseside/leaseside/ipc"
 )
@@ -80,6 +82,36 @@ func (w *runWatchdog) stop(why string, woke clockwatch.Instant, exited <-chan er
 		fmt.Fprintf(w.stderr, "leaseside: lease %s (token %s): the command was gone only %v after the deadline: run was stalled\n",
 			w.name, w.token, gone.Sub(w.deadline).Round(time.Millisecond))
 	}
+}
+
+// jeopardy tells of ev when it puts this grant in jeopardy (renewals have
+// failed for a third of its term) or takes it out again, and on jeopardy
+// sends sig, if one was asked for, to the command's own process (pid; not
+// its group, whose other members may not expect it).
+func (w *runWatchdog) jeopardy(ev *ipc.Event, pid int, sig syscall.Signal) {
+	if ev.Lease != w.name || ev.Token != w.token {
+		return
+	}
+	switch ev.Event {
+	case ipc.EventJeopardy:
+		msg := fmt.Sprintf("leaseside: lease %s (token %s) in jeopardy: renewals have failed for a third of its term, %s left",
+			w.name, w.token, fmtDuration(time.Duration(ev.ValidMs)*time.Millisecond))
+		if sig != 0 {
+			syscall.Kill(pid, sig)
+			msg += "; sent " + signalName(sig) + " to the command"
+		}
+		fmt.Fprintln(w.stderr, msg)
+	case ipc.EventSafe:
+		fmt.Fprintf(w.stderr, "leaseside: lease %s (token %s) safe again: a renewal succeeded\n", w.name, w.token)
+	}
+}
+
+// signalName is SIGUSR1, or "signal 40" for one without a name.
+func signalName(sig syscall.Signal) string {
+	if n := unix.SignalName(sig); n != "" {
+		return n
+	}
+	return fmt.Sprintf("signal %d", int(sig))
 }
 
 // whyDeadlineNear is the stop reason when no renewal came in time.

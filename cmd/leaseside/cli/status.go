@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -17,8 +18,11 @@ func newStatusCmd(e *env) *cobra.Command {
 		Use:   "status",
 		Short: "list the leases this host holds, and the clock's state",
 		Long: `Lists the leases the local sidecar holds (name, token, time left, term,
-owner), whether it reaches the grantor leader, then what it knows about
-its clock (as 'leaseside clock').`,
+holders, owner, value), whether it reaches the grantor leader, then what
+it knows about its clock (as 'leaseside clock'). HOLDERS is holders/limit
+for a semaphore ('acquire --limit'): how many grants of the name stood,
+cluster-wide, when this one was made; '-' for an exclusive lease. VALUE is
+an election candidate's value ('leaseside elect').`,
 		Example: `  leaseside status
   leaseside status --json | jq '.leases[].lease'`,
 		Args: noArgs,
@@ -61,16 +65,30 @@ func runStatus(ctx context.Context, e *env, cf *clientFlags) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "LEASE\tTOKEN\tVALID\tTTL\tOWNER")
+	fmt.Fprintln(tw, "LEASE\tTOKEN\tVALID\tTTL\tHOLDERS\tOWNER\tVALUE")
 	for _, l := range leases {
 		owner := l.Owner
 		if l.OwnerPID != 0 {
 			owner = fmt.Sprintf("pid %d", l.OwnerPID)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.1fs\t%.1fs\t%s\n", l.Lease, l.Token, float64(l.ValidMs)/1000, float64(l.TTLMs)/1000, owner)
+		value := ""
+		if l.Value != "" {
+			value = strconv.Quote(l.Value)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.1fs\t%.1fs\t%s\t%s\t%s\n", l.Lease, l.Token, float64(l.ValidMs)/1000, float64(l.TTLMs)/1000, holdersText(&l), owner, value)
 	}
 	tw.Flush()
 	return nil
+}
+
+// holdersText is a grant's holders/limit: "2/3" for a semaphore of 3
+// that had 2 holders cluster-wide when this grant was made, "-" for an
+// exclusive lease.
+func holdersText(g *ipc.Grant) string {
+	if g.Limit <= 1 {
+		return "-"
+	}
+	return fmt.Sprintf("%d/%d", g.Holders, g.Limit)
 }
 
 // printGrantor prints how the sidecar reaches the grantor leader.

@@ -73,3 +73,62 @@ func writesToTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && isTerminal(f)
 }
+
+// campaignWaiting runs for leader of name with value like c.Campaign.
+// On a terminal, and not quiet, it shows on stderr who leads meanwhile
+// (observed cluster-wide) and how long the wait has run, redrawn in
+// place from the first second on; when it leads, the line says how long
+// it took.
+func campaignWaiting(ctx context.Context, w io.Writer, quiet bool, c *ipc.Client, name, value string, opt ipc.AcquireOptions) (*ipc.Lease, error) {
+	if quiet || !writesToTerminal(w) {
+		return c.Campaign(ctx, name, value, opt)
+	}
+	octx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	leaders, err := c.Observe(octx, name)
+	if err != nil {
+		return nil, err
+	}
+	type result struct {
+		l   *ipc.Lease
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		l, err := c.Campaign(ctx, name, value, opt)
+		res <- result{l, err}
+	}()
+	start, leader, drawn := time.Now(), "nobody yet", false
+	draw := func() {
+		drawn = true
+		fmt.Fprintf(w, "\r\033[Kwaiting to lead %s: led by %s; waited %s", name, leader, fmtDuration(time.Since(start).Truncate(time.Second)))
+	}
+	t := time.NewTicker(waitTick)
+	defer t.Stop()
+	for {
+		select {
+		case r := <-res:
+			if drawn {
+				fmt.Fprint(w, "\r\033[K")
+				if r.err == nil {
+					fmt.Fprintf(w, "leaseside: leading %s after waiting %s\n", name, fmtDuration(time.Since(start).Round(100*time.Millisecond)))
+				}
+			}
+			return r.l, r.err
+		case ld, ok := <-leaders:
+			if !ok {
+				leaders = nil
+				continue
+			}
+			leader = "nobody"
+			if ld.Holder != nil {
+				leader = holderText(ld.Holder.Token, hostName(ld.Holder.Holder))
+			}
+			if drawn {
+				draw()
+			}
+		case <-t.C:
+			draw()
+		}
+	}
+}
