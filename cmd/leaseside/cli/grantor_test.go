@@ -89,9 +89,20 @@ type proc struct {
 
 func startProc(t *testing.T, name string, args ...string) *proc {
 	t.Helper()
+	return startProcLines(t, name, false, args...)
+}
+
+// startProcLines is startProc keeping stdout's lines instead of
+// stderr's when stdout is set (stderr then goes to the test's own).
+func startProcLines(t *testing.T, name string, stdout bool, args ...string) *proc {
+	t.Helper()
 	cmd := exec.Command(leasesideBin(t), args...)
 	cmd.Env = append(os.Environ(), "GORACE=atexit_sleep_ms=0")
-	stderr, err := cmd.StderrPipe()
+	pipe := cmd.StderrPipe
+	if stdout {
+		pipe, cmd.Stderr = cmd.StdoutPipe, os.Stderr
+	}
+	stderr, err := pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
