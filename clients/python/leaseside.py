@@ -15,19 +15,34 @@ Install with `pip install ./clients/python` (no dependencies), or copy this
 one file next to your program.
 """
 
+import collections
 import itertools
 import json
 import os
+import queue
 import socket
 import threading
 import time
 
-__all__ = ["Client", "Lease", "LeasesideError", "default_socket_path", "boottime_ns"]
+__all__ = ["Client", "Lease", "Leader", "LeasesideError", "default_socket_path", "boottime_ns",
+           "SAFE", "JEOPARDY", "LOST"]
 
 __version__ = "0.1.0"
 
 
 SYSTEM_SOCKET = "/run/leaseside/leaseside.sock"
+
+# A lease's states (Lease.state): held and renewing; held, but renewals
+# have failed for a third of its term (the deadline may come without a
+# renewal: finish or pause what must not be cut off); no longer held.
+SAFE, JEOPARDY, LOST = "safe", "jeopardy", "lost"
+
+# Leader is who leads an election (Client.observe): the grant's token, its
+# holder's sidecar name ("insecure" without TLS) and the value it published.
+Leader = collections.namedtuple("Leader", "lease token holder value")
+
+# The longest wait one request may carry (the protocol's wait_ms bound).
+_MAX_WAIT = 3600
 
 
 def _exists(path):
@@ -70,11 +85,12 @@ def boottime_ns():
 class LeasesideError(Exception):
     """An error reply from the daemon, with its stable code."""
 
-    def __init__(self, code, message, holder_token=None):
+    def __init__(self, code, message, holder_token=None, holder=None):
         super().__init__("%s: %s" % (code, message))
         self.code = code
         self.message = message
         self.holder_token = holder_token
+        self.holder = holder  # the holder's sidecar name, on lease_held, when known
 
 
 class Lease:
@@ -91,12 +107,38 @@ class Lease:
         self.name = grant["lease"]
         self.token = grant["token"]
         self.ttl_ms = grant.get("ttl_ms")
+        self.limit = grant.get("limit", 1)      # a semaphore's limit; 1: exclusive
+        self.holders = grant.get("holders", 1)  # holders when this grant was made
+        self.value = grant.get("value", "")     # an election's value (campaign, proclaim)
         self.deadline_boottime_ns = grant["deadline_boottime_ns"]
         self.lost = threading.Event()
         self.reason = None
+        self._state = SAFE
+        self._changed = threading.Condition()
         self._lock = threading.Lock()
         self._timer = None
         self._arm()
+
+    @property
+    def state(self):
+        """SAFE, JEOPARDY (renewals have failed for a third of the term; still
+        held) or LOST, as the daemon and this process's clock tell it."""
+        if self.lost.is_set():
+            return LOST
+        return self._state
+
+    def wait_state(self, *states, timeout=None):
+        """Waits until the lease is in one of states (SAFE, JEOPARDY, LOST) and
+        returns that state, or None if timeout (seconds) passes first."""
+        with self._changed:
+            if self._changed.wait_for(lambda: self.state in states, timeout):
+                return self.state
+        return None
+
+    def _set_state(self, state):
+        with self._changed:
+            self._state = state
+            self._changed.notify_all()
 
     def valid(self):
         """True while CLOCK_BOOTTIME is before the deadline and the lease is not lost."""
@@ -140,6 +182,7 @@ class Lease:
             self.lost.set()
             if self._timer:
                 self._timer.cancel()
+        self._set_state(LOST)
 
     def __repr__(self):
         return "Lease(%r, token=%s)" % (self.name, self.token)
@@ -163,6 +206,7 @@ class Client:
         self._leases = {}
         self._acquiring = {}   # name -> acquires in flight
         self._orphans = {}     # name -> end event that overtook its grant
+        self._subs = {}        # ("observe" or "holders", name) -> queues (observe, watch_holders)
         self._on_event = on_event
         self.closed = threading.Event()
         self._reader = threading.Thread(target=self._read, name="leaseside-reader", daemon=True)
@@ -186,9 +230,78 @@ class Client:
     def hello(self):
         return self.call({"op": "hello"})
 
-    def acquire(self, name, ttl, wait=0, owner=None, owner_pid=None, lock_delay=0):
-        """Acquires a lease; ttl, wait and lock_delay are in seconds."""
-        req = {"op": "acquire", "lease": name, "ttl_ms": int(ttl * 1000)}
+    def acquire(self, name, ttl, wait=0, owner=None, owner_pid=None, lock_delay=0, limit=1):
+        """Acquires a lease; ttl, wait and lock_delay are in seconds. limit above
+        1 makes it a semaphore: up to limit holders at once, cluster-wide, each
+        with its own token (every holder asks with the same limit)."""
+        req = self._acquire_request("acquire", name, ttl, wait, owner, owner_pid, lock_delay)
+        if limit != 1:
+            req["limit"] = limit
+        return self._acquire(req, wait)
+
+    def campaign(self, name, value, ttl, wait=None, owner=None, owner_pid=None, lock_delay=0):
+        """Runs for leader of the election name with value (an address, say):
+        waits in line until it leads (wait=None: for as long as it takes; else
+        at most wait seconds, then LeasesideError lease_held) and returns the
+        Lease that makes it leader. Observers see value while it leads."""
+        while True:
+            w = _MAX_WAIT if wait is None else wait
+            req = self._acquire_request("elect", name, ttl, w, owner, owner_pid, lock_delay)
+            req["value"] = value
+            try:
+                return self._acquire(req, w)
+            except LeasesideError as e:
+                if wait is not None or e.code != "lease_held":
+                    raise
+
+    def proclaim(self, lease, value):
+        """Publishes a new value for lease (one this client leads with),
+        keeping its token."""
+        grant = self.call({"op": "proclaim", "lease": lease.name, "token": lease.token, "value": value})
+        lease.value = grant.get("value", value)
+
+    def resign(self, lease):
+        """Gives up leadership: releases lease (only that grant)."""
+        self.call({"op": "resign", "lease": lease.name, "token": lease.token})
+        self._end(lease.name, lease.token, "released")
+
+    def observe(self, name):
+        """Follows the leader of the election name, cluster-wide. Returns a
+        queue.Queue that gets the leader now, then every change in order: a
+        Leader, or None while nobody leads. It is fed for as long as the
+        connection lasts (Client.closed says when it ended)."""
+        return self._subscribe(name, "observe", {"op": "observe", "lease": name})
+
+    def watch_holders(self, name):
+        """Follows the holders of name, cluster-wide. Returns a queue.Queue that
+        gets holder events (dicts): first change "sync" with the holders now,
+        then "acquired", "released", "expired" or "proclaimed" with the token,
+        holder and value of the grant that changed, and the holders after it."""
+        return self._subscribe(name, "holders", {"op": "watch", "lease": name, "holders": True})
+
+    def check_token(self, name, token):
+        """Asks the grantor cluster whether token is a live grant of name.
+        Returns (live, tokens): tokens are the grants of name that stand now.
+        A True answer is only as good as the time between it and the write it
+        guards."""
+        resp = self.call({"op": "check_token", "lease": name, "token": str(token)})
+        return resp["live"], resp.get("tokens", [])
+
+    def _subscribe(self, name, kind, req):
+        q = queue.Queue()
+        with self._lock:
+            self._subs.setdefault((kind, name), []).append(q)
+        try:
+            self.call(req)
+        except BaseException:
+            with self._lock:
+                self._subs[(kind, name)].remove(q)
+            raise
+        return q
+
+    @staticmethod
+    def _acquire_request(op, name, ttl, wait, owner, owner_pid, lock_delay):
+        req = {"op": op, "lease": name, "ttl_ms": int(ttl * 1000)}
         if wait:
             req["wait_ms"] = int(wait * 1000)
         if owner:
@@ -197,6 +310,10 @@ class Client:
             req["owner_pid"] = owner_pid
         if lock_delay:
             req["lock_delay_ms"] = int(lock_delay * 1000)
+        return req
+
+    def _acquire(self, req, wait):
+        name = req["lease"]
         with self._lock:
             self._acquiring[name] = self._acquiring.get(name, 0) + 1
         try:
@@ -264,7 +381,7 @@ class Client:
             raise ConnectionError("connection to leaseside closed")
         if not resp.get("ok"):
             err = resp.get("error") or {}
-            raise LeasesideError(err.get("code", "internal"), err.get("message", ""), err.get("holder_token"))
+            raise LeasesideError(err.get("code", "internal"), err.get("message", ""), err.get("holder_token"), err.get("holder"))
         return resp
 
     def _read(self):
@@ -293,6 +410,23 @@ class Client:
                 lease._end("connection_closed")
 
     def _event(self, msg):
+        kind = msg["event"]
+        if kind in ("jeopardy", "safe"):
+            with self._lock:
+                lease = self._leases.get(msg.get("lease"))
+            if lease is not None and lease.token == msg.get("token"):
+                lease._set_state(JEOPARDY if kind == "jeopardy" else SAFE)
+        if kind in ("leader", "no_leader", "holder"):
+            sub = ("holders" if kind == "holder" else "observe", msg.get("lease"))
+            item = msg
+            if kind == "leader":
+                item = Leader(msg["lease"], msg.get("token"), msg.get("holder", ""), msg.get("value", ""))
+            elif kind == "no_leader":
+                item = None
+            with self._lock:
+                queues = list(self._subs.get(sub, ()))
+            for q in queues:
+                q.put(item)
         if msg["event"] in ("renewed", "shortened"):
             with self._lock:
                 lease = self._leases.get(msg.get("lease"))

@@ -11,7 +11,7 @@ import socket
 import time
 import unittest
 
-from leaseside import Client, LeasesideError, boottime_ns
+from leaseside import Client, Leader, LeasesideError, boottime_ns
 
 
 @unittest.skipUnless(os.environ.get("LEASESIDE_SOCKET"), "needs LEASESIDE_SOCKET of a running daemon")
@@ -78,6 +78,64 @@ class ClientTest(unittest.TestCase):
         second = self.c.acquire("py/grow", ttl=10)
         self.assertGreater(int(second.token), int(first.token))
         self.c.release("py/grow")
+
+    def test_state_safe_then_lost(self):
+        lease = self.c.acquire("py/state", ttl=10)
+        self.assertEqual(lease.state, "safe")
+        self.assertIsNone(lease.wait_state("jeopardy", "lost", timeout=0.1))
+        self.c.release("py/state")
+        self.assertEqual(lease.wait_state("lost", timeout=30), "lost")
+
+    def test_semaphore(self):
+        first = self.c.acquire("py/sem", ttl=10, limit=2)
+        with Client() as other, Client() as third:
+            second = other.acquire("py/sem", ttl=10, limit=2)
+            self.assertGreater(int(second.token), int(first.token))
+            self.assertEqual((second.limit, second.holders), (2, 2))
+            with self.assertRaises(LeasesideError) as cm:
+                third.acquire("py/sem", ttl=10, limit=2)
+            self.assertEqual(cm.exception.code, "lease_held")
+            with self.assertRaises(LeasesideError) as cm:
+                third.acquire("py/sem", ttl=10, limit=3)
+            self.assertEqual(cm.exception.code, "bad_request")
+            self.assertIn("limit 2", cm.exception.message)
+            self.assertIn("limit 3", cm.exception.message)
+            self.c.release("py/sem")
+            got = third.acquire("py/sem", ttl=10, limit=2, wait=30)
+            self.assertGreater(int(got.token), int(second.token))
+
+    def test_campaign_observe_proclaim_resign(self):
+        leaders = self.c.observe("py/elect")
+        self.assertIsNone(leaders.get(timeout=30))  # nobody leads yet
+        with Client() as a, Client() as b:
+            la = a.campaign("py/elect", "10.0.0.1:80", ttl=10)
+            self.assertEqual(leaders.get(timeout=30), Leader("py/elect", la.token, "insecure", "10.0.0.1:80"))
+            with self.assertRaises(LeasesideError) as cm:
+                b.campaign("py/elect", "10.0.0.2:80", ttl=10, wait=0.5)
+            self.assertEqual(cm.exception.code, "lease_held")
+            a.proclaim(la, "10.0.0.1:81")
+            self.assertEqual(la.value, "10.0.0.1:81")
+            self.assertEqual(leaders.get(timeout=30), Leader("py/elect", la.token, "insecure", "10.0.0.1:81"))
+            a.resign(la)
+            self.assertTrue(la.lost.is_set())
+            self.assertIsNone(leaders.get(timeout=30))
+            lb = b.campaign("py/elect", "10.0.0.2:80", ttl=10)
+            self.assertGreater(int(lb.token), int(la.token))
+            self.assertEqual(leaders.get(timeout=30).value, "10.0.0.2:80")
+
+    def test_watch_holders_and_check_token(self):
+        changes = self.c.watch_holders("py/watched")
+        self.assertEqual(changes.get(timeout=30)["change"], "sync")
+        with Client() as other:
+            lease = other.acquire("py/watched", ttl=10)
+            ev = changes.get(timeout=30)
+            self.assertEqual((ev["change"], ev["token"], [h["token"] for h in ev["holders"]]),
+                             ("acquired", lease.token, [lease.token]))
+            self.assertEqual(self.c.check_token("py/watched", lease.token), (True, [lease.token]))
+            other.release("py/watched")
+            ev = changes.get(timeout=30)
+            self.assertEqual((ev["change"], ev["token"], ev.get("holders", [])), ("released", lease.token, []))
+        self.assertEqual(self.c.check_token("py/watched", lease.token), (False, []))
 
     def test_bad_input_keeps_connection(self):
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
