@@ -140,3 +140,43 @@ func TestReadmeSemaphoreExamples(t *testing.T) {
 		})
 	}
 }
+
+// "React before the lease is lost": it works through (renewals succeed);
+// the grantor is stopped (SIGSTOP) while it works, so it is told of
+// jeopardy, pauses, and stops when the lease is lost; the lease is held
+// elsewhere; no daemon.
+func TestReadmeJeopardyExamples(t *testing.T) {
+	for lang, argv := range examples(t, "### React before the lease is lost") {
+		t.Run(lang, func(t *testing.T) {
+			c := newLoopbackCluster(t, 1)
+			c.startAll()
+			g := c.nodes[0].proc
+			t.Cleanup(func() { g.cmd.Process.Signal(syscall.SIGCONT) })
+			s := startSidecar(t, "sidecar", nil, "--grantors", c.rpcAddrs())
+			const name = "jobs/render-42"
+
+			checkExample(t, startExample(t, "renewed", s.socket, argv), 0, "frame 7 token")
+
+			p := startExample(t, "grantor stopped", s.socket, argv)
+			p.waitLine(t, 0, "frame 0 token")
+			if err := g.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			i, _ := p.waitLine(t, 0, "jeopardy: pausing")
+			checkExample(t, p, 1, "leaseside: lost "+name)
+			for _, l := range p.out.all()[i:] {
+				if strings.HasPrefix(l.v, "frame ") {
+					t.Errorf("a frame after jeopardy:\n%s", p.tail(20))
+				}
+			}
+			g.cmd.Process.Signal(syscall.SIGCONT)
+
+			// The grantor keeps the lost grant until its own expiry.
+			cli(t, s.socket, "acquire", name, "--detached", "--wait", "1m").must(t, 0)
+			checkExample(t, startExample(t, "held", s.socket, argv), 1, "leaseside:")
+			cli(t, s.socket, "release", name).must(t, 0)
+
+			checkExample(t, startExample(t, "no daemon", filepath.Join(t.TempDir(), "none.sock"), argv), 1, "leaseside:")
+		})
+	}
+}

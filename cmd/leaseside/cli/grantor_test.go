@@ -141,6 +141,13 @@ func startProcLines(t *testing.T, name string, stdout bool, args ...string) *pro
 	return p
 }
 
+// mark is the index the next line will have.
+func (p *proc) mark() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.lines)
+}
+
 func (p *proc) output() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -151,9 +158,15 @@ func (p *proc) output() string {
 // it; it fails the test if the process exits first.
 func (p *proc) waitLine(t *testing.T, parts ...string) string {
 	t.Helper()
+	return p.waitLineFrom(t, 0, parts...)
+}
+
+// waitLineFrom is waitLine from the line of index from on (mark).
+func (p *proc) waitLineFrom(t *testing.T, from int, parts ...string) string {
+	t.Helper()
 	timer := time.NewTimer(procTimeout)
 	defer timer.Stop()
-	seen := 0
+	seen := from
 	for {
 		p.mu.Lock()
 		for ; seen < len(p.lines); seen++ {

@@ -241,3 +241,49 @@ func TestSemaphoreCheckTokenHolderWatch(t *testing.T) {
 		t.Errorf("watch --holders printed:\n%s\nwant:\n%s", strings.Join(got, "\n"), want)
 	}
 }
+
+// run --jeopardy-signal against a real grantor and daemon: with the
+// grantor stopped (SIGSTOP), renewals fail; at a third of the term before
+// the deadline run says the lease is in jeopardy and sends CMD's process
+// the signal; the grantor continued, a renewal gets through and run says
+// it is safe again; stopped once more, the lease is lost and run stops
+// CMD and exits 79.
+func TestRunJeopardySignal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	g := startProc(t, "grantor", "grantor", "--node-id", "g1", "--bootstrap-expect", "1", "--data-dir", filepath.Join(t.TempDir(), "g"),
+		"--rpc-addr", "127.0.0.1:0", "--raft-addr", "127.0.0.1:0", "--gossip-addr", "127.0.0.1:0")
+	rpc := field(g.waitLine(t, "leaseside grantor ready"), "rpc")
+	t.Cleanup(func() { g.cmd.Process.Signal(syscall.SIGCONT) })
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	d := startProc(t, "daemon", "daemon", "--grantors", rpc, "--socket", sock)
+	d.waitLine(t, "leaseside daemon ready")
+
+	// A 15 s term: renewals every 5 s, jeopardy 10 s after the last one
+	// succeeded, then about 5 s less the margins for a renewal to get
+	// through once the grantor runs again.
+	r := startProc(t, "run", "run", "j/x", "--ttl", "15s", "--jeopardy-signal", "USR1", "--socket", sock, "--",
+		"sh", "-c", `trap 'echo child got USR1 >&2' USR1; echo child running >&2; while :; do sleep 0.1; done`)
+	r.waitLine(t, "child running")
+	for round, want := range []string{"safe again: a renewal succeeded", "no renewal and the deadline is near; stopping the command"} {
+		from := r.mark()
+		if err := g.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		line := r.waitLineFrom(t, from, "in jeopardy: renewals have failed for a third of its term", "sent SIGUSR1 to the command")
+		r.waitLineFrom(t, from, "child got USR1")
+		if m := regexp.MustCompile(` ([0-9.]+m?s) left`).FindStringSubmatch(line); m == nil {
+			t.Errorf("round %d: the jeopardy line does not say what is left: %q", round, line)
+		} else if left, err := time.ParseDuration(m[1]); err != nil || left <= 0 || left > 5*time.Second {
+			t.Errorf("round %d: %s left at jeopardy, want (0, 5s] (a third of the term at most)", round, m[1])
+		}
+		if round == 0 {
+			g.cmd.Process.Signal(syscall.SIGCONT)
+		}
+		r.waitLineFrom(t, from, want)
+	}
+	if code := r.waitExit(t); code != ExitLost {
+		t.Errorf("run after the lease was lost: exit %d, want %d", code, ExitLost)
+	}
+}
