@@ -112,6 +112,7 @@ sidecar daemon on each host (a Unix socket).
 		Example: `  leaseside dev                                  # a sidecar and a grantor in one process
   leaseside acquire leader/billing --ttl 15s     # print the token
   leaseside run leader/billing --wait 5m -- ./billing
+  leaseside elect svc/api --value 10.0.0.5:8080 -- ./api   # run ./api only while leading
   leaseside help run`,
 		Version:           Version,
 		SilenceErrors:     true,
