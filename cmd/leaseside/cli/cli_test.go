@@ -104,6 +104,14 @@ func TestUsageErrors(t *testing.T) {
 		{name: "members remove without grantors", args: []string{"members", "remove", "g2"}, want: "needs --grantors"},
 		{name: "bench without grantors", args: []string{"bench"}, want: "bench needs --grantors"},
 		{name: "daemon without grantors", args: []string{"daemon"}, want: "give --join (gossip) or --grantors"},
+		{name: "elect without --value", args: []string{"elect", "x", "--", "true"}, want: "missing --value"},
+		{name: "elect without a command", args: []string{"elect", "x", "--value", "v"}, want: "missing '-- CMD'"},
+		{name: "watch --holders without a name", args: []string{"watch", "--holders"}, want: "--holders needs NAME"},
+		{name: "limit 0", args: []string{"acquire", "x", "--limit", "0"}, want: "--limit 0: must be from 1 (exclusive) to 256"},
+		{name: "run limit 300", args: []string{"run", "x", "--limit", "300", "--", "true"}, want: "--limit 300: must be from 1 (exclusive) to 256"},
+		{name: "check-token without a token", args: []string{"check-token", "x"}, want: "missing TOKEN"},
+		{name: "check-token of a token that is none", args: []string{"check-token", "x", "0"}, want: `TOKEN "0": a token is a positive decimal integer`},
+		{name: "jeopardy signal 99", args: []string{"run", "x", "--jeopardy-signal", "99", "--", "true"}, want: "--jeopardy-signal 99: signal numbers are 1 to 64"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -97,10 +97,35 @@ func TestEventLine(t *testing.T) {
 		{ipc.Event{Event: ipc.EventPause, LengthMs: 1234}, "pause      daemon paused for 1.234s"},
 		{ipc.Event{Event: ipc.EventDrift, RatePPM: 612}, "drift      clock drifts +612.0 ppm against the grantor"},
 		{ipc.Event{Event: ipc.EventUnsynced}, "unsynced   kernel clock not synchronised"},
+		{ipc.Event{Event: ipc.EventJeopardy, Lease: "a", Token: "7", ValidMs: 4900}, "jeopardy   a token 7 valid 4.9s"},
+		{ipc.Event{Event: ipc.EventSafe, Lease: "a", Token: "7", ValidMs: 14900}, "safe       a token 7 valid 14.9s"},
+		{ipc.Event{Event: ipc.EventHolder, Lease: "p", Change: ipc.ChangeSync, Limit: 3, Holders: []ipc.Holder{{Token: "4"}, {Token: "9"}}},
+			"holder     p sync; holders 2/3: 4 9"},
+		{ipc.Event{Event: ipc.EventHolder, Lease: "p", Change: ipc.ChangeExpired, Token: "4", Holder: "web1", Limit: 3, Holders: []ipc.Holder{{Token: "9"}}},
+			"holder     p expired token 4 on web1; holders 1/3: 9"},
+		{ipc.Event{Event: ipc.EventHolder, Lease: "e", Change: ipc.ChangeProclaimed, Token: "5", Holder: "insecure", Value: "10.0.0.5", Holders: []ipc.Holder{{Token: "5"}}},
+			`holder     e proclaimed token 5 value "10.0.0.5"; holders 1: 5`},
+		{ipc.Event{Event: ipc.EventHolder, Lease: "e", Change: ipc.ChangeReleased, Token: "5"}, "holder     e released token 5; holders 0"},
+		{ipc.Event{Event: ipc.EventLeader, Lease: "e", Token: "5", Holder: "web1", Value: "10.0.0.5"}, `leader     e token 5 on web1 value "10.0.0.5"`},
+		{ipc.Event{Event: ipc.EventNoLeader, Lease: "e"}, "no_leader  e"},
 	}
 	for _, tt := range tests {
 		if got := eventLine(&tt.ev); got != tt.want {
 			t.Errorf("%s: %q, want %q", tt.ev.Event, got, tt.want)
+		}
+	}
+}
+
+// Signals by name, with or without SIG, in any case, or by number.
+func TestParseSignal(t *testing.T) {
+	for in, want := range map[string]syscall.Signal{"": 0, "SIGUSR1": syscall.SIGUSR1, "usr2": syscall.SIGUSR2, "Hup": syscall.SIGHUP, "10": syscall.Signal(10), "40": syscall.Signal(40)} {
+		if got, err := parseSignal(in); err != nil || got != want {
+			t.Errorf("parseSignal(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"SIGNOPE", "0", "65", "-1", "USR"} {
+		if _, err := parseSignal(in); err == nil {
+			t.Errorf("parseSignal(%q) accepted", in)
 		}
 	}
 }
