@@ -111,7 +111,8 @@ func newTerminal(t *testing.T) *terminal {
 	return term
 }
 
-// On a terminal, a waiting acquire or run shows who holds the lease and
+// On a terminal, a waiting acquire or run shows who holds the lease (an
+// elect: who leads, observed) and
 // how long the wait has run, redrawn in place; it says when the wait ran
 // out or the lease came. Off a terminal, or with --quiet, stderr stays
 // silent until the end.
@@ -167,6 +168,18 @@ func TestWaitShowsHolderOnTerminal(t *testing.T) {
 			t.Fatalf("run did not end:\n%q", term.text())
 		}
 		term.waitFor(t, "\r\033[Kleaseside: freed acquired after waiting ")
+	})
+
+	t.Run("elect shows who leads", func(t *testing.T) {
+		term := newTerminal(t)
+		code := Main([]string{"elect", "held", "--value", "v", "--wait", "3s", "--socket", sock, "--", "true"}, io.Discard, term.tty)
+		if code != ExitHeld {
+			t.Fatalf("exit %d, want %d:\n%q", code, ExitHeld, term.text())
+		}
+		term.waitFor(t, "\r\033[Kleaseside: lease held is held elsewhere (token "+tokens["held"]+"); --wait 3s ran out")
+		if out := term.text(); !strings.Contains(out, "\r\033[Kwaiting to lead held: led by token "+tokens["held"]+"; waited 1s") {
+			t.Errorf("want the leader and the time waited, redrawn in place:\n%q", out)
+		}
 	})
 
 	t.Run("quiet", func(t *testing.T) {
