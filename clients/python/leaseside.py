@@ -9,7 +9,11 @@
             write(item, fencing_token=lease.token)   # ...and send the token anyway
 
 Leases are bound to the client's connection by default: closing the client
-releases them. The protocol is documented in ipc/PROTOCOL.md.
+releases them. Elections (campaign, proclaim, resign, observe), semaphores
+(acquire's limit), holder watches (watch_holders), token checks at the
+grantors (check_token) and each lease's state (SAFE, JEOPARDY, LOST) are
+described with their methods. The protocol is documented in
+ipc/PROTOCOL.md.
 
 Install with `pip install ./clients/python` (no dependencies), or copy this
 one file next to your program.
