@@ -113,8 +113,11 @@ func TestSessionRenewalDeadlineFromKeepAliveT0(t *testing.T) {
 		}
 	}
 	r.g.set(func() { r.g.delay = 700 * time.Millisecond })
+	// t0 is read before the clock moves: once it has, the keepalive may
+	// be sent and answered (the grantor moving the clock its 700ms) before
+	// this goroutine reads the clock again.
+	t0 := r.clock.Now().Add(ttl / 3)
 	r.clock.Advance(ttl / 3)
-	t0 := r.clock.Now()
 	want := r.timing.HolderDeadline(t0, ttl)
 	renewed := map[string]bool{}
 	for len(renewed) < 3 {
