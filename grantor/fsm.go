@@ -336,7 +336,7 @@ func (f *fsm) applyAcquire(c *acquireCmd, newToken bool) any {
 			return err // nothing changed: not remembered
 		}
 		f.st.LastToken++
-		cur = leaseRecord{Session: c.ID.Session, Owner: c.Owner, Token: f.st.LastToken, TTL: c.TTL, Value: c.Value}
+		cur = leaseRecord{Session: f.internSession(c.ID.Session), Owner: c.Owner, Token: f.st.LastToken, TTL: c.TTL, Value: c.Value}
 		f.st.Leases[c.Lease] = cur
 		f.hold(c.Lease, cur)
 	case cur.Session == c.ID.Session && cur.Owner == c.Owner && newToken:
@@ -467,6 +467,8 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.st = st
 	f.bySession, f.heldByName = map[string]*sessionLeases{}, map[string]int{}
 	for name, l := range st.Leases {
+		l.Session = f.internSession(l.Session)
+		st.Leases[name] = l
 		f.hold(name, l)
 	}
 	for name, sem := range st.Sems {

@@ -163,7 +163,7 @@ func (f *fsm) acquireSlot(s *sessionRecord, c *acquireCmd) any {
 		replaced = old.Token
 	}
 	f.st.LastToken++
-	rec := leaseRecord{Session: c.ID.Session, Owner: c.Owner, Token: f.st.LastToken, TTL: c.TTL, Value: c.Value}
+	rec := leaseRecord{Session: f.internSession(c.ID.Session), Owner: c.Owner, Token: f.st.LastToken, TTL: c.TTL, Value: c.Value}
 	sem.Holders = append(sem.Holders, rec)
 	f.hold(c.Lease, rec)
 	s.Outcomes[c.ID.Seq] = outcome{Kind: cmdAcquire, Lease: c.Lease, Owner: c.Owner, Token: rec.Token}

@@ -25,6 +25,19 @@ import (
 type sessionLeases struct {
 	grants map[grantRef]struct{}
 	digest uint64
+	// name is the session's name as its first grant stored it; later
+	// grants store this copy (internSession), not one of their own.
+	name string
+}
+
+// internSession returns session's name as the grants it holds store it,
+// so that a session's grants share one copy of its name (a decoded entry
+// brings a copy of its own); session itself when it holds none.
+func (f *fsm) internSession(session string) string {
+	if sl := f.bySession[session]; sl != nil {
+		return sl.name
+	}
+	return session
 }
 
 func (s *sessionLeases) count() int {
@@ -39,7 +52,7 @@ func (s *sessionLeases) count() int {
 func (f *fsm) hold(name string, cur leaseRecord) {
 	sl := f.bySession[cur.Session]
 	if sl == nil {
-		sl = &sessionLeases{grants: map[grantRef]struct{}{}}
+		sl = &sessionLeases{grants: map[grantRef]struct{}{}, name: cur.Session}
 		f.bySession[cur.Session] = sl
 	}
 	sl.grants[grantRef{name, cur.Token}] = struct{}{}
