@@ -354,3 +354,32 @@ func TestGrantSpells(t *testing.T) {
 		t.Fatalf("violations %v", vs)
 	}
 }
+
+// A client stopped while its grant's reply waits in its socket reads the
+// grant after the deadline the reply told; the sidecar renewed the lease
+// meanwhile, in time, and its renewed events keep the grant valid: a
+// belief from the read to the renewed deadline, not a write after the
+// end. Without the renewal, the same writes are after the end.
+func TestGrantReadLate(t *testing.T) {
+	for _, renewed := range []bool{true, false} {
+		b := newHist().
+			rec(workload.Record{Kind: workload.KindAcquire, Op: "a.1.1", Name: "x", At: 1 * s}).
+			rec(workload.Record{Kind: workload.KindAcquired, Op: "a.1.1", Name: "x", Token: 3, Deadline: 4 * s, At: 5 * s}).
+			rec(workload.Record{Kind: workload.KindCheck, Op: "a.1.1", Name: "x", Token: 3, Deadline: 9 * s, At: 5 * s, End: 5 * s})
+		if renewed {
+			b.h.Events = []SidecarEvent{{Event: ipc.Event{Event: ipc.EventRenewed, Lease: "x", Token: "3", DeadlineBoottimeNs: 9 * s}, At: 3 * s}}
+		}
+		b.h.Writes = []RegisterWrite{{Write: workload.Write{Name: "x", Holder: "a.1.1", Token: 3, Deadline: 9 * s, Kind: "post"}, Seq: 1, At: 6 * s, Accepted: true}}
+		gs := grants(&b.h)
+		if len(gs) != 1 {
+			t.Fatalf("renewed %v: grants %v; want one", renewed, gs)
+		}
+		vs := checkRegister(&b.h, gs)
+		switch {
+		case renewed && (gs[0].Start != 5*s || gs[0].End != 9*s || len(vs) != 0):
+			t.Errorf("renewed while unread: [%v, %v), violations %v; want [5s, 9s) and none", time.Duration(gs[0].Start), time.Duration(gs[0].End), vs)
+		case !renewed && len(vs) != 1:
+			t.Errorf("not renewed: violations %v; want the write after the end", vs)
+		}
+	}
+}

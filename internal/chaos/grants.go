@@ -156,10 +156,14 @@ func grants(h *History) []*Grant {
 		if err != nil {
 			continue
 		}
-		// The spell the event falls in: the last one started before it.
+		// The spell the event falls in: the last one whose call was sent
+		// before it. The sidecar holds a grant from before its holder
+		// reads it: a holder stopped with the grant unread may read it
+		// after the deadline the grant told, and then renewed events that
+		// the sidecar sent meanwhile, in time, which keep it valid.
 		var g *Grant
 		for _, sp := range byKey[key{e.Event.Lease, tok}] {
-			if sp.Start <= e.At {
+			if from := min(sp.Start, cmp.Or(sp.Call, sp.Start)); from <= e.At {
 				g = sp
 			}
 		}
