@@ -221,6 +221,24 @@ func (r *run) do(i int, st Step) {
 		s.stopped = false
 		s.mu.Unlock()
 		r.rec.endFault(i, boottime(), "")
+	case StallSidecar:
+		s := r.cl.sidecars[rng.IntN(len(r.cl.sidecars))]
+		f.Target = s.name
+		i := r.rec.fault(f)
+		s.mu.Lock()
+		s.stopped = true
+		s.mu.Unlock()
+		stalls := 0
+		for end := time.Now().Add(st.For); time.Now().Before(end); stalls++ {
+			s.current().signal(syscall.SIGSTOP)
+			pause(min(between(rng, 200*time.Millisecond, 1500*time.Millisecond), time.Until(end)))
+			s.current().signal(syscall.SIGCONT)
+			pause(between(rng, 20*time.Millisecond, 150*time.Millisecond))
+		}
+		s.mu.Lock()
+		s.stopped = false
+		s.mu.Unlock()
+		r.rec.endFault(i, boottime(), strconv.Itoa(stalls)+" stalls")
 	case StarveCPU:
 		var pid int
 		if rng.IntN(3) == 0 {

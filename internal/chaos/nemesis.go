@@ -40,6 +40,11 @@ const (
 	KillSidecar Kind = "kill-sidecar"
 	// StopSidecar SIGSTOPs a sidecar, then SIGCONTs it.
 	StopSidecar Kind = "stop-sidecar"
+	// StallSidecar stops and continues a sidecar again and again, stopped
+	// for up to a second and a half at a time and running for a moment in
+	// between (an overloaded host, long pauses): the replies from the
+	// grantors wait for it, so it reads them well after they were sent.
+	StallSidecar Kind = "stall-sidecar"
 	// StarveCPU limits a grantor (the leader half the time), or now and
 	// then a sidecar, to a few per cent of a CPU through its cgroup.
 	StarveCPU Kind = "cpu-starve"
@@ -72,7 +77,7 @@ var clusterKinds = []struct {
 	weight int
 }{
 	{Partition, 2}, {OneWay, 2}, {Split, 4}, {LeaderAlone, 2}, {SidecarAlone, 1}, {Flapping, 2},
-	{KillGrantor, 3}, {StopGrantor, 3}, {KillSidecar, 1}, {StopSidecar, 1},
+	{KillGrantor, 3}, {StopGrantor, 3}, {KillSidecar, 1}, {StopSidecar, 1}, {StallSidecar, 2},
 	{StarveCPU, 1}, {SlowDisk, 1}, {ClockStep, 1}, {TimeNamespace, 1}, {Rolling, 1}, {Membership, 1},
 }
 
@@ -161,7 +166,7 @@ func plan(seed uint64, length, maxTTL time.Duration, kinds []Kind) Schedule {
 		switch k {
 		case Partition, OneWay, Split, LeaderAlone, SidecarAlone:
 			st.For = between(f/2, 3*f)
-		case Flapping, StarveCPU, SlowDisk:
+		case Flapping, StarveCPU, SlowDisk, StallSidecar:
 			st.For = between(2*f, 4*f)
 		case KillGrantor, TimeNamespace:
 			st.For = between(f/5, 2*f) // down time

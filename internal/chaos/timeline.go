@@ -85,7 +85,7 @@ func faultColor(k Kind) color.Color {
 		return color.NRGBA{70, 130, 220, 55} // the network: blue
 	case KillGrantor, StopGrantor, TimeNamespace:
 		return color.NRGBA{240, 160, 40, 60} // grantor processes: orange
-	case KillSidecar, StopSidecar:
+	case KillSidecar, StopSidecar, StallSidecar:
 		return color.NRGBA{160, 90, 200, 55} // sidecars: purple
 	case StarveCPU, SlowDisk:
 		return color.NRGBA{60, 170, 90, 55} // resources: green
