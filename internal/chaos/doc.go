@@ -5,9 +5,10 @@
 // fenced register with their tokens (see package workload), and a
 // nemesis that follows a schedule made from a seed: partitions of every
 // shape, one-way and flapping links, kill -9 and SIGSTOP of grantors
-// (the leader most), sidecars and clients, CPU and disk starvation
-// through cgroups, CLOCK_REALTIME steps, grantors restarted with BOOTTIME
-// offsets in time namespaces, rolling restarts and membership changes.
+// (the leader most), sidecars and clients, a sidecar stalled again and
+// again (stopped and continued), CPU and disk starvation through
+// cgroups, CLOCK_REALTIME steps, grantors restarted with BOOTTIME offsets
+// in time namespaces, rolling restarts and membership changes.
 //
 // Everything that happens is recorded on the machine's one
 // CLOCK_BOOTTIME, and checkers read the history afterwards: believed
