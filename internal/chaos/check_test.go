@@ -16,7 +16,10 @@ import (
 // Tests of the checkers on histories written by hand: each checker
 // finds what it must and passes what it must pass. Instants are seconds.
 
-const s = int64(time.Second)
+const (
+	s    = int64(time.Second)
+	msec = int64(time.Millisecond)
+)
 
 // hist builds a History.
 type hist struct{ h History }
@@ -53,13 +56,13 @@ func TestGrantIntervals(t *testing.T) {
 	b := newHist().
 		hold("a.1.1", "x", 1, 0, 1*s, 4*s, 3*s).
 		// b holds token 2 from 5s; a renewed event moves its deadline from
-		// 7s to 9s before 7s; one that comes after the deadline passed
+		// 7s to 9s before 7s; one that tells a deadline already passed
 		// moves nothing.
 		rec(workload.Record{Kind: workload.KindAcquire, Op: "b.1.1", Name: "x", At: 4 * s}).
 		rec(workload.Record{Kind: workload.KindAcquired, Op: "b.1.1", Name: "x", Token: 2, Deadline: 7 * s, At: 5 * s})
 	b.h.Events = []SidecarEvent{
 		{Event: ipc.Event{Event: ipc.EventRenewed, Lease: "x", Token: "2", DeadlineBoottimeNs: 9 * s}, At: 6 * s},
-		{Event: ipc.Event{Event: ipc.EventRenewed, Lease: "x", Token: "2", DeadlineBoottimeNs: 20 * s}, At: 10 * s},
+		{Event: ipc.Event{Event: ipc.EventRenewed, Lease: "x", Token: "2", DeadlineBoottimeNs: 9500 * msec}, At: 10 * s},
 	}
 	// c is killed after its last check at 12s; its deadline was 15s.
 	b.rec(workload.Record{Kind: workload.KindAcquire, Op: "c.1.1", Name: "x", At: 10 * s}).
@@ -364,8 +367,7 @@ func TestGrantReadLate(t *testing.T) {
 	for _, renewed := range []bool{true, false} {
 		b := newHist().
 			rec(workload.Record{Kind: workload.KindAcquire, Op: "a.1.1", Name: "x", At: 1 * s}).
-			rec(workload.Record{Kind: workload.KindAcquired, Op: "a.1.1", Name: "x", Token: 3, Deadline: 4 * s, At: 5 * s}).
-			rec(workload.Record{Kind: workload.KindCheck, Op: "a.1.1", Name: "x", Token: 3, Deadline: 9 * s, At: 5 * s, End: 5 * s})
+			rec(workload.Record{Kind: workload.KindAcquired, Op: "a.1.1", Name: "x", Token: 3, Deadline: 4 * s, At: 5 * s})
 		if renewed {
 			b.h.Events = []SidecarEvent{{Event: ipc.Event{Event: ipc.EventRenewed, Lease: "x", Token: "3", DeadlineBoottimeNs: 9 * s}, At: 3 * s}}
 		}
@@ -381,5 +383,30 @@ func TestGrantReadLate(t *testing.T) {
 		case !renewed && len(vs) != 1:
 			t.Errorf("not renewed: violations %v; want the write after the end", vs)
 		}
+	}
+}
+
+// A renewal sent in time whose reply comes after the deadline it extends
+// (a slow grantor) makes the sidecar call the grant valid again; a holder
+// that did not look in between believes throughout, and its writes after
+// the old deadline are within its interval.
+func TestGrantRevivedByLateRenewal(t *testing.T) {
+	b := newHist().
+		rec(workload.Record{Kind: workload.KindAcquire, Op: "a.1.1", Name: "x", At: 0}).
+		rec(workload.Record{Kind: workload.KindAcquired, Op: "a.1.1", Name: "x", Token: 5, Deadline: 2 * s, At: 1 * s}).
+		rec(workload.Record{Kind: workload.KindCheck, Op: "a.1.1", Name: "x", Token: 5, Deadline: 3 * s, At: 2500 * msec, End: 2500 * msec})
+	b.h.Events = []SidecarEvent{{Event: ipc.Event{Event: ipc.EventRenewed, Lease: "x", Token: "5", DeadlineBoottimeNs: 3 * s}, At: 2300 * msec}}
+	b.h.Writes = []RegisterWrite{{Write: workload.Write{Name: "x", Holder: "a.1.1", Token: 5, Deadline: 3 * s, Kind: "post"}, Seq: 1, At: 2500 * msec, Accepted: true}}
+	gs := grants(&b.h)
+	if len(gs) != 1 || gs[0].Start != 1*s || gs[0].End != 3*s {
+		t.Fatalf("grants %v; want one, [1s, 3s)", gs)
+	}
+	if vs := checkRegister(&b.h, gs); len(vs) != 0 {
+		t.Fatalf("violations %v", vs)
+	}
+	// A second holder from 2.1s overlaps the revived interval.
+	b.hold("b.1.1", "x", 6, 2*s, 2100*msec, 5*s, 4*s)
+	if vs := checkIntervals(grants(&b.h)); len(vs) != 1 {
+		t.Fatalf("violations %v; want the overlap of tokens 5 and 6", vs)
 	}
 }

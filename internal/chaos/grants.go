@@ -28,8 +28,8 @@ type Grant struct {
 	// was read.
 	Call  int64 `json:"call"`
 	Start int64 `json:"start"`
-	// Deadline is the latest deadline the holder was told before the one
-	// it had passed (grant, check replies, renewed events).
+	// Deadline is the latest deadline the holder was told while it lay
+	// ahead (grant, check replies, renewed events).
 	Deadline int64 `json:"deadline"`
 	// End is when the holder's belief ended, EndWhy says what ended it.
 	End    int64  `json:"end"`
@@ -197,15 +197,17 @@ func grants(h *History) []*Grant {
 }
 
 // settle works out the grant's deadline and ends from what was
-// collected. A deadline told after the one before had passed extends
-// nothing: the holder had stopped believing by then.
+// collected. Every deadline told while it lay ahead counts, also one told
+// after the one before had passed: a renewal sent in time whose reply
+// came late (a slow grantor) makes the sidecar call the grant valid
+// again, and a holder that did not look in between believes throughout.
+// That is safe when the grantor did renew in time (no other holder in
+// between); when it did not, the interval overlaps the next holder's.
 func (g *Grant) settle() {
-	slices.SortFunc(g.updates, func(a, b update) int { return cmp.Compare(a.at, b.at) })
 	for _, u := range g.updates {
-		if u.at >= g.Deadline {
-			break
+		if u.deadline > u.at {
+			g.Deadline = max(g.Deadline, u.deadline)
 		}
-		g.Deadline = max(g.Deadline, u.deadline)
 	}
 	g.End, g.EndWhy = g.Deadline, "deadline"
 	for _, e := range g.ends {
