@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaseside/leaseside/clockwatch"
 	"github.com/leaseside/leaseside/internal/chaos/workload"
 	"github.com/leaseside/leaseside/ipc"
 )
@@ -408,5 +409,45 @@ func TestGrantRevivedByLateRenewal(t *testing.T) {
 	b.hold("b.1.1", "x", 6, 2*s, 2100*msec, 5*s, 4*s)
 	if vs := checkIntervals(grants(&b.h)); len(vs) != 1 {
 		t.Fatalf("violations %v; want the overlap of tokens 5 and 6", vs)
+	}
+}
+
+// A renewal sent after its sidecar was cut off with fewer grantors than a
+// quorum may not be confirmed before the heal; one sent before the cut
+// (or within the slack), one on the side with the quorum, and one
+// confirmed after the heal began may.
+func TestCheckQuorum(t *testing.T) {
+	b := newHist().
+		rec(workload.Record{Kind: workload.KindAcquire, Op: "a.1.1", Name: "x", TTLMs: 1000, At: 1 * s}).
+		rec(workload.Record{Kind: workload.KindAcquired, Op: "a.1.1", Name: "x", Token: 3, Deadline: 2 * s, At: 1 * s}).
+		rec(workload.Record{Kind: workload.KindAcquire, Op: "b.1.1", Name: "y", TTLMs: 1000, At: 1 * s}).
+		rec(workload.Record{Kind: workload.KindAcquired, Op: "b.1.1", Name: "y", Token: 4, Deadline: 2 * s, At: 1 * s})
+	b.h.Faults = []Fault{{Kind: Split, Island: []string{"g1", "s1"}, Rest: []string{"g2", "g3", "g4", "s2"}, Start: 9 * s, Cut: 10 * s, Heal: 20 * s, End: 21 * s}}
+	dl := func(t0 int64) int64 {
+		return int64(clockwatch.DefaultTiming().HolderDeadline(clockwatch.Instant(t0), time.Second))
+	}
+	renewed := func(sidecar, name, token string, t0, at int64) SidecarEvent {
+		return SidecarEvent{Sidecar: sidecar, Event: ipc.Event{Event: ipc.EventRenewed, Lease: name, Token: token, DeadlineBoottimeNs: dl(t0)}, At: at}
+	}
+	b.h.Events = []SidecarEvent{
+		renewed("s1", "x", "3", 9800*msec, 10300*msec),  // sent before the cut
+		renewed("s1", "x", "3", 10400*msec, 10600*msec), // within the slack
+		renewed("s1", "x", "3", 12*s, 12100*msec),       // sent after: the violation
+		renewed("s2", "y", "4", 12*s, 12100*msec),       // the side with the quorum
+		renewed("s1", "x", "3", 19900*msec, 20200*msec), // confirmed after the heal began
+	}
+	vs := checkQuorum(&b.h, 3)
+	if len(vs) != 1 || vs[0].At != 12100*msec || vs[0].Checker != CheckQuorum {
+		t.Fatalf("violations %v; want one, at 12.1s", vs)
+	}
+	// With five grantors, two on the island are no quorum either; three are.
+	b.h.Faults[0].Island = []string{"g1", "g2", "s1"}
+	b.h.Faults[0].Rest = []string{"g3", "g4", "g5", "g6", "s2"}
+	if vs := checkQuorum(&b.h, 5); len(vs) != 1 {
+		t.Fatalf("five grantors, two cut off: violations %v; want one", vs)
+	}
+	b.h.Faults[0].Island = []string{"g1", "g2", "g3", "s1"}
+	if vs := checkQuorum(&b.h, 5); len(vs) != 0 {
+		t.Fatalf("five grantors, three cut off: violations %v; want none", vs)
 	}
 }

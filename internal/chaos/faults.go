@@ -68,6 +68,7 @@ func (r *run) do(i int, st Step) {
 		island := hosts[:1+rng.IntN(r.lab.Len()-1)]
 		slices.Sort(island)
 		f.Target = "hosts " + r.hostNames(island) + " | the rest"
+		r.island(&f, island)
 		r.network(f, st.For, func() { r.lab.Partition(island...) })
 	case OneWay:
 		var pairs [][2]int
@@ -132,6 +133,7 @@ func (r *run) do(i int, st Step) {
 		}
 		slices.Sort(side)
 		f.Target = "minority " + r.hostNames(side)
+		r.island(&f, side)
 		r.network(f, st.For, func() { r.lab.Partition(side...) })
 	case LeaderAlone:
 		g, lead := r.pickGrantor(rng, 1)
@@ -140,10 +142,12 @@ func (r *run) do(i int, st Step) {
 			return
 		}
 		f.Target, f.Leader = g.id, lead
+		r.island(&f, []int{g.hostIndex()})
 		r.network(f, st.For, func() { r.lab.Isolate(g.hostIndex()) })
 	case SidecarAlone:
 		s := r.cl.sidecars[rng.IntN(len(r.cl.sidecars))]
 		f.Target = s.name
+		r.island(&f, []int{s.hostIndex()})
 		r.network(f, st.For, func() { r.lab.Isolate(s.hostIndex()) })
 	case Flapping:
 		r.flap(f, rng, st.For)
@@ -231,7 +235,7 @@ func (r *run) do(i int, st Step) {
 		stalls := 0
 		for end := time.Now().Add(st.For); time.Now().Before(end); stalls++ {
 			s.current().signal(syscall.SIGSTOP)
-			pause(min(between(rng, 200*time.Millisecond, 1500*time.Millisecond), time.Until(end)))
+			pause(min(between(rng, 300*time.Millisecond, 2500*time.Millisecond), time.Until(end)))
 			s.current().signal(syscall.SIGCONT)
 			pause(between(rng, 20*time.Millisecond, 150*time.Millisecond))
 		}
@@ -315,9 +319,23 @@ func (r *run) limited(f Fault, d time.Duration, pid int, limit func(pid int) err
 func (r *run) network(f Fault, d time.Duration, cut func()) {
 	i := r.rec.fault(f)
 	cut()
+	r.rec.setFault(i, func(f *Fault) { f.Cut = boottime() })
 	pause(d)
+	r.rec.setFault(i, func(f *Fault) { f.Heal = boottime() })
 	r.lab.Heal()
 	r.rec.endFault(i, boottime(), "")
+}
+
+// island notes on f the sides of a cut of the network in two: the hosts
+// of island, and the rest.
+func (r *run) island(f *Fault, island []int) {
+	for i := range r.lab.Len() {
+		if slices.Contains(island, i) {
+			f.Island = append(f.Island, r.hostName(i))
+		} else {
+			f.Rest = append(f.Rest, r.hostName(i))
+		}
+	}
 }
 
 // flap cuts a group off and heals, again and again, for d.

@@ -151,6 +151,13 @@ func (r *recorder) fault(f Fault) int {
 	return len(r.h.Faults) - 1
 }
 
+// setFault changes fault i as set says.
+func (r *recorder) setFault(i int, set func(*Fault)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	set(&r.h.Faults[i])
+}
+
 // endFault records the end of fault i, with what more there is to say.
 func (r *recorder) endFault(i int, at int64, detail string) {
 	r.mu.Lock()

@@ -41,7 +41,7 @@ const (
 	// StopSidecar SIGSTOPs a sidecar, then SIGCONTs it.
 	StopSidecar Kind = "stop-sidecar"
 	// StallSidecar stops and continues a sidecar again and again, stopped
-	// for up to a second and a half at a time and running for a moment in
+	// for up to two and a half seconds at a time and running for a moment in
 	// between (an overloaded host, long pauses): the replies from the
 	// grantors wait for it, so it reads them well after they were sent.
 	StallSidecar Kind = "stall-sidecar"
@@ -113,6 +113,12 @@ type Fault struct {
 	// Start and End bound the fault (End: healed, restarted, continued).
 	Start int64 `json:"start"`
 	End   int64 `json:"end"`
+	// A cut of the network in two sides: the hosts of the island and
+	// the rest, when the cut was in place and when the heal began.
+	Island []string `json:"island,omitempty"`
+	Rest   []string `json:"rest,omitempty"`
+	Cut    int64    `json:"cut,omitempty"`
+	Heal   int64    `json:"heal,omitempty"`
 }
 
 // Schedule is the nemesis's plan for a run: a pure function of the seed

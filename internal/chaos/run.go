@@ -241,6 +241,7 @@ func Check(t testing.TB, cfg Config, sched Schedule, h *History) *Report {
 	vs = append(vs, lin...)
 	vs = append(vs, checkProbes(h, cfg.names(), cfg.maxTTL()+probeSlack)...)
 	vs = append(vs, checkCrashes(h)...)
+	vs = append(vs, checkQuorum(h, cfg.Grantors)...)
 	for i := range vs {
 		vs[i].Faults = activeFaults(h, vs[i].At)
 	}
