@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,6 +20,7 @@ const (
 	CheckLinear    = "linearizable"
 	CheckLiveness  = "liveness"
 	CheckCrash     = "crash"
+	CheckSemaphore = "semaphore"
 )
 
 // Violation is something a checker found that must not happen.
@@ -237,6 +239,52 @@ func checkCrashes(h *History) []Violation {
 	var vs []Violation
 	for _, c := range h.Crashes {
 		vs = append(vs, Violation{Checker: CheckCrash, At: c.At, Message: c.Process + ": " + c.Line})
+	}
+	return vs
+}
+
+// checkSemaphore finds instants at which more than limit holders believed
+// they held the semaphore (gs are its grants): each time the count goes
+// above the limit, one violation naming the grant that took it there and
+// one held before it.
+func checkSemaphore(gs []*Grant, limit int) []Violation {
+	type edge struct {
+		at int64
+		d  int // +1 a holder starts believing, -1 one stops
+		g  *Grant
+	}
+	var es []edge
+	for _, g := range gs {
+		if g.End > g.Start {
+			es = append(es, edge{g.Start, 1, g}, edge{g.End, -1, g})
+		}
+	}
+	// An end at the instant another starts comes first: that is a handoff.
+	slices.SortFunc(es, func(a, b edge) int { return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.d, b.d)) })
+	var vs []Violation
+	held := map[*Grant]bool{}
+	over := false
+	for _, e := range es {
+		if e.d < 0 {
+			delete(held, e.g)
+			over = over && len(held) > limit
+			continue
+		}
+		held[e.g] = true
+		if len(held) > limit && !over {
+			over = true
+			var other *Grant
+			var tokens []string
+			for h := range held {
+				tokens = append(tokens, strconv.FormatUint(h.Token, 10))
+				if h != e.g && (other == nil || h.Start < other.Start) {
+					other = h
+				}
+			}
+			slices.Sort(tokens)
+			vs = append(vs, Violation{Checker: CheckSemaphore, Name: e.g.Name, At: e.at, A: other, B: e.g,
+				Message: fmt.Sprintf("%d holders of semaphore %s (limit %d) believed they held it at once: tokens %s", len(held), e.g.Name, limit, strings.Join(tokens, ", "))})
+		}
 	}
 	return vs
 }

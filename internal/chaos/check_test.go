@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -449,5 +450,25 @@ func TestCheckQuorum(t *testing.T) {
 	b.h.Faults[0].Island = []string{"g1", "g2", "g3", "s1"}
 	if vs := checkQuorum(&b.h, 5); len(vs) != 0 {
 		t.Fatalf("five grantors, three cut off: violations %v; want none", vs)
+	}
+}
+
+// A semaphore of two: a third holder while two believe is a violation; a
+// holder that starts the instant another ends is a handoff.
+func TestCheckSemaphore(t *testing.T) {
+	g := func(token uint64, start, end int64) *Grant {
+		return &Grant{Name: "sem", Token: token, Holder: "h" + strconv.FormatUint(token, 10), Start: start, End: end}
+	}
+	handoff := []*Grant{g(1, 1*s, 5*s), g(2, 2*s, 6*s), g(3, 5*s, 7*s)}
+	if vs := checkSemaphore(handoff, 2); len(vs) != 0 {
+		t.Fatalf("handoff: violations %v", vs)
+	}
+	three := []*Grant{g(1, 1*s, 5*s), g(2, 2*s, 6*s), g(3, 3*s, 4*s), g(4, 3500*msec, 4500*msec)}
+	vs := checkSemaphore(three, 2)
+	if len(vs) != 1 || vs[0].At != 3*s || vs[0].B.Token != 3 || vs[0].A.Token != 1 || !strings.Contains(vs[0].Message, "tokens 1, 2, 3") {
+		t.Fatalf("violations %v; want one at 3s, token 3 over 1 and 2", vs)
+	}
+	if vs := checkSemaphore(three, 3); len(vs) != 1 || vs[0].At != 3500*msec {
+		t.Fatalf("limit 3: violations %v; want one at 3.5s", vs)
 	}
 }

@@ -39,21 +39,35 @@ type clients struct {
 	wg       sync.WaitGroup
 }
 
-// newClients lays out per clients on each sidecar host, with cfg as the
+// newClients lays out per clients on each sidecar host, then prims
+// clients of the semaphore and the election (sNp1, ...), with cfg as the
 // template of their configuration.
-func newClients(bin, logDir string, sidecars []*sidecar, per int, cfg workload.Config, rec *recorder) (*clients, error) {
+func newClients(bin, logDir string, sidecars []*sidecar, per, prims int, cfg workload.Config, rec *recorder) (*clients, error) {
 	cs := &clients{bin: bin, rec: rec}
+	add := func(s *sidecar, name string, isPrims bool) error {
+		c := &clientProc{name: name, sidecar: s, cfg: cfg}
+		c.cfg.Client, c.cfg.Socket, c.cfg.Prims = c.name, s.socket, isPrims
+		c.cfg.Seed = cfg.Seed ^ uint64(len(cs.list)+1)<<32
+		f, err := os.Create(filepath.Join(logDir, c.name+".log"))
+		if err != nil {
+			return err
+		}
+		c.log = f
+		cs.list = append(cs.list, c)
+		return nil
+	}
 	for _, s := range sidecars {
 		for i := 1; i <= per; i++ {
-			c := &clientProc{name: fmt.Sprintf("%sc%d", s.name, i), sidecar: s, cfg: cfg}
-			c.cfg.Client, c.cfg.Socket = c.name, s.socket
-			c.cfg.Seed = cfg.Seed ^ uint64(len(cs.list)+1)<<32
-			f, err := os.Create(filepath.Join(logDir, c.name+".log"))
-			if err != nil {
+			if err := add(s, fmt.Sprintf("%sc%d", s.name, i), false); err != nil {
 				return nil, err
 			}
-			c.log = f
-			cs.list = append(cs.list, c)
+		}
+	}
+	for _, s := range sidecars {
+		for i := 1; i <= prims; i++ {
+			if err := add(s, fmt.Sprintf("%sp%d", s.name, i), true); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return cs, nil

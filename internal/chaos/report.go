@@ -111,7 +111,7 @@ func makeReport(cfg Config, sched Schedule, h *History, gs []*Grant, vs []Violat
 	for _, v := range vs {
 		f.Violations[v.Checker]++
 	}
-	names := cfg.names()
+	names := cfg.allNames()
 	ds, none := recoveries(h, gs, names)
 	f.Recoveries, f.NotRecovered = len(ds), none
 	f.RecoveryP50Ms = ms(percentile(ds, 50))

@@ -51,6 +51,11 @@ type Config struct {
 	Race bool `json:"race"`
 	// LinearTimeout bounds the linearizability check of each name.
 	LinearTimeout time.Duration `json:"linear_timeout"`
+	// PrimsPerHost is how many clients on each sidecar host take turns,
+	// instead of on the names, on a semaphore of Limit holders (2 or 3,
+	// from the seed, when 0) and on an election.
+	PrimsPerHost int `json:"prims_per_host"`
+	Limit        int `json:"limit,omitempty"`
 	// Out is the directory of the report, the picture and the logs.
 	Out string `json:"-"`
 }
@@ -63,7 +68,7 @@ func DefaultConfig() Config {
 		Duration: time.Minute, Grantors: 3, Sidecars: 2, ClientsPerHost: 3, Names: 3,
 		TTLs:    []time.Duration{time.Second, 2 * time.Second, 3 * time.Second, 6 * time.Second},
 		MaxWait: 2 * time.Second, MaxHold: 4 * time.Second, RunShare: 0.15,
-		ClockStepMax: 0, Race: true, LinearTimeout: 30 * time.Second,
+		ClockStepMax: 0, Race: true, LinearTimeout: 30 * time.Second, PrimsPerHost: 1,
 	}
 }
 
@@ -78,6 +83,8 @@ func (c Config) Validate() error {
 		return errors.New("chaos: no clients, names or terms")
 	case c.Duration < 5*c.maxTTL():
 		return fmt.Errorf("chaos: a run of %v is too short for terms of up to %v", c.Duration, c.maxTTL())
+	case c.PrimsPerHost < 0 || c.Limit != 0 && (c.Limit < 2 || c.Limit > 256):
+		return fmt.Errorf("chaos: %d prims clients a host, semaphore limit %d; want 0 or more, and 2 to 256", c.PrimsPerHost, c.Limit)
 	case c.MaxWait <= 0 || c.MaxHold <= 0:
 		return errors.New("chaos: MaxWait and MaxHold must be positive")
 	}
@@ -89,13 +96,37 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// names are the lease names of a run.
+// names are the names of a run's exclusive leases.
 func (c Config) names() []string {
 	var ns []string
 	for i := range c.Names {
 		ns = append(ns, "chaos/"+string(rune('a'+i)))
 	}
 	return ns
+}
+
+// semaphore and election name the semaphore and the election of the
+// prims clients ("" when there are none).
+func (c Config) semaphore() string {
+	if c.PrimsPerHost == 0 {
+		return ""
+	}
+	return "chaos/sem"
+}
+
+func (c Config) election() string {
+	if c.PrimsPerHost == 0 {
+		return ""
+	}
+	return "chaos/leader"
+}
+
+// allNames are the names, the election and the semaphore.
+func (c Config) allNames() []string {
+	if c.PrimsPerHost == 0 {
+		return c.names()
+	}
+	return append(c.names(), c.election(), c.semaphore())
 }
 
 // maxTTL is the longest term.
@@ -146,6 +177,9 @@ func Run(t testing.TB, cfg Config) *Report {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
+	if cfg.PrimsPerHost > 0 && cfg.Limit == 0 {
+		cfg.Limit = 2 + int(cfg.Seed%2)
+	}
 	bins := buildBinaries(t, cfg.Race)
 	if cfg.Out == "" {
 		dir, err := os.MkdirTemp("", "leaseside-chaos-")
@@ -191,8 +225,9 @@ func Run(t testing.TB, cfg Config) *Report {
 	}()
 
 	tmpl := workload.Config{Register: filepath.Join(sockDir, "register.sock"), Names: cfg.names(), TTLs: cfg.TTLs,
-		MaxWait: cfg.MaxWait, MaxHold: cfg.MaxHold, Seed: cfg.Seed, Leaseside: bins.leaseside, Self: bins.client, RunShare: cfg.RunShare}
-	r.cs, err = newClients(bins.client, filepath.Join(cfg.Out, "logs"), r.cl.sidecars, cfg.ClientsPerHost, tmpl, r.rec)
+		MaxWait: cfg.MaxWait, MaxHold: cfg.MaxHold, Seed: cfg.Seed, Leaseside: bins.leaseside, Self: bins.client, RunShare: cfg.RunShare,
+		Semaphore: cfg.semaphore(), Limit: cfg.Limit, Election: cfg.election()}
+	r.cs, err = newClients(bins.client, filepath.Join(cfg.Out, "logs"), r.cl.sidecars, cfg.ClientsPerHost, cfg.PrimsPerHost, tmpl, r.rec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,12 +269,21 @@ func Check(t testing.TB, cfg Config, sched Schedule, h *History) *Report {
 	t.Helper()
 	gs := grants(h)
 	var vs []Violation
-	vs = append(vs, checkIntervals(gs)...)
+	var exclusive, sem []*Grant
+	for _, g := range gs {
+		if g.Name == cfg.semaphore() {
+			sem = append(sem, g)
+		} else {
+			exclusive = append(exclusive, g)
+		}
+	}
+	vs = append(vs, checkIntervals(exclusive)...)
+	vs = append(vs, checkSemaphore(sem, cfg.Limit)...)
 	vs = append(vs, checkRegister(h, gs)...)
 	vs = append(vs, checkTokens(gs, h.Probes)...)
-	lin, unknown := checkLinear(h, cfg.Out, cfg.LinearTimeout)
+	lin, unknown := checkLinear(h, cfg.Out, cfg.LinearTimeout, cfg.semaphore())
 	vs = append(vs, lin...)
-	vs = append(vs, checkProbes(h, cfg.names(), cfg.maxTTL()+probeSlack)...)
+	vs = append(vs, checkProbes(h, cfg.allNames(), cfg.maxTTL()+probeSlack)...)
 	vs = append(vs, checkCrashes(h)...)
 	vs = append(vs, checkQuorum(h, cfg.Grantors)...)
 	for i := range vs {
@@ -350,12 +394,16 @@ func (r *run) settle() {
 // sidecars in turn, and releases it.
 func (r *run) probe() {
 	bound := r.cfg.maxTTL() + probeSlack
-	for i, name := range r.cfg.names() {
+	for i, name := range r.cfg.allNames() {
 		s := r.cl.sidecars[i%len(r.cl.sidecars)]
 		cl := &ipc.Client{Socket: s.socket}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*bound)
 		p := Probe{Name: name, Sidecar: s.name, Call: boottime()}
-		l, err := cl.Acquire(ctx, name, ipc.AcquireOptions{TTL: r.cfg.maxTTL(), Wait: 2 * bound})
+		opts := ipc.AcquireOptions{TTL: r.cfg.maxTTL(), Wait: 2 * bound}
+		if name == r.cfg.semaphore() {
+			opts.Limit = r.cfg.Limit
+		}
+		l, err := cl.Acquire(ctx, name, opts)
 		p.Return = boottime()
 		if err != nil {
 			p.Err = err.Error()

@@ -118,7 +118,7 @@ func segmentLength(d time.Duration) time.Duration {
 
 // drawTimeline writes the picture of a run to path (PNG).
 func drawTimeline(path string, cfg Config, h *History, gs []*Grant, vs []Violation) error {
-	names := cfg.names()
+	names := cfg.allNames()
 	for _, g := range gs {
 		if !slices.Contains(names, g.Name) {
 			names = append(names, g.Name)

@@ -52,6 +52,12 @@ const (
 	// KindChildEnd: the command stops acting on the lease and exits; Code
 	// is "sigterm" when run told it to stop.
 	KindChildEnd = "child_end"
+	// KindProclaim: an election's leader is about to proclaim Value.
+	KindProclaim = "proclaim"
+	// KindProclaimed: it succeeded.
+	KindProclaimed = "proclaim_ok"
+	// KindProclaimFailed: it failed (Code).
+	KindProclaimFailed = "proclaim_fail"
 )
 
 // Codes of failures that are not the daemon's error codes.
@@ -78,9 +84,12 @@ type Record struct {
 	Pid   int    `json:"pid,omitempty"`
 	Name  string `json:"n,omitempty"`
 	Owner string `json:"o,omitempty"`
-	// TTLMs and WaitMs are the acquire's term and wait.
-	TTLMs  int64 `json:"ttl,omitempty"`
-	WaitMs int64 `json:"wait,omitempty"`
+	// TTLMs and WaitMs are the acquire's term and wait, Limit a
+	// semaphore's; Value an elect's or a proclaim's value.
+	TTLMs  int64  `json:"ttl,omitempty"`
+	WaitMs int64  `json:"wait,omitempty"`
+	Limit  int    `json:"limit,omitempty"`
+	Value  string `json:"value,omitempty"`
 	// Token is the grant's fencing token; Holder the one a lease_held
 	// refusal named.
 	Token  uint64 `json:"tok,omitempty"`

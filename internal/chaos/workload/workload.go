@@ -60,6 +60,13 @@ type Config struct {
 	Self      string `json:"self"`
 	// RunShare is the share of acquisitions made through `leaseside run`.
 	RunShare float64 `json:"run_share"`
+	// Prims makes the client take turns, instead of Names, on the
+	// semaphore Semaphore (of Limit holders) and the election Election
+	// (elect with a value, proclaim new ones, resign).
+	Prims     bool   `json:"prims,omitempty"`
+	Semaphore string `json:"semaphore,omitempty"`
+	Limit     int    `json:"limit,omitempty"`
+	Election  string `json:"election,omitempty"`
 }
 
 // Main runs the program as what its environment says: a client, or the
@@ -103,10 +110,15 @@ func runClient(cfg Config) {
 	}()
 	c.rec.add(Record{Kind: KindStart, Pid: os.Getpid(), At: now()})
 	for !c.stopping.Load() {
-		if c.rng.Float64() < cfg.RunShare {
+		switch {
+		case cfg.Prims && c.rng.IntN(2) == 0:
+			c.hold(cfg.Semaphore, cfg.Limit, false)
+		case cfg.Prims:
+			c.hold(cfg.Election, 1, true)
+		case c.rng.Float64() < cfg.RunShare:
 			c.run()
-		} else {
-			c.hold()
+		default:
+			c.hold(pick(c.rng, c.cfg.Names), 1, false)
 		}
 		c.pause(0, 300*time.Millisecond)
 	}
@@ -133,9 +145,13 @@ const (
 	endExit
 )
 
-// hold acquires a lease, uses it for a while and lets it go.
-func (c *client) hold() {
-	name, ttl := pick(c.rng, c.cfg.Names), pick(c.rng, c.cfg.TTLs)
+// hold acquires a lease (a semaphore's when limit is above 1; as an
+// election's leader when elect), uses it for a while and lets it go. The
+// holders of a semaphore write nothing to the fenced register: several
+// hold it at once, each with its own token. A leader proclaims new values
+// now and then, and lets go by resigning.
+func (c *client) hold(name string, limit int, elect bool) {
+	ttl := pick(c.rng, c.cfg.TTLs)
 	wait := time.Duration(c.rng.Int64N(int64(c.cfg.MaxWait)))
 	owner := ipc.OwnerConnection
 	if c.rng.IntN(5) < 2 {
@@ -156,10 +172,21 @@ func (c *client) hold() {
 	if owner == ipc.OwnerPID {
 		opts.OwnerPID = os.Getpid()
 	}
-	op, lease := c.acquire(cl, name, opts)
+	if limit > 1 {
+		opts.Limit = limit
+	}
+	get := func() (string, *ipc.Lease) {
+		if elect {
+			return c.campaign(cl, name, opts)
+		}
+		return c.acquire(cl, name, opts)
+	}
+	op, lease := get()
 	if lease == nil {
 		return
 	}
+	fenced := limit <= 1
+	proclaims := 0
 	token, _ := strconv.ParseUint(lease.Token, 10, 64)
 	until := now() + holdFor.Nanoseconds()
 	for !c.stopping.Load() {
@@ -168,20 +195,28 @@ func (c *client) hold() {
 			c.giveUp(cl, op, name, token, owner)
 			return
 		}
-		c.reg.write(Write{Name: name, Holder: op, Token: token, Deadline: lease.Deadline(), Kind: "pre"})
+		if fenced {
+			c.reg.write(Write{Name: name, Holder: op, Token: token, Deadline: lease.Deadline(), Kind: "pre"})
+		}
 		dl, ok := c.check(cl, op, name, token)
 		if !ok {
 			c.giveUp(cl, op, name, token, owner)
 			return
 		}
-		c.reg.write(Write{Name: name, Holder: op, Token: token, Deadline: dl, Kind: "post"})
+		if fenced {
+			c.reg.write(Write{Name: name, Holder: op, Token: token, Deadline: dl, Kind: "post"})
+		}
 		if now() > until {
 			break
 		}
 		c.pause(20*time.Millisecond, 300*time.Millisecond)
+		if elect && c.rng.IntN(3) == 0 {
+			proclaims++
+			c.proclaim(cl, op, lease, op+"/"+strconv.Itoa(proclaims))
+		}
 		if c.rng.IntN(25) == 0 {
 			// The same owner asks again for what it holds.
-			if op2, l2 := c.acquire(cl, name, opts); l2 != nil {
+			if op2, l2 := get(); l2 != nil {
 				op, lease = op2, l2
 				token, _ = strconv.ParseUint(lease.Token, 10, 64)
 			} else {
@@ -192,13 +227,15 @@ func (c *client) hold() {
 	if c.stopping.Load() {
 		end = endRelease
 	}
-	switch end {
-	case endRelease:
+	switch {
+	case end == endRelease && elect:
+		c.resign(cl, op, lease)
+	case end == endRelease:
 		c.release(cl, op, name, token)
-	case endClose:
+	case end == endClose:
 		c.rec.add(Record{Kind: KindClose, Op: op, Name: name, Token: token, At: now()})
 		cl.Close()
-	case endExit:
+	case end == endExit:
 		c.rec.add(Record{Kind: KindExit, Op: op, Name: name, Token: token, At: now()})
 		os.Exit(0)
 	}
@@ -216,6 +253,34 @@ func (c *client) release(cl *ipc.Client, op, name string, token uint64) {
 	c.rec.add(Record{Kind: KindReleased, Op: op, Name: name, Token: token, At: now()})
 }
 
+// resign records and makes a resignation of the leader's grant (a
+// release, for the checkers).
+func (c *client) resign(cl *ipc.Client, op string, l *ipc.Lease) {
+	token, _ := strconv.ParseUint(l.Token, 10, 64)
+	c.rec.add(Record{Kind: KindRelease, Op: op, Name: l.Lease, Token: token, At: now()})
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	if err := cl.Resign(ctx, l); err != nil {
+		c.rec.add(Record{Kind: KindReleaseFailed, Op: op, Name: l.Lease, Token: token, Code: code(err, ctx.Err() != nil), Err: err.Error(), At: now()})
+		return
+	}
+	c.rec.add(Record{Kind: KindReleased, Op: op, Name: l.Lease, Token: token, At: now()})
+}
+
+// proclaim records and makes a proclamation of a new value by the
+// leader's grant.
+func (c *client) proclaim(cl *ipc.Client, op string, l *ipc.Lease, value string) {
+	token, _ := strconv.ParseUint(l.Token, 10, 64)
+	c.rec.add(Record{Kind: KindProclaim, Op: op, Name: l.Lease, Token: token, Value: value, At: now()})
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	if err := cl.Proclaim(ctx, l, value); err != nil {
+		c.rec.add(Record{Kind: KindProclaimFailed, Op: op, Name: l.Lease, Token: token, Code: code(err, ctx.Err() != nil), Err: err.Error(), At: now()})
+		return
+	}
+	c.rec.add(Record{Kind: KindProclaimed, Op: op, Name: l.Lease, Token: token, Value: value, At: now()})
+}
+
 // giveUp lets go of a grant the client found gone, as a careful user
 // does: a lease bound to the process outlives the connection the client
 // is about to close, and the daemon may still hold it (the client's own
@@ -230,11 +295,28 @@ func (c *client) giveUp(cl *ipc.Client, op, name string, token uint64, owner str
 // acquire records and makes an acquire; it returns the grant's Op and
 // lease, or a nil lease when it failed.
 func (c *client) acquire(cl *ipc.Client, name string, opts ipc.AcquireOptions) (string, *ipc.Lease) {
+	return c.get(name, opts, false, func(ctx context.Context, _ string) (*ipc.Lease, error) { return cl.Acquire(ctx, name, opts) })
+}
+
+// campaign records and makes an elect, the candidate's value its Op; it
+// returns the grant's Op and lease, or a nil lease when it failed.
+func (c *client) campaign(cl *ipc.Client, name string, opts ipc.AcquireOptions) (string, *ipc.Lease) {
+	return c.get(name, opts, true, func(ctx context.Context, op string) (*ipc.Lease, error) { return cl.Campaign(ctx, name, op, opts) })
+}
+
+// get records and makes a call that acquires name (an acquire, or an
+// elect whose value is the call's Op); it returns the grant's Op and
+// lease, or a nil lease when it failed.
+func (c *client) get(name string, opts ipc.AcquireOptions, elect bool, call func(ctx context.Context, op string) (*ipc.Lease, error)) (string, *ipc.Lease) {
 	op := c.nextOp()
-	c.rec.add(Record{Kind: KindAcquire, Op: op, Name: name, Owner: opts.Owner, TTLMs: opts.TTL.Milliseconds(), WaitMs: opts.Wait.Milliseconds(), At: now()})
+	value := ""
+	if elect {
+		value = op
+	}
+	c.rec.add(Record{Kind: KindAcquire, Op: op, Name: name, Owner: opts.Owner, TTLMs: opts.TTL.Milliseconds(), WaitMs: opts.Wait.Milliseconds(), Limit: opts.Limit, Value: value, At: now()})
 	ctx, cancel := context.WithTimeout(context.Background(), opts.Wait+callTimeout)
 	defer cancel()
-	lease, err := cl.Acquire(ctx, name, opts)
+	lease, err := call(ctx, op)
 	at := now()
 	if err != nil {
 		r := Record{Kind: KindAcquireFailed, Op: op, Name: name, Code: code(err, ctx.Err() != nil), Err: err.Error(), At: at}
