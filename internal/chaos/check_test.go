@@ -472,3 +472,32 @@ func TestCheckSemaphore(t *testing.T) {
 		t.Fatalf("limit 3: violations %v; want one at 3.5s", vs)
 	}
 }
+
+// A grant that waited 2s in the queue: with t0 read before the request
+// left, its deadline is at most the call plus its term; a later one is
+// the mark of a t0 read after the reply, unless a renewal told it (a
+// grant that came late is confirmed by a renewal), or a fault stopped the
+// client or its sidecar during the call.
+func TestCheckT0(t *testing.T) {
+	build := func(deadline int64) *hist {
+		return newHist().
+			rec(workload.Record{Kind: workload.KindAcquire, Client: "s1c1", Op: "s1c1.1.1", Name: "x", TTLMs: 1000, WaitMs: 2000, At: 1 * s}).
+			rec(workload.Record{Kind: workload.KindAcquired, Client: "s1c1", Op: "s1c1.1.1", Name: "x", Token: 7, Deadline: deadline, At: 3 * s})
+	}
+	if vs := checkT0(&build(1900 * msec).h); len(vs) != 0 {
+		t.Fatalf("deadline from the call: violations %v", vs)
+	}
+	late := build(3900 * msec) // t0 at the read, 3s
+	if vs := checkT0(&late.h); len(vs) != 1 || vs[0].Checker != CheckT0 {
+		t.Fatalf("deadline from the read: violations %v; want one", vs)
+	}
+	late.h.Events = []SidecarEvent{{Sidecar: "s1", Event: ipc.Event{Event: ipc.EventRenewed, Lease: "x", Token: "7", DeadlineBoottimeNs: 3900 * msec}, At: 2990 * msec}}
+	if vs := checkT0(&late.h); len(vs) != 0 {
+		t.Fatalf("deadline set by a renewal: violations %v", vs)
+	}
+	stalled := build(3900 * msec)
+	stalled.h.Faults = []Fault{{Kind: StallSidecar, Target: "s1", Start: 2 * s, End: 5 * s}}
+	if vs := checkT0(&stalled.h); len(vs) != 0 {
+		t.Fatalf("sidecar stalled during the call: violations %v", vs)
+	}
+}

@@ -1,8 +1,9 @@
 // Package chaos is leaseside's randomized fault suite: real leaseside
 // processes (3 or 5 grantors, 2 to 4 sidecar hosts, each in a network
 // namespace of its own, see internal/netlab), real client processes on
-// the sidecar hosts that use the socket the way users do and write to a
-// fenced register with their tokens (see package workload), and a
+// the sidecar hosts that use the socket the way users do (exclusive
+// leases, a semaphore and an election) and write to a fenced register
+// with their tokens (see package workload), and a
 // nemesis that follows a schedule made from a seed: partitions of every
 // shape, one-way and flapping links, kill -9 and SIGSTOP of grantors
 // (the leader most), sidecars and clients, a sidecar stalled again and
@@ -12,11 +13,14 @@
 //
 // Everything that happens is recorded on the machine's one
 // CLOCK_BOOTTIME, and checkers read the history afterwards: believed
-// intervals of two holders of one name never overlap; the fenced
-// register's history holds, and accepts no write from a holder after its
-// believed interval ended; tokens strictly increase per name; each
-// name's acquires and releases are linearizable (porcupine); and leases
-// come free once their holders are gone. A run writes report.json, a
+// intervals of two holders of one name never overlap (of a semaphore's,
+// no more than its limit); the fenced register's history holds, and
+// accepts no write from a holder after its believed interval ended;
+// tokens strictly increase per name; each name's acquires and releases
+// are linearizable (porcupine); no renewal is confirmed on a side of a
+// partition without a quorum of grantors; no grant's deadline outruns
+// the call that got it by more than its term; and leases come free once
+// their holders are gone. A run writes report.json, a
 // timeline picture and every process's log to its output directory.
 //
 // TestChaos is the entry point: a short run of a fixed seed and a random

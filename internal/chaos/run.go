@@ -286,6 +286,7 @@ func Check(t testing.TB, cfg Config, sched Schedule, h *History) *Report {
 	vs = append(vs, checkProbes(h, cfg.allNames(), cfg.maxTTL()+probeSlack)...)
 	vs = append(vs, checkCrashes(h)...)
 	vs = append(vs, checkQuorum(h, cfg.Grantors)...)
+	vs = append(vs, checkT0(h)...)
 	for i := range vs {
 		vs[i].Faults = activeFaults(h, vs[i].At)
 	}
