@@ -175,6 +175,10 @@ func grants(h *History) []*Grant {
 			g.updates = append(g.updates, update{at: e.At, deadline: e.Event.DeadlineBoottimeNs})
 		case ipc.EventLost:
 			g.ends = append(g.ends, update{at: e.At, why: "lost: " + e.Event.Reason})
+		case ipc.EventReleased:
+			// The sidecar let go (its owner released it, closed its
+			// connection or exited): nobody holds that grant after.
+			g.ends = append(g.ends, update{at: e.At, why: "released: " + e.Event.Reason})
 		}
 	}
 	killed := map[string]bool{}

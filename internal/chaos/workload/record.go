@@ -69,6 +69,9 @@ const (
 	// CodeDeadline: the client's own reading of CLOCK_BOOTTIME passed the
 	// deadline (or the Go client ended the lease).
 	CodeDeadline = "deadline"
+	// CodeReacquire: the client's acquire of what it held failed, and it
+	// stopped using the grant it had.
+	CodeReacquire = "reacquire_failed"
 )
 
 // Record is one line a client or a command of run writes on its standard

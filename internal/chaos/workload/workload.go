@@ -214,14 +214,18 @@ func (c *client) hold(name string, limit int, elect bool) {
 			proclaims++
 			c.proclaim(cl, op, lease, op+"/"+strconv.Itoa(proclaims))
 		}
-		if c.rng.IntN(25) == 0 {
-			// The same owner asks again for what it holds.
-			if op2, l2 := get(); l2 != nil {
-				op, lease = op2, l2
-				token, _ = strconv.ParseUint(lease.Token, 10, 64)
-			} else {
+		if !elect && c.rng.IntN(25) == 0 {
+			// The same owner asks again for what it holds (a leader's
+			// elect again with another value is refused: not tried).
+			op2, l2 := get()
+			if l2 == nil {
+				// It stops using the grant it had, and says so.
+				c.rec.add(Record{Kind: KindGone, Op: op, Name: name, Token: token, Code: CodeReacquire, At: now()})
+				c.giveUp(cl, op, name, token, owner)
 				return
 			}
+			op, lease = op2, l2
+			token, _ = strconv.ParseUint(lease.Token, 10, 64)
 		}
 	}
 	if c.stopping.Load() {
