@@ -500,4 +500,17 @@ func TestCheckT0(t *testing.T) {
 	if vs := checkT0(&stalled.h); len(vs) != 0 {
 		t.Fatalf("sidecar stalled during the call: violations %v", vs)
 	}
+	// The same owner process held x before and its release was not seen
+	// to succeed: the sidecar sends that release first, then reads t0.
+	owing := newHist().
+		rec(workload.Record{Kind: workload.KindAcquire, Client: "s1c1", Op: "s1c1.1.0", Name: "x", Owner: ipc.OwnerPID, TTLMs: 1000, At: 0}).
+		rec(workload.Record{Kind: workload.KindAcquired, Client: "s1c1", Op: "s1c1.1.0", Name: "x", Token: 6, Deadline: 900 * msec, At: 10 * msec})
+	owing.h.Records = append(owing.h.Records, late.h.Records...)
+	if vs := checkT0(&owing.h); len(vs) != 0 {
+		t.Fatalf("a release owed first: violations %v", vs)
+	}
+	owing.h.Records = slices.Insert(owing.h.Records, 2, workload.Record{Kind: workload.KindReleased, Client: "s1c1", Op: "s1c1.1.0", Name: "x", Token: 6, At: 500 * msec})
+	if vs := checkT0(&owing.h); len(vs) != 1 {
+		t.Fatalf("the earlier grant released: violations %v; want one", vs)
+	}
 }

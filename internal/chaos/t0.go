@@ -27,10 +27,14 @@ const t0Slack = time.Second
 // renewal set it, which the sidecar also sends its watchers as a renewed
 // event with that very deadline (a grant that came late is confirmed by
 // a renewal before it is answered). A t0 read after the reply makes the
-// deadline of every grant that waited in the queue too late. Calls
-// during which a fault hit the client or its sidecar (a stop delays the
-// sidecar's reading of the request) are left out, and so are the
-// commands of `leaseside run` (the run's start comes in between).
+// deadline of every grant that waited in the queue too late. Left out:
+// calls during which a fault hit the client or its sidecar (a stop delays
+// the sidecar's reading of the request); calls of an owner that held the
+// name before and did not see its release succeed (the sidecar first
+// sends what that grant left to release, as long as that takes, and only
+// then reads t0): an owner process (owner pid) until a release succeeds,
+// a connection until the client lets go of it; the commands of
+// `leaseside run` (the run's start comes in between).
 func checkT0(h *History) []Violation {
 	renewed := map[string]bool{} // name/token/deadline told by a renewal
 	for _, e := range h.Events {
@@ -39,6 +43,9 @@ func checkT0(h *History) []Violation {
 		}
 	}
 	calls := map[string]workload.Record{}
+	owed := map[string]bool{} // incarnation/name: a grant of it not seen released
+	owes := func(op, name string) string { return incarnationOf(op) + "/" + name }
+	owner := map[string]string{} // op -> the owner kind of its grant
 	timing := clockwatch.DefaultTiming()
 	var vs []Violation
 	for _, r := range h.Records {
@@ -46,12 +53,26 @@ func checkT0(h *History) []Violation {
 		case workload.KindAcquire:
 			calls[r.Op] = r
 			continue
+		case workload.KindReleased:
+			delete(owed, owes(r.Op, r.Name))
+			continue
+		case workload.KindReleaseFailed, workload.KindClose, workload.KindGone:
+			if owner[r.Op] != ipc.OwnerPID {
+				delete(owed, owes(r.Op, r.Name)) // the client closes the connection, the owner
+			}
+			continue
 		case workload.KindAcquired:
 		default:
 			continue
 		}
 		c, ok := calls[r.Op]
-		if !ok || c.TTLMs == 0 || hitDuring(h, r.Client, c.At, r.At) {
+		if !ok {
+			continue
+		}
+		key := owes(r.Op, r.Name)
+		skip := owed[key] || c.TTLMs == 0 || hitDuring(h, r.Client, c.At, r.At)
+		owed[key], owner[r.Op] = true, c.Owner
+		if skip {
 			continue
 		}
 		d := time.Duration(c.TTLMs) * time.Millisecond
