@@ -27,9 +27,11 @@ var callRoles = map[string][]Role{
 	grantorpb.Grantor_Members_FullMethodName:      {RoleGrantor, RoleSidecar, RoleOperator},
 	grantorpb.Grantor_RemoveServer_FullMethodName: {RoleGrantor, RoleOperator},
 	grantorpb.Grantor_Leave_FullMethodName:        {RoleGrantor, RoleOperator},
-	// A grantor registers itself (the handler refuses another node ID);
-	// without TLS every caller is an operator, grantors included.
-	grantorpb.Grantor_RegisterNode_FullMethodName: {RoleGrantor, RoleOperator},
+	// A grantor registers itself (the handler refuses another node ID).
+	// Not an operator: it could forge any grantor's address or newest
+	// command type (review R8-8). Without TLS, where grantors call as
+	// the one insecure identity, authorize lets every listed call through.
+	grantorpb.Grantor_RegisterNode_FullMethodName: {RoleGrantor},
 	// The coordination primitives (issue 12): Proclaim acts on the
 	// caller's own session like Release; Watch and CheckToken only read.
 	grantorpb.Grantor_Proclaim_FullMethodName:   {RoleGrantor, RoleSidecar, RoleOperator},
@@ -40,7 +42,8 @@ var callRoles = map[string][]Role{
 // authorize establishes the caller of a call: with TLS, the identity in
 // its verified certificate (read once per connection by
 // pki.ServerCredentials); without, InsecureIdentity. It refuses a call the
-// role may not make with PermissionDenied, and logs and audits it.
+// role may not make (with TLS; without, any call callRoles lists is
+// made) with PermissionDenied, and logs and audits it.
 func (n *Node) authorize(ctx context.Context, method string) (context.Context, error) {
 	id := InsecureIdentity
 	if n.cfg.TLS != nil {
@@ -58,7 +61,13 @@ func (n *Node) authorize(ctx context.Context, method string) (context.Context, e
 		}
 		id = Identity{Role: role, Name: ai.Identity.Name}
 	}
-	if !slices.Contains(callRoles[method], id.Role) {
+	allowed := slices.Contains(callRoles[method], id.Role)
+	if n.cfg.TLS == nil {
+		// Nobody is told apart: every caller is InsecureIdentity and may
+		// make every call the service has.
+		allowed = len(callRoles[method]) > 0
+	}
+	if !allowed {
 		call := method[strings.LastIndexByte(method, '/')+1:]
 		n.metrics.refusedCall(id.Role)
 		n.audit.refused(id, call, "the role may not make this call")

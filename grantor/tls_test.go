@@ -521,3 +521,34 @@ func TestNodeInMemoryRaftOnUnixSocket(t *testing.T) {
 		t.Fatalf("New with a socket in a 0755 directory: %v, want it refused", err)
 	}
 }
+
+// With TLS, only a grantor registers, and only itself: an operator
+// certificate (review R8-8) or another grantor's naming this node is
+// refused and audited, and the registered address stays this node's.
+// Without TLS the one insecure identity registers, as grantors do there.
+func TestRegisterNodeOnlyByItsGrantor(t *testing.T) {
+	p := newTestPKI(t)
+	audit := newLineLog()
+	n := tlsNode(t, p, audit)
+	forged := &grantorpb.RegisterNodeRequest{NodeId: "n1", RpcAddr: "127.0.0.1:9", MaxCommand: 255}
+	for _, who := range []struct{ role, name string }{{pki.RoleOperator, "alice"}, {pki.RoleGrantor, "n2"}} {
+		c := dialWith(t, n.RPCAddr(), p.conf(who.role, who.name).ClientCredentials())
+		if _, err := c.RegisterNode(tctx(t), forged); status.Code(err) != codes.PermissionDenied {
+			t.Errorf("%s %s registering n1: %v, want PermissionDenied", who.role, who.name, err)
+		}
+	}
+	audit.wait(t, "event=refused", "role=operator", "name=alice", "call=RegisterNode")
+	own := &grantorpb.RegisterNodeRequest{NodeId: "n1", RpcAddr: n.RPCAddr(), MaxCommand: uint32(newestCmd)}
+	if _, err := dialWith(t, n.RPCAddr(), p.conf(pki.RoleGrantor, "n1").ClientCredentials()).RegisterNode(tctx(t), own); err != nil {
+		t.Errorf("n1 registering itself: %v", err)
+	}
+	if got := n.fsm.nodeAddr("n1"); got != n.RPCAddr() {
+		t.Errorf("n1 is registered at %q, want %q", got, n.RPCAddr())
+	}
+
+	plain := start(t, fastConfig(t, t.TempDir()), true)
+	if _, err := plain.client.RegisterNode(tctx(t), &grantorpb.RegisterNodeRequest{NodeId: plain.cfg.NodeID, RpcAddr: plain.RPCAddr(),
+		MaxCommand: uint32(newestCmd)}); err != nil {
+		t.Errorf("without TLS: %v", err)
+	}
+}

@@ -143,7 +143,7 @@ func (n *Node) registerWithLeader() error {
 func (s *service) RegisterNode(ctx context.Context, req *grantorpb.RegisterNodeRequest) (*grantorpb.RegisterNodeResponse, error) {
 	id := IdentityFrom(ctx)
 	switch {
-	case id.Role == RoleSidecar:
+	case s.n.cfg.TLS != nil && id.Role != RoleGrantor: // authorize refuses it first
 		return nil, status.Errorf(codes.PermissionDenied, "grantor: %v may not register grantors", id)
 	case id.Role == RoleGrantor && id.Name != req.GetNodeId():
 		return nil, status.Errorf(codes.PermissionDenied, "grantor: %v may not register node %q", id, req.GetNodeId())
