@@ -27,8 +27,13 @@ import (
 //     configuration (reconcile): an alive grantor that is not in it is
 //     added, as a non-voter first and promoted to voter once it answers
 //     over raft (a new or replaced node joins a running cluster; a changed
-//     raft address is updated); one that left gracefully is removed; one that
-//     is dead, leaving, or no longer listed stays. Removing a dead grantor
+//     raft address is updated); without TLS, one that left gracefully is
+//     removed; one that is dead, leaving, or no longer listed stays. With
+//     TLS a gossip claim that a grantor left removes nothing: any member
+//     with the gossip key (every sidecar) can make it under any node ID
+//     while the real one is down (review R8-4), so a grantor leaves raft
+//     only through its own Leave (authenticated by its certificate) or an
+//     operator's RemoveServer. Removing a dead grantor
 //     is an operator's decision (RemoveServer, `leaseside members
 //     remove`), because a dead-looking grantor may only be partitioned;
 //     a removed grantor is not added back while gossip still lists the
@@ -367,7 +372,7 @@ func (n *Node) reconcile(ctx context.Context) (pending bool) {
 			} else {
 				n.audit.memberAdd(n.audit.self, id, meta.RaftAddr, voter)
 			}
-		case g.left && in:
+		case g.left && in && n.cfg.TLS == nil:
 			n.log.Info("grantor: removing a grantor that left gracefully from the raft configuration", "node_id", id)
 			if err := n.await(ctx, n.raft.RemoveServer(raft.ServerID(id), 0, membershipTimeout)); err != nil {
 				n.log.Warn("grantor: removing a grantor that left failed; will retry", "node_id", id, "err", err)

@@ -168,8 +168,9 @@ func (n *Node) otherVoters() int {
 // configuration); call Shutdown, or end Run's ctx, afterwards (the Leave
 // RPC, `leaseside grantor leave`, makes Run return). It returns
 // the error of step 4, if any: the node is then still in the
-// configuration (the leader removes it anyway once gossip lists it as
-// left), and the later steps are done regardless.
+// configuration (without TLS the leader removes it anyway once gossip
+// lists it as left; with TLS it stays until an operator removes it), and
+// the later steps are done regardless.
 func (n *Node) Leave(ctx context.Context) error {
 	_, err := n.leave(ctx)
 	return err
