@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"strconv"
+	"sync"
+	"time"
 )
 
 // The audit trail: one structured log line for every grant, release,
@@ -19,18 +21,48 @@ import (
 //	expire         role name session freed leases (a session that expired, with its grants)
 //	member_add     role name node_id raft_addr voter
 //	member_remove  role name node_id
-//	refused        role name call reason      (a gRPC call the role may not make)
+//	refused        role name call reason [lease] [suppressed]
+//	                                          (a gRPC call the role may not make, or
+//	                                          one answered PERMISSION_DENIED or
+//	                                          RESOURCE_EXHAUSTED: another identity's
+//	                                          session, a limit)
 //	refused_raft   peer reason                (an inbound raft connection or RPC)
+//
+// Refused lines are limited, as a caller decides how many it causes: per
+// caller and call, the first is written at once and the next at most once
+// every refusalInterval, with suppressed saying how many were not written
+// since the last one.
 //
 // Config.Audit chooses where they go (`--audit-log FILE` writes them as
 // JSON to a file of their own); by default the node's log.
 type audit struct {
 	log  *slog.Logger
 	self Identity // who the leader's own actions are attributed to
+
+	now      func() time.Time // the limiter's clock
+	mu       sync.Mutex
+	refusals map[string]*refusalCount // by role/name and call
 }
 
+// refusalCount is what the limiter knows of one caller's refused call.
+type refusalCount struct {
+	written    time.Time // when the last line was
+	suppressed int       // refusals not written since
+}
+
+const (
+	// refusalInterval is the least time between two refused lines of
+	// one caller and call.
+	refusalInterval = 10 * time.Second
+	// refusalKeys bounds the limiter's memory: when it knows this many
+	// callers and calls, it forgets those whose last line is older
+	// than refusalInterval (reporting nothing of what they suppressed),
+	// or else all of them.
+	refusalKeys = 4096
+)
+
 func newAudit(l *slog.Logger, nodeID string) *audit {
-	return &audit{log: l, self: Identity{Role: RoleGrantor, Name: nodeID}}
+	return &audit{log: l, self: Identity{Role: RoleGrantor, Name: nodeID}, now: time.Now, refusals: map[string]*refusalCount{}}
 }
 
 // write logs one audit line at level. A nil *audit (tests of parts
@@ -91,9 +123,52 @@ func (a *audit) memberRemove(who Identity, nodeID string) {
 	a.write(slog.LevelInfo, "member_remove", who, "node_id", nodeID)
 }
 
-// refused records a gRPC call refused to the caller's role.
-func (a *audit) refused(who Identity, call, reason string) {
-	a.write(slog.LevelWarn, "refused", who, "call", call, "reason", reason)
+// refused records a gRPC call refused to its caller, unless the limiter
+// holds it back; attrs add to call and reason (the lease, when the call
+// names one).
+func (a *audit) refused(who Identity, call, reason string, attrs ...any) {
+	if a == nil {
+		return
+	}
+	suppressed, ok := a.allowRefusal(who.String() + " " + call)
+	if !ok {
+		return
+	}
+	attrs = append([]any{"call", call, "reason", reason}, attrs...)
+	if suppressed > 0 {
+		attrs = append(attrs, "suppressed", suppressed)
+	}
+	a.write(slog.LevelWarn, "refused", who, attrs...)
+}
+
+// allowRefusal reports whether a refused line for key may be written now,
+// and how many were held back since the last one.
+func (a *audit) allowRefusal(key string) (suppressed int, ok bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := a.now()
+	c := a.refusals[key]
+	if c == nil {
+		if len(a.refusals) >= refusalKeys {
+			for k, old := range a.refusals {
+				if now.Sub(old.written) >= refusalInterval {
+					delete(a.refusals, k)
+				}
+			}
+			if len(a.refusals) >= refusalKeys {
+				clear(a.refusals)
+			}
+		}
+		a.refusals[key] = &refusalCount{written: now}
+		return 0, true
+	}
+	if now.Sub(c.written) < refusalInterval {
+		c.suppressed++
+		return 0, false
+	}
+	suppressed = c.suppressed
+	*c = refusalCount{written: now}
+	return suppressed, true
 }
 
 // refusedRaft records an inbound raft connection or RPC refused; the

@@ -82,7 +82,9 @@ func (n *Node) unaryAuth(ctx context.Context, req any, info *grpc.UnaryServerInf
 	if err != nil {
 		return nil, err
 	}
-	return handler(ctx, req)
+	resp, err := handler(ctx, req)
+	n.auditRefusal(ctx, info.FullMethod, req, err)
+	return resp, err
 }
 
 // streamAuth is the streaming half of the authorisation interceptor.
@@ -91,7 +93,24 @@ func (n *Node) streamAuth(srv any, ss grpc.ServerStream, info *grpc.StreamServer
 	if err != nil {
 		return err
 	}
-	return handler(srv, identityStream{ss, ctx})
+	err = handler(srv, identityStream{ss, ctx})
+	n.auditRefusal(ctx, info.FullMethod, nil, err)
+	return err
+}
+
+// auditRefusal audits a call the handler refused to its caller: under
+// another identity's session (PERMISSION_DENIED) or over a limit
+// (RESOURCE_EXHAUSTED), naming the lease when the request has one.
+func (n *Node) auditRefusal(ctx context.Context, method string, req any, err error) {
+	st, _ := status.FromError(err)
+	if c := st.Code(); c != codes.PermissionDenied && c != codes.ResourceExhausted {
+		return
+	}
+	var attrs []any
+	if r, ok := req.(interface{ GetLease() string }); ok {
+		attrs = append(attrs, "lease", r.GetLease())
+	}
+	n.audit.refused(IdentityFrom(ctx), method[strings.LastIndexByte(method, '/')+1:], st.Message(), attrs...)
 }
 
 // identityStream is a server stream whose context carries the caller's

@@ -1,0 +1,79 @@
+package grantor
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/leaseside/leaseside/grantor/grantorpb"
+	"github.com/leaseside/leaseside/grantor/pki"
+)
+
+// The attack of issue 8 is audited, over real TLS (review R8-13): a
+// Release and a KeepAlive under another sidecar's session are refused and
+// each is one audit line naming the caller, the call and the lease. Those
+// lines are limited per caller and call: more refusals within
+// refusalInterval write nothing, and the next line after it says how many
+// were held back.
+func TestAuditRefusedSessionUse(t *testing.T) {
+	p := newTestPKI(t)
+	audit := newLineLog()
+	n := tlsNode(t, p, audit)
+	hostA := dialWith(t, n.RPCAddr(), p.conf(pki.RoleSidecar, "host-a").ClientCredentials())
+	hostB := dialWith(t, n.RPCAddr(), p.conf(pki.RoleSidecar, "host-b").ClientCredentials())
+	a, err := hostA.Acquire(tctx(t), acqReq("sa", 1, "x"))
+	if err != nil || !a.Granted {
+		t.Fatalf("host-a: %v %v", a, err)
+	}
+	release := func(seq uint64) {
+		t.Helper()
+		_, err := hostB.Release(tctx(t), &grantorpb.ReleaseRequest{Id: &grantorpb.RequestID{Session: "sa", Seq: seq}, Lease: "x", Owner: "o", Token: a.Token})
+		if status.Code(err) != codes.PermissionDenied {
+			t.Fatalf("host-b releasing under host-a's session: %v, want PermissionDenied", err)
+		}
+	}
+	release(2)
+	audit.wait(t, "event=refused", "role=sidecar", "name=host-b", "call=Release", "lease=x", "another identity")
+	ka, err := hostB.KeepAlive(tctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ka.Send(&grantorpb.KeepAliveRequest{Session: "sa", Batch: 1, Leases: []*grantorpb.LeaseRef{{Lease: "x", Token: a.Token}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ka.Recv(); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("host-b's keepalive of host-a's session: %v, want PermissionDenied", err)
+	}
+	audit.wait(t, "event=refused", "role=sidecar", "name=host-b", "call=KeepAlive", "another identity")
+
+	// The limiter: four more refused Releases write nothing; one after
+	// the interval writes a line that counts them.
+	releases := func() (n int) {
+		audit.mu.Lock()
+		defer audit.mu.Unlock()
+		for _, l := range audit.lines {
+			if containsAll(l, []string{"event=refused", "name=host-b", "call=Release"}) {
+				n++
+			}
+		}
+		return n
+	}
+	for seq := range uint64(4) {
+		release(3 + seq)
+	}
+	if got := releases(); got != 1 {
+		t.Fatalf("%d refused Release lines after 5 refusals within the interval, want 1", got)
+	}
+	n.audit.mu.Lock()
+	later := time.Now().Add(refusalInterval)
+	n.audit.now = func() time.Time { return later }
+	n.audit.mu.Unlock()
+	release(7)
+	line := audit.wait(t, "event=refused", "name=host-b", "call=Release", "suppressed=4")
+	if got := releases(); got != 2 || !strings.Contains(line, "lease=x") {
+		t.Fatalf("%d refused Release lines, the last %q; want 2, the last counting 4 held back", got, line)
+	}
+}
