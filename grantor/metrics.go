@@ -104,7 +104,7 @@ var (
 	descSuspends    = prometheus.NewDesc("leaseside_grantor_clock_suspends_total", "Host suspends noticed.", nil, nil)
 	descSuspended   = prometheus.NewDesc("leaseside_grantor_clock_suspended_seconds_total", "Total length of the host suspends noticed.", nil, nil)
 	descSynced      = prometheus.NewDesc("leaseside_grantor_clock_kernel_synced", "1 when the kernel says its clock is synchronised.", nil, nil)
-	descRefused     = prometheus.NewDesc("leaseside_grantor_refused_total", "Calls and connections refused: gRPC calls by the caller's role (link grpc), inbound raft connections and RPCs (link raft, role empty).", []string{"link", "role"}, nil)
+	descRefused     = prometheus.NewDesc("leaseside_grantor_refused_total", "Calls, connections and packets refused: gRPC calls by the caller's role (link grpc), inbound raft connections and RPCs (link raft, role empty), gossip packets and streams discarded (link gossip, role empty: a wrong or missing key, another cluster, garbage).", []string{"link", "role"}, nil)
 	descClockEvents = prometheus.NewDesc("leaseside_grantor_clock_events_total", "Clock watcher events, by kind (pause, suspend, unsynced).", []string{"kind"}, nil)
 )
 
@@ -162,6 +162,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		counter(descRefused, m.refusedCalls[r].Load(), "grpc", r.String())
 	}
 	counter(descRefused, m.refusedRaft.Load(), "raft", "")
+	if n.gossip != nil {
+		counter(descRefused, n.gossip.Refused(), "gossip", "")
+	}
 	if m.tls != nil {
 		m.tls.Collect(ch)
 	}

@@ -32,6 +32,7 @@ type Member struct {
 	// keyring is memberlist's, nil when gossip is not encrypted. Its
 	// methods lock it.
 	keyring *memberlist.Keyring
+	logw    *logWriter // memberlist's log, which counts refused packets
 	done    chan struct{}
 
 	metaMu  sync.Mutex // guards meta and leaving; NodeMeta reads them
@@ -91,7 +92,8 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 	mc.GossipToTheDeadTime, mc.DeadNodeReclaimTime = t.GossipToTheDeadTime, t.DeadNodeReclaimTime
 	mc.Delegate = delegate{m}
 	mc.Events = events{m.roster}
-	mc.Logger = log.New(logWriter{logger.With("component", "memberlist")}, "", 0)
+	m.logw = newLogWriter(logger.With("component", "memberlist"))
+	mc.Logger = log.New(m.logw, "", 0)
 
 	ml, err := memberlist.Create(mc)
 	if err != nil {
@@ -193,6 +195,11 @@ func flatten(err error) string {
 	}
 	return err.Error()
 }
+
+// Refused counts the packets and streams from others that memberlist
+// refused (discarded or failed to read): a wrong or missing key, another
+// cluster's label, garbage. Each is also a log line, within limits.
+func (m *Member) Refused() uint64 { return m.logw.refused.Load() }
 
 // Addr returns the address (host:port) this member gossips on as the
 // others see it: the one to give them as a seed.

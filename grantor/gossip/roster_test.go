@@ -3,6 +3,7 @@ package gossip
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -155,7 +156,7 @@ func (h recordHandler) Handle(_ context.Context, r slog.Record) error {
 func TestLogWriter(t *testing.T) {
 	var recs []slog.Record
 	l := slog.New(recordHandler{slog.NewTextHandler(nil, &slog.HandlerOptions{Level: slog.LevelDebug}), &recs})
-	w := logWriter{l}
+	w := newLogWriter(l)
 	for _, line := range []string{
 		"[DEBUG] memberlist: Stream connection from=127.0.0.1:1\n",
 		"[WARN] memberlist: Refuting a suspect message\n",
@@ -166,7 +167,8 @@ func TestLogWriter(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	want := []slog.Level{slog.LevelDebug, slog.LevelWarn, slog.LevelError, slog.LevelInfo}
+	// The decrypt failure, about what a peer sent, is a warning.
+	want := []slog.Level{slog.LevelDebug, slog.LevelWarn, slog.LevelWarn, slog.LevelInfo}
 	if len(recs) != len(want) {
 		t.Fatalf("%d records", len(recs))
 	}
@@ -184,5 +186,48 @@ func TestLogWriter(t *testing.T) {
 	})
 	if !strings.Contains(hint, "gossip key is wrong or missing") {
 		t.Errorf("decrypt failure logged without the key hint: %q", hint)
+	}
+}
+
+// Lines about what a peer sent (review R8-10: anyone can send UDP to the
+// gossip port, from any source address) are counted, and written at most
+// once per message every refusedLogInterval, the next counting those
+// held back; other lines are not limited.
+func TestLogWriterLimitsRefusedPackets(t *testing.T) {
+	var recs []slog.Record
+	l := slog.New(recordHandler{slog.NewTextHandler(nil, &slog.HandlerOptions{Level: slog.LevelDebug}), &recs})
+	w := newLogWriter(l)
+	now := time.Now()
+	w.now = func() time.Time { return now }
+	write := func(line string, n int) {
+		t.Helper()
+		for i := range n {
+			if _, err := w.Write([]byte(fmt.Sprintf(line, i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	write("[ERR] memberlist: discarding packet with unacceptable label \"\": from=127.0.0.1:%d\n", 1000)
+	write("[WARN] memberlist: Refuting a suspect message (%d)\n", 3)
+	if len(recs) != 1+3 || w.refused.Load() != 1000 {
+		t.Fatalf("%d records, %d refused counted; want 1 + the 3 unlimited ones, 1000", len(recs), w.refused.Load())
+	}
+	if recs[0].Level != slog.LevelWarn || strings.Contains(recs[0].Message, "from=") {
+		t.Errorf("first refused line: %v %q", recs[0].Level, recs[0].Message)
+	}
+	now = now.Add(refusedLogInterval)
+	write("[ERR] memberlist: discarding packet with unacceptable label \"\": from=127.0.0.1:%d\n", 1)
+	if len(recs) != 5 {
+		t.Fatalf("%d records after the interval, want 5", len(recs))
+	}
+	suppressed := int64(-1)
+	recs[4].Attrs(func(a slog.Attr) bool {
+		if a.Key == "suppressed" {
+			suppressed = a.Value.Int64()
+		}
+		return true
+	})
+	if suppressed != 999 {
+		t.Errorf("the line after the interval says %d held back, want 999", suppressed)
 	}
 }
