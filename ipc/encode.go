@@ -1,10 +1,12 @@
 package ipc
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
+	"sync"
 )
 
 // The socket's hot lines (replies and events) are encoded here without
@@ -12,8 +14,27 @@ import (
 // these types (encode_test.go holds the two to it, field by field), at a
 // fraction of the allocations.
 
-// marshalLine encodes a reply or an event as one line, newline included.
-func marshalLine(v any) ([]byte, error) { return appendLine(make([]byte, 0, 1024), v) }
+// marshalLine encodes a reply or an event as one line, newline included,
+// in a slice of its own length: a queued line holds no more memory than
+// it counts for against its connection's budget. It encodes into a
+// pooled buffer and copies out, one allocation of the line's size.
+func marshalLine(v any) ([]byte, error) {
+	p := linePool.Get().(*[]byte)
+	defer linePool.Put(p)
+	b, err := appendLine((*p)[:0], v)
+	if err != nil {
+		return nil, err
+	}
+	if cap(b) <= 64<<10 {
+		*p = b[:0] // keep a grown buffer, unless it grew for a huge line
+	}
+	return bytes.Clone(b), nil
+}
+
+var linePool = sync.Pool{New: func() any {
+	b := make([]byte, 0, 1024)
+	return &b
+}}
 
 // appendLine appends v's line, newline included, to dst.
 func appendLine(dst []byte, v any) ([]byte, error) {

@@ -196,9 +196,15 @@ func TestNonReadingWatcherIsCutOff(t *testing.T) {
 		break
 	}
 	c.mu.Lock()
-	queued := c.bytes
+	queued, held := c.bytes, 0
+	for _, q := range c.queue {
+		held += cap(q.b)
+	}
 	c.mu.Unlock()
-	t.Logf("cut off after %d released events (%d KiB); %d KiB were queued", sent, sent*size>>10, queued>>10)
+	t.Logf("cut off after %d released events (%d KiB); %d KiB were queued, in %d KiB of lines", sent, sent*size>>10, queued>>10, held>>10)
+	if held > 2*queued {
+		t.Fatalf("the queued lines hold %d bytes for the %d they count for against the budget", held, queued)
+	}
 	if queued > 2*budget+size {
 		t.Fatalf("%d bytes were queued for a connection with a budget of %d", queued, budget)
 	}
