@@ -66,6 +66,7 @@ var subcommands = []func(*env) *cobra.Command{
 	newStatusCmd,
 	newRunCmd,
 	newElectCmd,
+	newProclaimCmd,
 	newObserveCmd,
 	newLeaderCmd,
 	newCheckCmd,
@@ -88,7 +89,8 @@ const exitCodesHelp = `Exit codes:
   1   error
   2   usage: the command line is wrong
   3   'check': not held here, not valid, or held under another token;
-      'check-token': the token is not live; 'leader': nobody leads
+      'check-token': the token is not live; 'leader': nobody leads;
+      'proclaim': this host does not lead the election
   69  unavailable: the daemon or the grantor cluster cannot be reached
       (also when no leader answers in time)
   75  held elsewhere and the wait ran out

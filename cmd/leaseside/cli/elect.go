@@ -20,7 +20,9 @@ and 'leaseside leader NAME' show who leads, with that value, on any host.
 
 CMD gets LEASESIDE_LEASE, LEASESIDE_TOKEN (the leader's fencing token:
 send it with every write), LEASESIDE_DEADLINE_BOOTTIME_NS,
-LEASESIDE_SOCKET and LEASESIDE_VALUE. When CMD exits, elect resigns (the
+LEASESIDE_SOCKET and LEASESIDE_VALUE; it may publish another value with
+'leaseside proclaim NAME VALUE --token "$LEASESIDE_TOKEN"'. When CMD
+exits, elect resigns (the
 next candidate leads at once) and exits with CMD's status. Without --wait
 it waits to lead for as long as it takes; on a terminal, stderr shows who
 leads meanwhile.

@@ -28,12 +28,13 @@ func candidate(name string) []string {
 	return []string{"--", "sh", "-c", `echo "` + name + ` running token=$LEASESIDE_TOKEN value=$LEASESIDE_VALUE" >&2; exec sleep 1000`}
 }
 
-var leaderLineRE = regexp.MustCompile(`^leader +e/svc token (\d+) value "([A-Z])"$`)
+var leaderLineRE = regexp.MustCompile(`^leader +e/svc token (\d+) value "([A-Z]2?)"$`)
 
 // Two candidates: the first leads and runs its command; a third one with
 // --wait gives up (exit 75) without ever running its command; when the
 // leader's elect is killed (kill -9), the second leads after the
-// lock-delay, with a larger token; an admin release ends its leadership
+// lock-delay, with a larger token, and proclaims a new value (A's old
+// token proclaims nothing); an admin release ends its leadership
 // (exit 79, its command stopped); a command that exits resigns (the
 // command's status, nobody leads). observe prints every change in order;
 // leader prints the value once, exit 3 when none.
@@ -75,6 +76,17 @@ func TestElectObserveLeader(t *testing.T) {
 		t.Errorf("B leads with token %s, not above A's %s", tokB, tokA)
 	}
 
+	// B's command may proclaim a new value; an old token changes nothing.
+	if out, stderr, code := runCLI(t, "proclaim", name, "B2", "--token", tokB, "--socket", sock); code != ExitOK || out != name+": proclaimed \"B2\"\n" {
+		t.Fatalf("proclaim: exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
+	if _, stderr, code := runCLI(t, "proclaim", name, "A2", "--token", tokA, "--socket", sock); code != ExitNotHeld || !strings.Contains(stderr, "not "+tokA) {
+		t.Errorf("proclaim with A's old token: exit %d, stderr %q", code, stderr)
+	}
+	if out, _, code := runCLI(t, "leader", name, "--socket", sock); code != ExitOK || out != "B2\n" {
+		t.Errorf("leader after the proclaim: exit %d, stdout %q", code, out)
+	}
+
 	if _, stderr, code := runCLI(t, "release", name, "--socket", sock); code != ExitOK {
 		t.Fatalf("admin release: exit %d: %s", code, stderr)
 	}
@@ -83,7 +95,7 @@ func TestElectObserveLeader(t *testing.T) {
 		t.Errorf("B lost its leadership: exit %d, want %d", code, ExitLost)
 	}
 
-	want := []string{`no_leader`, `leader A ` + tokA, `leader B ` + tokB, `no_leader`}
+	want := []string{`no_leader`, `leader A ` + tokA, `leader B ` + tokB, `leader B2 ` + tokB, `no_leader`}
 	var got []string
 	for _, l := range obs.waitCount(t, len(want), name) {
 		if m := leaderLineRE.FindStringSubmatch(l); m != nil {
