@@ -26,7 +26,10 @@ import (
 //	                                          one answered PERMISSION_DENIED or
 //	                                          RESOURCE_EXHAUSTED: another identity's
 //	                                          session, a limit)
-//	refused_raft   peer reason                (an inbound raft connection or RPC)
+//	refused_raft   peer reason count          (inbound raft connections or RPCs; one
+//	                                           line at once for the first of a peer
+//	                                           address and reason, then their count
+//	                                           every 10 s)
 //
 // Refused lines are limited, as a caller decides how many it causes: per
 // caller and call, the first is written at once and the next at most once
@@ -171,11 +174,11 @@ func (a *audit) allowRefusal(key string) (suppressed int, ok bool) {
 	return suppressed, true
 }
 
-// refusedRaft records an inbound raft connection or RPC refused; the
-// peer is its remote address (it may have no identity).
-func (a *audit) refusedRaft(peer, reason string) {
+// refusedRaft records count inbound raft connections or RPCs refused;
+// the peer is their source address (they may have no identity).
+func (a *audit) refusedRaft(peer, reason string, count int) {
 	if a == nil {
 		return
 	}
-	a.log.Warn("audit", "event", "refused_raft", "peer", peer, "reason", reason)
+	a.log.Warn("audit", "event", "refused_raft", "peer", peer, "reason", reason, "count", count)
 }

@@ -68,11 +68,11 @@ func (n *Node) serverOptions() []grpc.ServerOption {
 	return opts
 }
 
-// refusedRaft logs, counts and audits an inbound raft connection or RPC
-// the TLS transport refused.
-func (n *Node) refusedRaft(peer, reason string) {
-	n.metrics.refusedRaft.Add(1)
-	n.audit.refusedRaft(peer, reason)
+// refusedRaft counts and audits inbound raft connections or RPCs the TLS
+// transport refused: count of them from source for reason.
+func (n *Node) refusedRaft(source, reason string, count int) {
+	n.metrics.refusedRaft.Add(uint64(count))
+	n.audit.refusedRaft(source, reason, count)
 }
 
 // unixPath returns the socket path of a "unix:PATH" address, else "".
@@ -145,7 +145,7 @@ func (n *Node) admissible(ctx context.Context, id, raftAddr string) bool {
 	if err := t.probe(ctx, id, raftAddr); err != nil {
 		n.log.Warn("grantor: not adding a grantor gossip told of: its raft address does not present a grantor certificate with its name",
 			"node_id", id, "raft_addr", raftAddr, "err", err)
-		n.audit.refusedRaft(raftAddr, fmt.Sprintf("gossip member claims grantor %q: %v", id, err))
+		n.audit.refusedRaft(raftAddr, fmt.Sprintf("gossip member claims grantor %q: %v", id, err), 1)
 		return false
 	}
 	return true

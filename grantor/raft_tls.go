@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/leaseside/leaseside/grantor/pki"
+	"github.com/leaseside/leaseside/internal/connlimit"
 )
 
 // Raft over mutual TLS.
@@ -39,13 +40,30 @@ import (
 // for another. Here a grantor certificate speaks only for its own name:
 // it cannot vote twice, nor depose a leader in another's name.
 
-// Limits of the TLS raft transport.
+// Limits of the TLS raft transport. Inbound connections not yet
+// authenticated are bounded in total and per source address. When a
+// bound is reached, a newcomer evicts the oldest of them that has not
+// sent a byte, or else the oldest (connlimit): it is never refused. A
+// grantor's TLS client speaks at once, so it gets through however many
+// silent connections a stranger holds, also from a grantor's own address;
+// and one that speaks and then stalls holds its slot only until newer
+// ones need it. The bounds are large, since a silent connection is cheap
+// (a socket and a goroutine, a few KiB): a grantor's connection is lost
+// only if a stranger opens raftMaxHandshakesPerSource connections from
+// its address before the grantor's first bytes arrive. Refusals are
+// aggregated per source and reason (connlimit.Reporter): a flood makes a
+// bounded number of audit lines.
 const (
-	// raftHandshakeTimeout bounds an inbound TLS handshake.
-	raftHandshakeTimeout = 10 * time.Second
-	// raftMaxHandshakes bounds inbound connections not yet authenticated;
-	// more are closed at once.
-	raftMaxHandshakes = 64
+	// raftHandshakeTimeout bounds an inbound TLS handshake: raft peers
+	// are on a LAN, where one takes milliseconds.
+	raftHandshakeTimeout = 2 * time.Second
+	// raftMaxHandshakes bounds inbound connections not yet authenticated.
+	raftMaxHandshakes = 1024
+	// raftMaxHandshakesPerSource bounds them from one address.
+	raftMaxHandshakesPerSource = 256
+	// raftRefusalInterval is how often refusals are summed up per source
+	// and reason in the audit trail.
+	raftRefusalInterval = 10 * time.Second
 )
 
 // dialTarget is the address contactTransport hands the TLS stream layer
@@ -73,11 +91,11 @@ type tlsTransport struct {
 	dialer    *tlsDialer
 	serverCfg *tls.Config
 	log       *slog.Logger
-	refused   func(peer, reason string)
+	refusals  *connlimit.Reporter
+	pending   *connlimit.Limiter // inbound connections not yet authenticated
 
-	consumer   chan raft.RPC
-	heartbeat  atomic.Pointer[func(raft.RPC)]
-	handshakes chan struct{} // a slot per handshake in progress
+	consumer  chan raft.RPC
+	heartbeat atomic.Pointer[func(raft.RPC)]
 
 	mu       sync.Mutex
 	inbound  map[*oneConn]struct{}
@@ -93,9 +111,10 @@ var (
 )
 
 // newTLSTransport binds addr (a concrete IP, as NewTCPTransport wants)
-// and serves raft on it over TLS. refused is told of every inbound
-// connection or RPC it refuses.
-func newTLSTransport(addr string, tc *pki.Configurator, cfg raft.NetworkTransportConfig, log *slog.Logger, refused func(peer, reason string)) (*tlsTransport, error) {
+// and serves raft on it over TLS. refused is told of the inbound
+// connections and RPCs it refuses: at once for the first of a source
+// (an IP address) and reason, then their count every raftRefusalInterval.
+func newTLSTransport(addr string, tc *pki.Configurator, cfg raft.NetworkTransportConfig, log *slog.Logger, refused func(source, reason string, count int)) (*tlsTransport, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
@@ -105,15 +124,15 @@ func newTLSTransport(addr string, tc *pki.Configurator, cfg raft.NetworkTranspor
 		return nil, fmt.Errorf("raft address %s is not advertisable: give a concrete IP", addr)
 	}
 	t := &tlsTransport{
-		ln:         ln,
-		serverCfg:  tc.ServerConfig(pki.ALPNRaft, pki.Peer{Roles: []string{pki.RoleGrantor}}),
-		log:        log,
-		refused:    refused,
-		consumer:   make(chan raft.RPC),
-		handshakes: make(chan struct{}, raftMaxHandshakes),
-		inbound:    map[*oneConn]struct{}{},
-		shutdown:   make(chan struct{}),
+		ln:        ln,
+		serverCfg: tc.ServerConfig(pki.ALPNRaft, pki.Peer{Roles: []string{pki.RoleGrantor}}),
+		log:       log,
+		refusals:  connlimit.NewReporter(raftRefusalInterval, refused),
+		consumer:  make(chan raft.RPC),
+		inbound:   map[*oneConn]struct{}{},
+		shutdown:  make(chan struct{}),
 	}
+	t.pending = connlimit.New(connlimit.Limits{Total: raftMaxHandshakes, PerSource: raftMaxHandshakesPerSource, EvictSpoken: true}, t.refusals.Refused)
 	t.dialer = &tlsDialer{addr: ln.Addr(), tls: tc, closed: make(chan struct{})}
 	cfg.Stream = t.dialer
 	t.NetworkTransport = raft.NewNetworkTransportWithConfig(&cfg)
@@ -146,6 +165,7 @@ func (t *tlsTransport) Close() error {
 	t.mu.Unlock()
 	err := errors.Join(t.ln.Close(), t.NetworkTransport.Close())
 	t.wg.Wait()
+	t.refusals.Close()
 	return err
 }
 
@@ -157,7 +177,8 @@ func (t *tlsTransport) probe(ctx context.Context, id, addr string) error {
 	if err != nil {
 		return err
 	}
-	return c.Close()
+	c.Close() // the handshake said what was asked; how the close went does not matter
+	return nil
 }
 
 func (t *tlsTransport) accept() {
@@ -182,36 +203,35 @@ func (t *tlsTransport) accept() {
 			continue
 		}
 		delay = 0
-		select {
-		case t.handshakes <- struct{}{}:
-		default:
-			t.refused(c.RemoteAddr().String(), "too many raft handshakes in progress")
-			c.Close()
+		lc, ok := t.pending.Admit(c)
+		if !ok {
 			continue
 		}
 		t.wg.Add(1)
-		go t.serve(c)
+		go t.serve(lc)
 	}
 }
 
 // serve authenticates one inbound connection and runs a NetworkTransport
 // on it until it closes.
-func (t *tlsTransport) serve(raw net.Conn) {
+func (t *tlsTransport) serve(raw *connlimit.Conn) {
 	defer t.wg.Done()
-	remote := raw.RemoteAddr().String()
+	remote := raw.Source()
 	ctx, cancel := context.WithTimeout(context.Background(), raftHandshakeTimeout)
 	c := tls.Server(raw, t.serverCfg)
 	err := c.HandshakeContext(ctx)
 	cancel()
-	<-t.handshakes
+	raw.Release()
 	if err != nil {
-		t.refused(remote, "TLS handshake: "+err.Error())
 		raw.Close()
+		if !errors.Is(err, net.ErrClosed) { // else evicted, and reported so
+			t.refusals.Refused(remote, "TLS handshake: "+handshakeError(err))
+		}
 		return
 	}
 	id, err := pki.PeerIdentity(c.ConnectionState())
 	if err != nil { // the handshake checked it; not reached
-		t.refused(remote, err.Error())
+		t.refusals.Refused(remote, err.Error())
 		raw.Close()
 		return
 	}
@@ -245,7 +265,7 @@ func (t *tlsTransport) serve(raw net.Conn) {
 			claimed = string(h.GetRPCHeader().ID)
 		}
 		reason := fmt.Sprintf("an RPC speaks for server %q but the connection's certificate is %s", claimed, id)
-		t.refused(remote, reason)
+		t.refusals.Refused(remote, reason)
 		rpc.Respond(nil, errors.New("refused: "+reason))
 		one.Close()
 		return false
@@ -280,6 +300,19 @@ func (t *tlsTransport) serve(raw net.Conn) {
 	}
 	sub.Close() // closes one too
 	<-fwdDone
+}
+
+// handshakeError says why an inbound handshake failed, without the
+// connection's addresses (the refusal names its source), so that
+// refusals of one kind from one source add up to one audit line.
+func handshakeError(err error) string {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Sprintf("not finished within %v", raftHandshakeTimeout)
+	}
+	if op := (*net.OpError)(nil); errors.As(err, &op) {
+		return op.Err.Error()
+	}
+	return err.Error()
 }
 
 // deliver hands a checked RPC to raft.

@@ -26,6 +26,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 )
 
 // Limits of a Limiter. A zero field means no limit.
@@ -38,6 +39,13 @@ type Limits struct {
 	// MaxBytes bounds what one connection may send; a Read past it fails
 	// with ErrTooMuch.
 	MaxBytes int64
+	// EvictSpoken: when no silent connection can make room, the oldest
+	// one does, instead of the newcomer being refused. For connections
+	// counted only while they authenticate (Conn.Release after a
+	// handshake): a stranger who speaks and then stalls cannot hold a
+	// slot against newcomers either, unless it opens connections faster
+	// than a handshake completes.
+	EvictSpoken bool
 }
 
 // ErrTooMuch is a Read's error on a connection that sent more than
@@ -46,9 +54,10 @@ var ErrTooMuch = errors.New("connlimit: connection sent more than its limit")
 
 // Refused reasons a Limiter reports.
 const (
-	ReasonTotal     = "too many connections held at once"
-	ReasonPerSource = "too many connections held at once from this address"
-	ReasonEvicted   = "closed silent (no byte sent) to make room for a newer connection"
+	ReasonTotal         = "too many connections held at once"
+	ReasonPerSource     = "too many connections held at once from this address"
+	ReasonEvicted       = "closed silent (no byte sent) to make room for a newer connection"
+	ReasonEvictedSpoken = "closed unfinished to make room for a newer connection"
 )
 
 // Limiter counts connections against Limits. Safe for concurrent use.
@@ -104,13 +113,19 @@ func (l *Limiter) Admit(c net.Conn) (*Conn, bool) {
 	l.mu.Lock()
 	var victim *Conn
 	reason := ""
+	from := "" // the source a victim must be from; "" for any
 	switch {
 	case l.lim.PerSource > 0 && l.bySource[src] >= l.lim.PerSource:
-		reason = ReasonPerSource
-		victim = l.silentLocked(src)
+		reason, from = ReasonPerSource, src
 	case l.lim.Total > 0 && l.held.Len() >= l.lim.Total:
 		reason = ReasonTotal
-		victim = l.silentLocked("")
+	}
+	evicted := ReasonEvicted
+	if reason != "" {
+		victim = l.silentLocked(from)
+		if victim == nil && l.lim.EvictSpoken {
+			victim, evicted = l.oldestLocked(from), ReasonEvictedSpoken
+		}
 	}
 	if reason != "" && victim == nil {
 		l.mu.Unlock()
@@ -127,21 +142,62 @@ func (l *Limiter) Admit(c net.Conn) (*Conn, bool) {
 	l.mu.Unlock()
 	if victim != nil {
 		victim.Conn.Close()
-		l.refused(victim.src, ReasonEvicted)
+		l.refused(victim.src, evicted)
 	}
 	return lc, true
 }
 
 // silentLocked returns the oldest held connection that has sent nothing,
-// from src ("" for any source), or nil.
+// from src ("" for any source), or nil. What has arrived but was not read
+// yet counts as sent: a busy server may not have read a hello yet.
 func (l *Limiter) silentLocked(src string) *Conn {
 	for e := l.held.Front(); e != nil; e = e.Next() {
 		c := e.Value.(*Conn)
-		if !c.spoke.Load() && (src == "" || c.src == src) {
+		if src != "" && c.src != src || c.spoke.Load() {
+			continue
+		}
+		if pending(c.Conn) {
+			c.spoke.Store(true)
+			continue
+		}
+		return c
+	}
+	return nil
+}
+
+// oldestLocked returns the oldest held connection from src ("" for any
+// source); nil when there is none.
+func (l *Limiter) oldestLocked(src string) *Conn {
+	for e := l.held.Front(); e != nil; e = e.Next() {
+		if c := e.Value.(*Conn); src == "" || c.src == src {
 			return c
 		}
 	}
 	return nil
+}
+
+// pending reports whether c has bytes received and not read yet (a peek
+// that does not wait). A connection that cannot tell (not a socket) is
+// taken as having some: it is never evicted.
+func pending(c net.Conn) bool {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return true
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return true
+	}
+	var b [1]byte
+	n := 0
+	var peekErr error = syscall.EAGAIN
+	// Control, not Read: Read would wait for the read lock that a
+	// reader blocked on the connection holds.
+	err = rc.Control(func(fd uintptr) {
+		n, _, peekErr = syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+	})
+	// Data, or an end or error the reader will meet: not silent.
+	return err != nil || n > 0 || peekErr == nil
 }
 
 func (l *Limiter) releaseLocked(c *Conn) {
