@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -20,7 +21,10 @@ import (
 
 // primsCluster starts three loopback grantors, each with a metrics
 // address (the lessor reports its queue only as a gauge), and sidecars A
-// and B that know all three.
+// and B that know all three. It returns once the cluster applies
+// semaphores and election values: a new cluster does once every
+// follower has registered with the leader what it applies
+// (grantor/versions.go), which nothing announces, so it asks until then.
 func primsCluster(t *testing.T) (c *cluster, metrics []string, a, b *sidecar) {
 	t.Helper()
 	c = newLoopbackCluster(t, 3)
@@ -32,6 +36,20 @@ func primsCluster(t *testing.T) (c *cluster, metrics []string, a, b *sidecar) {
 	c.startAll()
 	a = startSidecar(t, "sidecar A", nil, "--grantors", c.rpcAddrs())
 	b = startSidecar(t, "sidecar B", nil, "--grantors", c.rpcAddrs())
+	probe := a.client(t)
+	poll(t, "every grantor applies semaphores", func() (bool, string) {
+		l, err := probe.Acquire(tctx(t), "probe/semaphores", ipc.AcquireOptions{TTL: 5 * time.Second, Limit: 2})
+		switch {
+		case errors.Is(err, &ipc.Error{Code: ipc.CodeNotSupported}):
+			return false, err.Error()
+		case err != nil:
+			t.Fatalf("probe: %v", err)
+		}
+		if err := probe.Release(tctx(t), l.Lease); err != nil {
+			t.Fatalf("probe: %v", err)
+		}
+		return true, ""
+	})
 	return c, metrics, a, b
 }
 
