@@ -63,6 +63,10 @@ type Config struct {
 	// ForgetAfter is how long Members keeps listing a member after it left
 	// or died. Default: DefaultForgetAfter.
 	ForgetAfter time.Duration
+	// MaxStreamBytes bounds what one inbound gossip stream (a join or
+	// state sync) may send, read before it can be decrypted. Default:
+	// DefaultMaxStreamBytes.
+	MaxStreamBytes int64
 }
 
 // Timing holds memberlist's failure-detection and gossip knobs; see
@@ -189,6 +193,9 @@ func (c Config) withDefaults() Config {
 	if c.ForgetAfter == 0 {
 		c.ForgetAfter = DefaultForgetAfter
 	}
+	if c.MaxStreamBytes == 0 {
+		c.MaxStreamBytes = DefaultMaxStreamBytes
+	}
 	c.Timing = c.Timing.withDefaults()
 	return c
 }
@@ -210,8 +217,8 @@ func (c Config) validate() error {
 			return errors.New("gossip: an empty address in Join")
 		}
 	}
-	if c.BroadcastTimeout < 0 || c.ForgetAfter < 0 {
-		return errors.New("gossip: BroadcastTimeout and ForgetAfter must not be negative")
+	if c.BroadcastTimeout < 0 || c.ForgetAfter < 0 || c.MaxStreamBytes < 0 {
+		return errors.New("gossip: BroadcastTimeout, ForgetAfter and MaxStreamBytes must not be negative")
 	}
 	if err := c.Timing.validate(); err != nil {
 		return err

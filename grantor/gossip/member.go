@@ -94,9 +94,19 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 	mc.Events = events{m.roster}
 	m.logw = newLogWriter(logger.With("component", "memberlist"))
 	mc.Logger = log.New(m.logw, "", 0)
+	tr, err := newLimitedTransport(host, port, cfg.MaxStreamBytes, logger, mc.Logger)
+	if err != nil {
+		return nil, fmt.Errorf("gossip: starting memberlist on %s: could not set up network transport: %w", cfg.BindAddr, err)
+	}
+	mc.Transport = tr
+	if port == 0 {
+		mc.BindPort = tr.GetAutoBindPort()
+		mc.AdvertisePort = mc.BindPort
+	}
 
 	ml, err := memberlist.Create(mc)
 	if err != nil {
+		_ = tr.Shutdown()
 		return nil, fmt.Errorf("gossip: starting memberlist on %s: %w", cfg.BindAddr, err)
 	}
 	m.ml = ml

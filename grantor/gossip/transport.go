@@ -1,0 +1,122 @@
+package gossip
+
+import (
+	"log"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+
+	"github.com/leaseside/leaseside/internal/connlimit"
+)
+
+// Bounds of inbound gossip streams (TCP: joins, state syncs). memberlist
+// reads a stream's whole encrypted message, up to its own 20 MiB limit,
+// before it can decrypt and so authenticate it, and takes any number of
+// streams: anyone who reaches the port, without a key, could make a
+// member hold 20 MiB per connection (review finding R8-15). These bounds
+// apply before anything is checked.
+const (
+	// DefaultMaxStreamBytes bounds what one inbound stream may send. A
+	// state sync carries about 100 to 200 bytes per member (compressed,
+	// then encrypted): a cluster of more than about 5,000 members needs
+	// more (Config.MaxStreamBytes).
+	DefaultMaxStreamBytes = 1 << 20
+	// maxStreams bounds the inbound streams held at once; a member
+	// syncs with one other at a time, every Timing.PushPullInterval.
+	maxStreams = 32
+	// maxStreamsPerSource bounds them from one address (an IP; a host
+	// may run a grantor and a sidecar).
+	maxStreamsPerSource = 8
+	// refusalInterval is how often refused streams are summed up in the
+	// log, per source and reason.
+	refusalInterval = 10 * time.Second
+)
+
+// limitedTransport is memberlist's NetTransport, with inbound streams
+// bounded: at most maxStreams at once, maxStreamsPerSource from one
+// address (a newcomer evicts a silent one first: connlimit), each at most
+// MaxStreamBytes. memberlist's deadline (Timing.TCPTimeout) bounds how
+// long one is held.
+type limitedTransport struct {
+	*memberlist.NetTransport
+	lim      *connlimit.Limiter
+	refusals *connlimit.Reporter
+	streams  chan net.Conn
+	done     chan struct{}
+	stopOnce sync.Once
+	wg       sync.WaitGroup
+}
+
+var _ memberlist.NodeAwareTransport = (*limitedTransport)(nil)
+
+// newLimitedTransport binds host:port (port 0: a free one, the same for
+// UDP and TCP, as memberlist does itself) and bounds its inbound streams.
+// logger gets memberlist's transport logs, log the refusals.
+func newLimitedTransport(host string, port int, maxBytes int64, logger *slog.Logger, mlLog *log.Logger) (*limitedTransport, error) {
+	nc := &memberlist.NetTransportConfig{BindAddrs: []string{host}, BindPort: port, Logger: mlLog}
+	tries := 1
+	if port == 0 {
+		// Binding UDP and TCP on one free port races with other
+		// processes; memberlist tries ten times too.
+		tries = 10
+	}
+	var nt *memberlist.NetTransport
+	var err error
+	for range tries {
+		if nt, err = memberlist.NewNetTransport(nc); err == nil || !strings.Contains(err.Error(), "address already in use") {
+			break
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	t := &limitedTransport{
+		NetTransport: nt,
+		refusals: connlimit.NewReporter(refusalInterval, func(source, reason string, count int) {
+			logger.Warn("gossip: refused inbound streams", "source", source, "reason", reason, "count", count)
+		}),
+		streams: make(chan net.Conn),
+		done:    make(chan struct{}),
+	}
+	t.lim = connlimit.New(connlimit.Limits{Total: maxStreams, PerSource: maxStreamsPerSource, MaxBytes: maxBytes}, t.refusals.Refused)
+	t.wg.Add(1)
+	go t.forward()
+	return t, nil
+}
+
+// StreamCh implements memberlist.Transport: the inbound streams admitted.
+func (t *limitedTransport) StreamCh() <-chan net.Conn { return t.streams }
+
+// Shutdown implements memberlist.Transport.
+func (t *limitedTransport) Shutdown() error {
+	t.stopOnce.Do(func() { close(t.done) })
+	err := t.NetTransport.Shutdown()
+	t.wg.Wait()
+	t.refusals.Close()
+	return err
+}
+
+func (t *limitedTransport) forward() {
+	defer t.wg.Done()
+	for {
+		select {
+		case c := <-t.NetTransport.StreamCh():
+			lc, ok := t.lim.Admit(c)
+			if !ok {
+				continue
+			}
+			select {
+			case t.streams <- lc:
+			case <-t.done:
+				lc.Close()
+				return
+			}
+		case <-t.done:
+			return
+		}
+	}
+}
