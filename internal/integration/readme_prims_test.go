@@ -180,3 +180,31 @@ func TestReadmeJeopardyExamples(t *testing.T) {
 		})
 	}
 }
+
+// "Watch holders, check a token": the lease is free at once; it is held,
+// then released (the standby sees the release and that its token is no
+// longer live); it stays held; no daemon.
+func TestReadmeHolderWatchExamples(t *testing.T) {
+	for lang, argv := range examples(t, "### Watch holders, check a token") {
+		t.Run(lang, func(t *testing.T) {
+			socket := tempSocket(t)
+			startDev(t, socket, t.TempDir())
+			const name = "jobs/render-42"
+
+			checkExample(t, startExample(t, "free", socket, argv), 0, name+" is free")
+
+			tok := strings.TrimSpace(cli(t, socket, "acquire", name, "--detached").must(t, 0).stdout)
+			p := startExample(t, "freed", socket, argv)
+			p.waitLine(t, 0, "held by token "+tok)
+			cli(t, socket, "release", name).must(t, 0)
+			p.waitLine(t, 0, "token "+tok+" released no longer live")
+			checkExample(t, p, 0, name+" is free")
+
+			tok = strings.TrimSpace(cli(t, socket, "acquire", name, "--detached").must(t, 0).stdout)
+			checkExample(t, startExample(t, "stays held", socket, argv), 1, "leaseside: "+name+" still held after 10s")
+			cli(t, socket, "release", name, "--token", tok).must(t, 0)
+
+			checkExample(t, startExample(t, "no daemon", filepath.Join(t.TempDir(), "none.sock"), argv), 1, "leaseside:")
+		})
+	}
+}
