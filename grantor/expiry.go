@@ -3,6 +3,7 @@ package grantor
 import (
 	"container/heap"
 	"errors"
+	"slices"
 
 	"github.com/leaseside/leaseside/clockwatch"
 )
@@ -108,8 +109,17 @@ func (l *lessor) scan(o *office, now clockwatch.Instant) (expires []expireJob, r
 			}
 		}
 		if !s.revoking {
-			if grants, _ = l.fsm.sessionHeld(d.name); len(grants) == 0 {
+			held, _ := l.fsm.sessionHeld(d.name)
+			if len(held) == 0 {
 				o.emptiedLocked(d.name)
+				continue
+			}
+			// Only grants whose events this office has seen: a grant
+			// applied since moves the session's expiry when its event
+			// comes, and runs until then.
+			grants = slices.DeleteFunc(held, func(g grantRef) bool { return g.Token > o.seen })
+			if len(grants) == 0 {
+				o.queueLocked(d.name, s, now.Add(1)) // looked at again after the event's kick
 				continue
 			}
 		}

@@ -140,3 +140,46 @@ func TestExpiryRetriedEntrySparesGrantMadeAfterDecision(t *testing.T) {
 	}
 	h.spares("b", b.Token, tB, ttl)
 }
+
+// The FSM applies a grant before its event reaches the leader's office.
+// A session whose expiry passes in between is not ended with that grant:
+// the decision lists only grants whose events the office has counted,
+// and the new grant runs to its own expiry.
+func TestExpirySparesGrantWhoseEventIsPending(t *testing.T) {
+	h := newHarness(t)
+	h.takeOffice()
+	const ttl = 10 * time.Second
+	h.acquire(acq("s1", 1, "a", ttl))
+	exp := h.timing.GrantorExpiry(h.clock.Now(), ttl)
+	h.advanceTo(exp - clockwatch.Instant(time.Millisecond))
+
+	// Hold back b's grant event, as a slow FSM goroutine would.
+	applied, release := make(chan struct{}), make(chan struct{})
+	var once atomic.Bool
+	h.fsm.observe = func(ev fsmEvent) {
+		if ev.Kind == evGranted && ev.Lease == "b" && once.CompareAndSwap(false, true) {
+			close(applied)
+			<-release
+		}
+		h.l.onEvent(ev)
+	}
+	bRes := h.goAcquire(h.ctx(), acq("s1", 2, "b", ttl), 0)
+	<-applied
+	tok := h.held("b")
+
+	h.advanceTo(exp) // the session's expiry passes while b's event waits
+	for _, e := range h.events.all() {
+		if e.what == "decided" && e.lease == "b" {
+			close(release)
+			t.Fatalf("b (token %d) decided to end at %v, before its grant's event was counted", tok, e.now)
+		}
+	}
+	m := h.events.mark()
+	tG := h.clock.Now() // b's grant counts from its event, read now (rule 2: tG after the apply)
+	close(release)
+	if o := h.outcome(bRes); o.err != nil || !o.res.Granted || o.res.Token != tok {
+		t.Fatalf("acquire b: %+v %v, want granted with %d", o.res, o.err, tok)
+	}
+	h.events.wait(t, m, "the end of a", func(e testEvent) bool { return isExpiry(e) && h.held("a") == 0 })
+	h.spares("b", tok, tG, ttl)
+}

@@ -137,6 +137,11 @@ type office struct {
 	// due orders the sessions by when the expiry loop must look at them
 	// again (expiry.go), so a scan costs what is due, not what is held.
 	due dueHeap
+	// seen is the highest token whose grant this office has counted in
+	// its session's expiry (read with the table when taking office, then
+	// from each grant's event). The FSM applies a grant before its event
+	// reaches the office: an expiry decision leaves out grants above seen.
+	seen uint64
 }
 
 // sessionState is the leader's view of one session: its expiry while it
@@ -228,6 +233,7 @@ func (l *lessor) onEvent(ev fsmEvent) {
 	switch ev.Kind {
 	case evGranted:
 		o.extendLocked(l.timing, ev.Rec.Session, ev.Rec.TTL, now)
+		o.seen = max(o.seen, ev.Rec.Token)
 		poke(o.kick)
 	case evFreed:
 		if !l.fsm.holdsLeases(ev.Rec.Session) {
@@ -239,6 +245,7 @@ func (l *lessor) onEvent(ev fsmEvent) {
 	case evRestored:
 		// Every session the new state holds is live until now plus its
 		// term: later than before, which is safe.
+		o.seen = max(o.seen, l.fsm.lastToken())
 		for name := range o.sessions {
 			if !l.fsm.holdsLeases(name) {
 				o.emptiedLocked(name)
@@ -376,6 +383,9 @@ func (l *lessor) takeOffice(o *office) {
 		return
 	}
 	o.tE = tE
+	// The counter before the table: a grant applied in between is above
+	// seen until its event (waiting for l.mu) counts it.
+	o.seen = l.fsm.lastToken()
 	terms := l.fsm.sessionTerms()
 	for name, ttl := range terms {
 		o.extendLocked(l.timing, name, ttl, tE)
