@@ -70,6 +70,20 @@ var InsecureIdentity = Identity{Role: RoleOperator, Name: "insecure"}
 // String returns ROLE/NAME, as the certificate's URI SAN names it.
 func (id Identity) String() string { return id.Role.String() + "/" + id.Name }
 
+// owner is how the replicated state names id as a session's owner (and so
+// a lease's holder, and whose limit a lease counts against): a sidecar by
+// its name, the host name a refused Acquire shows; any other role as
+// ROLE/NAME, which no sidecar name can be (a name has no '/'), so that an
+// operator or grantor certificate named like a host does not act under
+// that host's sessions or use up its limit (review R8-16). Without TLS
+// every caller is InsecureIdentity, named "insecure" there as before.
+func (id Identity) owner() string {
+	if id.Role == RoleSidecar || id == InsecureIdentity {
+		return id.Name
+	}
+	return id.String()
+}
+
 // identityKey is the context key of the Identity; unexported so only
 // ContextWithIdentity can set it.
 type identityKey struct{}

@@ -287,3 +287,30 @@ func TestLessorOwnershipOnlyOnceEveryServerKnowsIt(t *testing.T) {
 		t.Fatalf("host-b under host-a's session: %v, want permission denied", err)
 	}
 }
+
+// An operator (or grantor) certificate named like a sidecar host is not
+// that host (review R8-16): it may not act under the host's session, and
+// its leases do not count against the host's limit.
+func TestNodeOwnerIsRoleAndName(t *testing.T) {
+	cfg := fastConfig(t, t.TempDir())
+	cfg.MaxLeasesPerSidecar = 1
+	n := start(t, cfg, true)
+	addr := testIdentityServer(t, n.Node)
+	host, ctxHost := as(t, addr, Identity{Role: RoleSidecar, Name: "h1"})
+	op, ctxOp := as(t, addr, Identity{Role: RoleOperator, Name: "h1"})
+
+	if r, err := op.Acquire(ctxOp(tctx(t)), acqReq("s-op", 1, "y")); err != nil || !r.Granted {
+		t.Fatalf("operator h1: %v %v", r, err)
+	}
+	a, err := host.Acquire(ctxHost(tctx(t)), acqReq("s-host", 1, "x"))
+	if err != nil || !a.Granted {
+		t.Fatalf("sidecar h1's first lease, the operator's not counted: %v %v", a, err)
+	}
+	_, err = op.Release(ctxOp(tctx(t)), &grantorpb.ReleaseRequest{Id: &grantorpb.RequestID{Session: "s-host", Seq: 2}, Lease: "x", Owner: "o", Token: a.Token})
+	if status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("operator h1 releasing under sidecar h1's session: %v, want PermissionDenied", err)
+	}
+	if probe, err := op.Acquire(ctxOp(tctx(t)), acqReq("s-op", 2, "x")); err != nil || probe.Granted || probe.HolderName != "h1" {
+		t.Fatalf("x after the attempt: %v %v, want still sidecar h1's", probe, err)
+	}
+}

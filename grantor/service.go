@@ -26,7 +26,7 @@ func (s *service) Acquire(ctx context.Context, req *grantorpb.AcquireRequest) (*
 		return nil, toStatus(err)
 	}
 	id := IdentityFrom(ctx)
-	c.Identity = id.Name
+	c.Identity = id.owner()
 	if id.Role == RoleSidecar {
 		c.Limit = s.n.cfg.MaxLeasesPerSidecar
 	}
@@ -62,7 +62,7 @@ func (s *service) Release(ctx context.Context, req *grantorpb.ReleaseRequest) (*
 		s.n.metrics.releasesFailed.Add(1)
 		return nil, toStatus(err)
 	}
-	c.Identity = IdentityFrom(ctx).Name
+	c.Identity = IdentityFrom(ctx).owner()
 	res, err := s.n.lessor.release(ctx, c)
 	if err != nil {
 		s.n.metrics.releasesFailed.Add(1)
@@ -193,7 +193,7 @@ func (s *service) keepAlive(ctx context.Context, o *office, caller Identity, req
 		if err != nil {
 			return nil, err
 		}
-		res, tG, err := s.n.lessor.renewSessions(ctx, o, caller.Name, ss)
+		res, tG, err := s.n.lessor.renewSessions(ctx, o, caller.owner(), ss)
 		if err != nil {
 			return nil, err
 		}
@@ -219,7 +219,7 @@ func (s *service) keepAlive(ctx context.Context, o *office, caller Identity, req
 	if err != nil {
 		return nil, err
 	}
-	if err := checkOwner(&sessionRecord{Owner: s.n.fsm.sessionOwner(req.GetSession())}, req.GetSession(), caller.Name); err != nil {
+	if err := checkOwner(&sessionRecord{Owner: s.n.fsm.sessionOwner(req.GetSession())}, req.GetSession(), caller.owner()); err != nil {
 		return nil, err
 	}
 	res, err := s.n.lessor.renew(ctx, o, req.GetSession(), refs)

@@ -44,7 +44,7 @@ func (s *service) Proclaim(ctx context.Context, req *grantorpb.ProclaimRequest) 
 		return nil, toStatus(err)
 	}
 	who := IdentityFrom(ctx)
-	c.Identity = who.Name
+	c.Identity = who.owner()
 	res, err := s.n.lessor.proclaim(ctx, c)
 	if err != nil {
 		return nil, toStatus(err)
@@ -80,7 +80,7 @@ func (s *service) Watch(stream grpc.BidiStreamingServer[grantorpb.WatchRequest, 
 	if s.n.lessor.prop.allowed() < cmdProclaim {
 		return toStatus(ErrNotSupported)
 	}
-	w, err := s.n.watch.open(IdentityFrom(ctx).Name)
+	w, err := s.n.watch.open(IdentityFrom(ctx).owner())
 	if err != nil {
 		return err
 	}
