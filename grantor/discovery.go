@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -46,6 +48,9 @@ import (
 const (
 	// peerTimeout bounds one gRPC call to another grantor.
 	peerTimeout = 5 * time.Second
+	// maxConcurrentProbes bounds the raft addresses one reconcile pass
+	// probes at once.
+	maxConcurrentProbes = 32
 	// bootstrapRetry is how often bootstrapExpect looks again without a
 	// gossip change (a peer whose gRPC server is not up yet).
 	bootstrapRetry = time.Second
@@ -311,11 +316,26 @@ func (n *Node) reconcile(ctx context.Context) (pending bool) {
 	}
 	gs := gossipGrantors(n.gossip.Members())
 	n.removed.forget(func(id string) bool { return gs[id] != nil && gs[id].alive != nil })
+	// Grantors of the configuration first: a gossip member's claim to be
+	// a new grantor (anyone with the gossip key can make one) must not
+	// hold up their additions, promotions and address updates (review
+	// R8-12).
 	ids := make([]string, 0, len(gs))
 	for id := range gs {
 		ids = append(ids, id)
 	}
-	slices.Sort(ids)
+	slices.SortFunc(ids, func(a, b string) int {
+		_, inA := servers[a]
+		_, inB := servers[b]
+		if inA != inB {
+			if inA {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	var admitted map[string]bool // probed at the first need, all at once
 	for _, id := range ids {
 		if id == n.cfg.NodeID || ctx.Err() != nil {
 			continue
@@ -337,8 +357,13 @@ func (n *Node) reconcile(ctx context.Context) (pending bool) {
 					continue
 				}
 			}
-			if (!in || s.Address != addr) && !n.admissible(ctx, id, meta.RaftAddr) {
-				continue
+			if !in || s.Address != addr {
+				if admitted == nil {
+					admitted = n.probeClaims(ctx, gs, servers)
+				}
+				if !admitted[id] {
+					continue
+				}
 			}
 			switch {
 			case !in:
@@ -382,6 +407,41 @@ func (n *Node) reconcile(ctx context.Context) (pending bool) {
 		}
 	}
 	return pending
+}
+
+// probeClaims checks, all at once, the raft address of every alive
+// gossip grantor that the configuration lacks or lists at another
+// address (admissible): a pass then waits for one probe timeout at most,
+// not one per member that claims to be a grantor and never answers
+// (review R8-12). Called with reconcileMu held.
+func (n *Node) probeClaims(ctx context.Context, gs map[string]*gossipGrantor, servers map[string]raft.Server) map[string]bool {
+	var (
+		mu  sync.Mutex
+		wg  sync.WaitGroup
+		out = map[string]bool{}
+		sem = make(chan struct{}, maxConcurrentProbes)
+	)
+	for id, g := range gs {
+		if id == n.cfg.NodeID || g.alive == nil {
+			continue
+		}
+		addr := g.alive.Meta.RaftAddr
+		if s, in := servers[id]; in && string(s.Address) == addr {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			ok := n.admissible(ctx, id, addr)
+			<-sem
+			mu.Lock()
+			out[id] = ok
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return out
 }
 
 // promotable reports whether the staged non-voter sid may become a voter:

@@ -1,7 +1,10 @@
 package grantor
 
 import (
+	"fmt"
+	"net"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,5 +54,66 @@ func TestGossipLeaveClaimRemovesNoVoter(t *testing.T) {
 	l.reconcile(tctx(t))
 	if got := servers(l); !slices.Contains(got, id+"=Voter") {
 		t.Fatalf("a gossip member's claim that %s left removed it: %v", id, got)
+	}
+}
+
+// Gossip members that claim to be grantors, whose raft address accepts
+// connections and never answers, are probed all at once (review R8-12:
+// one after another, each waiting out the probe timeout, they held up
+// every membership change of the pass): the tarpit holds every one of
+// their probes open at the same time. And none of them is added.
+func TestReconcileProbesClaimsAtOnce(t *testing.T) {
+	const fakes = 4
+	p := newTestPKI(t)
+	cfg := gossipConfig(t, "g1", 1, "")
+	cfg.TLS = p.conf(pki.RoleGrantor, "g1")
+	cfg.ReconcileInterval = 200 * time.Millisecond
+	g1 := start(t, cfg, true)
+
+	tarpit, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tarpit.Close() })
+	var mu sync.Mutex
+	open, all := 0, make(chan struct{})
+	go func() {
+		for {
+			conn, err := tarpit.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			if open++; open == fakes {
+				close(all)
+			}
+			mu.Unlock()
+			go func() {
+				conn.Read(make([]byte, 1)) // until the prober gives up
+				conn.Close()
+				mu.Lock()
+				open--
+				mu.Unlock()
+			}()
+		}
+	}()
+	for i := range fakes {
+		id := fmt.Sprintf("fake%d", i)
+		m, err := gossip.Start(tctx(t), gossip.Config{
+			Name: id, BindAddr: "127.0.0.1:0", Join: []string{g1.GossipAddr()}, Timing: gossip.LoopbackTiming(),
+			Meta: gossip.Meta{Role: gossip.RoleGrantor, NodeID: id, RaftAddr: tarpit.Addr().String(), RPCAddr: tarpit.Addr().String(), Voter: true, Version: "test"},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Shutdown() })
+	}
+	select {
+	case <-all:
+	case <-time.After(waitTimeout):
+		t.Fatalf("the tarpit never held %d probes at once", fakes)
+	}
+	if got := servers(g1); !slices.Equal(got, []string{"g1=Voter"}) {
+		t.Fatalf("raft configuration %v, want g1 alone", got)
 	}
 }
