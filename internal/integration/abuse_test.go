@@ -92,20 +92,35 @@ func pyAbuser(t *testing.T, socket, script string, args ...string) (lines *bufio
 // below what a stopped or starved daemon would show (no answer at all).
 const answerBound = 10 * time.Second
 
+// minAnswers is how many of root's round trips answerTimes measures at
+// least, so that each abuse has a figure worth reporting.
+const minAnswers = 30
+
 // answerTimes measures root's status round trips on socket, every 20ms,
-// on one connection made before the abuse, until stop is called; it
-// fails the test if one took longer than answerBound, and returns the
-// median and the slowest.
+// on one connection made before the abuse, until stop is called and at
+// least minAnswers were measured (stop is called while the abuse goes
+// on); it fails the test if one took longer than answerBound, and returns
+// the median and the slowest.
 func answerTimes(t *testing.T, socket string) (stop func() (median, slowest time.Duration)) {
 	t.Helper()
 	c := &ipc.Client{Socket: socket}
+	// ctx ends the measurements early, when the test ends before stop
+	// (before the daemon stops); stopping asks for the last ones.
 	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel) // before the daemon stops, if the test ends early
+	t.Cleanup(cancel)
+	stopping := make(chan struct{})
 	done := make(chan []time.Duration, 1)
 	go func() {
 		var ds []time.Duration
 		defer func() { done <- ds }()
 		for ctx.Err() == nil {
+			select {
+			case <-stopping:
+				if len(ds) >= minAnswers {
+					return
+				}
+			default:
+			}
 			rctx, rcancel := context.WithTimeout(ctx, timeout)
 			t0 := time.Now()
 			_, err := c.Status(rctx)
@@ -125,7 +140,7 @@ func answerTimes(t *testing.T, socket string) (stop func() (median, slowest time
 		}
 	}()
 	return func() (time.Duration, time.Duration) {
-		cancel()
+		close(stopping)
 		ds := <-done
 		c.Close()
 		if len(ds) == 0 {
