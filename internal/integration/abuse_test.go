@@ -206,11 +206,15 @@ sys.stdin.read()
 // timeout they are closed with a logged reason; root is answered
 // throughout.
 func TestAbuseNonReadingClients(t *testing.T) {
-	dev := abuseDev(t, `{"socket_queue_bytes": 65536, "socket_stall_timeout": "3s"}`)
+	dev := abuseDev(t, `{"socket_queue_bytes": 65536, "socket_stall_timeout": "5s"}`)
 	rss0 := rss(t, dev.pid())
 	measure := answerTimes(t, dev.socket)
 	out, stop := pyAbuser(t, dev.socket, `
 import socket, sys, threading
+out = threading.Lock()
+def say(*words):
+    with out:  # one line at a time: the threads' prints could interleave
+        print(*words, flush=True)
 def flood(i):
     c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     c.connect(sys.argv[1])
@@ -221,13 +225,13 @@ def flood(i):
             c.sendall(b'{"id":1,"op":"clock"}\n')
             n += 1
     except socket.timeout:
-        print("blocked", i, n, flush=True)
+        say("blocked", i, n)
     c.settimeout(60)
     try:
         while True:
             c.sendall(b'{"id":1,"op":"clock"}\n')
     except OSError as e:
-        print("closed", i, e.errno, flush=True)
+        say("closed", i, e.errno)
 ts = [threading.Thread(target=flood, args=(i,)) for i in range(4)]
 for t in ts: t.start()
 for t in ts: t.join()
