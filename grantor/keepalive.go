@@ -49,6 +49,9 @@ type renewal struct {
 	session  string
 	refs     []leaseRef
 	done     chan renewResult // 1-buffered
+	// marked are the states markBusyLocked marked busy: those of the
+	// sessions the FSM knows (review R8-3), released when r is done.
+	marked []*sessionState
 }
 
 // renewResult answers a renewal.
@@ -83,19 +86,26 @@ func (l *lessor) renewSessions(ctx context.Context, o *office, caller string, ss
 }
 
 // queueRenewal queues r for the next verify round and waits. Its sessions
-// are busy (lessor.touch) meanwhile.
+// the FSM knows are busy (lessor.touch) meanwhile; one it does not know
+// gets no state at the leader (review R8-3: a keepalive naming made-up
+// sessions would otherwise add states kept for SessionIdleTimeout and
+// walked by every expiry scan), and is answered not renewed.
 func (l *lessor) queueRenewal(ctx context.Context, o *office, r *renewal) (renewResult, error) {
 	l.mu.Lock()
 	if !o.active {
 		l.mu.Unlock()
 		return renewResult{}, l.prop.notLeader()
 	}
-	l.busyLocked(o, r, 1)
+	l.markBusyLocked(o, r)
 	o.pending = append(o.pending, r)
 	l.mu.Unlock()
 	defer func() {
 		l.mu.Lock()
-		l.busyLocked(o, r, -1)
+		now := l.clock.Now()
+		for _, s := range r.marked {
+			s.busy--
+			s.last = now
+		}
 		l.mu.Unlock()
 	}()
 	poke(o.kaWake)
@@ -110,14 +120,19 @@ func (l *lessor) queueRenewal(ctx context.Context, o *office, r *renewal) (renew
 	}
 }
 
-// busyLocked adds delta to the busy count of r's sessions and marks them
-// seen now, as lessor.touch does for one, under one lock.
-func (l *lessor) busyLocked(o *office, r *renewal, delta int) {
+// markBusyLocked marks r's sessions that the FSM knows busy and seen now,
+// as lessor.touch does for one, under one lock, and records them in
+// r.marked.
+func (l *lessor) markBusyLocked(o *office, r *renewal) {
 	now := l.clock.Now()
 	mark := func(session string) {
+		if !l.fsm.hasSession(session) {
+			return
+		}
 		s := o.sessionLocked(session)
-		s.busy += delta
+		s.busy++
 		s.last = now
+		r.marked = append(r.marked, s)
 	}
 	if r.session != "" {
 		mark(r.session)
@@ -247,7 +262,12 @@ func (l *lessor) renewLocked(o *office, r *renewal, tG clockwatch.Instant) renew
 // how many leases the session holds, unless the digests differ and the
 // reply lists them.
 func (l *lessor) renewSessionLocked(o *office, r sessionRenewal, tG clockwatch.Instant) sessionRenewed {
-	out := sessionRenewed{Session: r.Session, Renewed: l.extendSessionLocked(o, r.Session, tG)}
+	out := sessionRenewed{Session: r.Session}
+	// A session the FSM does not know (closed, or never opened) is not
+	// renewed and gets no state (review R8-3); its list is empty.
+	if l.fsm.hasSession(r.Session) {
+		out.Renewed = l.extendSessionLocked(o, r.Session, tG)
+	}
 	if s := o.sessions[r.Session]; s != nil {
 		out.TTL = s.ttl
 	}
