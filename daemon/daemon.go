@@ -293,7 +293,7 @@ func grantorError(err error) *ipc.Error {
 	case status.Code(err) == codes.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, errSilent):
 		return ipc.Errorf(ipc.CodeUnavailable, "the grantor cluster did not answer in time")
 	case status.Code(err) == codes.Unimplemented:
-		return ipc.Errorf(ipc.CodeNotSupported, "the grantor cluster does not support this yet (a grantor is older than this sidecar): upgrade every grantor: %s", status.Convert(err).Message())
+		return ipc.Errorf(ipc.CodeNotSupported, "the grantor cluster does not support this yet (a grantor is older than this sidecar, or has only just joined and not yet registered what it applies): %s", status.Convert(err).Message())
 	}
 	return ipc.Errorf(ipc.CodeUnavailable, "the grantor cluster did not serve the request: %s", status.Convert(err).Message())
 }

@@ -80,7 +80,7 @@ type proclaimResult struct {
 
 // ErrNotSupported is returned for a semaphore, a value or a Proclaim while
 // some server of the raft configuration does not apply them yet.
-var ErrNotSupported = errors.New("grantor: not every grantor of the cluster applies semaphores and election values yet: upgrade every grantor first")
+var ErrNotSupported = errors.New("grantor: not every grantor of the cluster has registered that it applies semaphores and election values: one is older (upgrade it) or has only just joined (it registers within seconds)")
 
 // LimitMismatchError says that an Acquire asked for another limit than
 // the one in force for the name. It matches ErrInvalidArgument.

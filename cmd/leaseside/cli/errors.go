@@ -71,7 +71,7 @@ func (cf *clientFlags) explain(err error, a asked) (int, string) {
 			}
 			return ExitUsage, msg
 		case ipc.CodeNotSupported:
-			return ExitError, "the grantor cluster does not support this yet (upgrade every grantor): " + ie.Message
+			return ExitError, "the grantor cluster does not support this yet (a grantor is older, or has only just joined; upgrade every grantor, or try again in a few seconds): " + ie.Message
 		}
 		return ExitError, ie.Message
 	}
