@@ -46,7 +46,8 @@ type limitedTransport struct {
 	lim      *connlimit.Limiter
 	refusals *connlimit.Reporter
 	streams  chan net.Conn
-	done     chan struct{}
+	done     chan struct{} // closed by Shutdown: forward no more
+	stopped  chan struct{} // closed once NetTransport stopped
 	stopOnce sync.Once
 	wg       sync.WaitGroup
 }
@@ -81,6 +82,7 @@ func newLimitedTransport(host string, port int, maxBytes int64, logger *slog.Log
 		}),
 		streams: make(chan net.Conn),
 		done:    make(chan struct{}),
+		stopped: make(chan struct{}),
 	}
 	t.lim = connlimit.New(connlimit.Limits{Total: maxStreams, PerSource: maxStreamsPerSource, MaxBytes: maxBytes}, t.refusals.Refused)
 	t.wg.Add(1)
@@ -93,10 +95,16 @@ func (t *limitedTransport) StreamCh() <-chan net.Conn { return t.streams }
 
 // Shutdown implements memberlist.Transport.
 func (t *limitedTransport) Shutdown() error {
-	t.stopOnce.Do(func() { close(t.done) })
-	err := t.NetTransport.Shutdown()
-	t.wg.Wait()
-	t.refusals.Close()
+	var err error
+	t.stopOnce.Do(func() {
+		close(t.done)
+		// NetTransport's listener hands over a stream it accepted before
+		// it stops: forward takes (and closes) those until then.
+		err = t.NetTransport.Shutdown()
+		close(t.stopped)
+		t.wg.Wait()
+		t.refusals.Close()
+	})
 	return err
 }
 
@@ -105,18 +113,29 @@ func (t *limitedTransport) forward() {
 	for {
 		select {
 		case c := <-t.NetTransport.StreamCh():
-			lc, ok := t.lim.Admit(c)
-			if !ok {
-				continue
-			}
-			select {
-			case t.streams <- lc:
-			case <-t.done:
-				lc.Close()
-				return
-			}
-		case <-t.done:
+			t.hand(c)
+		case <-t.stopped:
 			return
 		}
+	}
+}
+
+// hand gives memberlist an inbound stream the limits admit, until
+// Shutdown.
+func (t *limitedTransport) hand(c net.Conn) {
+	select {
+	case <-t.done:
+		c.Close()
+		return
+	default:
+	}
+	lc, ok := t.lim.Admit(c)
+	if !ok {
+		return
+	}
+	select {
+	case t.streams <- lc:
+	case <-t.done:
+		lc.Close()
 	}
 }
