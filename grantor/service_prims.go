@@ -93,8 +93,7 @@ func (s *service) Watch(stream grpc.BidiStreamingServer[grantorpb.WatchRequest, 
 				err = validWatch(req)
 			}
 			if err == nil {
-				w.remove(req.GetRemove())
-				err = w.add(req.GetAdd())
+				err = w.update(req.GetRemove(), req.GetAdd())
 			}
 			if err != nil {
 				recvErr <- err

@@ -2,10 +2,13 @@ package grantor
 
 import (
 	"fmt"
+	"slices"
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/leaseside/leaseside/grantor/grantorpb"
 )
@@ -27,8 +30,14 @@ import (
 // after its entry, so a reader needs no state of its own.
 //
 // Bounds: at most Config.MaxWatchStreams streams per caller identity, at
-// most maxWatchNames names per stream, at most maxWatchQueue events queued
-// per stream.
+// most maxWatchNames names per stream, at most maxWatchQueue events and
+// maxWatchStreamBytes bytes queued (or being sent) per stream, and at most
+// maxWatchIdentityBytes over all the streams of one identity (review
+// R8-1: a count bound alone let one identity queue gigabytes of
+// snapshots). A stream past a bound is dropped like a slow reader. A
+// request that removes and adds one name changes nothing for it (no new
+// snapshot), and removing a name drops its queued events, so a reader
+// that re-adds names holds at most one snapshot of each.
 
 // Bounds of one Watch stream.
 const (
@@ -38,6 +47,14 @@ const (
 	maxWatchNames = 4096
 	// maxWatchQueue is the most events queued for one stream's reader.
 	maxWatchQueue = 4096
+	// maxWatchStreamBytes is the most bytes of events (encoded) queued
+	// for one stream's reader, with those it is sending: room for a
+	// snapshot of every name a stream may watch when each has one holder
+	// with the largest value.
+	maxWatchStreamBytes = 8 << 20
+	// maxWatchIdentityBytes is the most bytes of events queued over all
+	// the streams of one identity.
+	maxWatchIdentityBytes = 64 << 20
 )
 
 // watchHub fans the FSM's changes out to watch streams. Lock order:
@@ -45,28 +62,49 @@ const (
 type watchHub struct {
 	fsm        *fsm
 	maxStreams int // per identity; 0: no limit
+	// streamBytes and identityBytes bound the queued bytes of a stream
+	// and of an identity's streams.
+	streamBytes, identityBytes int
 
 	mu          sync.Mutex
 	byName      map[string]map[*watchStream]struct{}
-	perIdentity map[string]int
+	perIdentity map[string]*watchIdentity
+}
+
+// watchIdentity is what one identity's streams share.
+type watchIdentity struct {
+	streams int          // under watchHub.mu
+	bytes   atomic.Int64 // queued or being sent, over its streams
 }
 
 func newWatchHub(f *fsm, maxStreams int) *watchHub {
-	return &watchHub{fsm: f, maxStreams: maxStreams, byName: map[string]map[*watchStream]struct{}{}, perIdentity: map[string]int{}}
+	return &watchHub{fsm: f, maxStreams: maxStreams, streamBytes: maxWatchStreamBytes, identityBytes: maxWatchIdentityBytes,
+		byName: map[string]map[*watchStream]struct{}{}, perIdentity: map[string]*watchIdentity{}}
 }
 
 // watchStream is one Watch stream's subscription.
 type watchStream struct {
 	hub      *watchHub
 	identity string
+	shared   *watchIdentity
 
 	mu sync.Mutex
 	// names maps each watched name to the index its snapshot was read
 	// at: changes at or below it are in the snapshot already.
-	names  map[string]uint64
-	queue  []*grantorpb.WatchEvent
-	wake   chan struct{} // 1-buffered: queue is not empty, or failed is set
-	failed error
+	names map[string]uint64
+	queue []queuedEvent
+	// queued counts the queued events of each name; bytes the encoded
+	// bytes queued, inflight those of the events take last returned.
+	queued          map[string]int
+	bytes, inflight int
+	wake            chan struct{} // 1-buffered: queue is not empty, or failed is set
+	failed          error
+}
+
+// queuedEvent is an event in a stream's queue and its encoded size.
+type queuedEvent struct {
+	ev   *grantorpb.WatchEvent
+	size int
 }
 
 // open registers a new stream for identity, or refuses it when identity
@@ -74,11 +112,17 @@ type watchStream struct {
 func (h *watchHub) open(identity string) (*watchStream, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.maxStreams > 0 && h.perIdentity[identity] >= h.maxStreams {
-		return nil, status.Errorf(codes.ResourceExhausted, "grantor: %q has %d watch streams open, the most one identity may (MaxWatchStreams)", identity, h.perIdentity[identity])
+	id := h.perIdentity[identity]
+	if id == nil {
+		id = &watchIdentity{}
+		h.perIdentity[identity] = id
 	}
-	h.perIdentity[identity]++
-	return &watchStream{hub: h, identity: identity, names: map[string]uint64{}, wake: make(chan struct{}, 1)}, nil
+	if h.maxStreams > 0 && id.streams >= h.maxStreams {
+		return nil, status.Errorf(codes.ResourceExhausted, "grantor: %q has %d watch streams open, the most one identity may (MaxWatchStreams)", identity, id.streams)
+	}
+	id.streams++
+	return &watchStream{hub: h, identity: identity, shared: id, names: map[string]uint64{}, queued: map[string]int{},
+		wake: make(chan struct{}, 1)}, nil
 }
 
 // close takes the stream out of the hub.
@@ -89,13 +133,29 @@ func (w *watchStream) close() {
 	w.mu.Lock()
 	names := w.names
 	w.names = map[string]uint64{}
+	w.dropQueueLocked()
 	w.mu.Unlock()
 	for name := range names {
 		h.unsubscribeLocked(w, name)
 	}
-	if h.perIdentity[w.identity]--; h.perIdentity[w.identity] <= 0 {
+	if w.shared.streams--; w.shared.streams <= 0 {
 		delete(h.perIdentity, w.identity)
 	}
+}
+
+// update applies one WatchRequest: it stops watching the names of remove
+// that add does not name again (their queued events go), then starts
+// watching those of add (each gets its snapshot now, then its changes). A
+// name both removed and added stays as it is: no new snapshot.
+func (w *watchStream) update(remove, add []string) error {
+	if len(remove) > 0 {
+		keep := make(map[string]bool, len(add))
+		for _, name := range add {
+			keep[name] = true
+		}
+		w.remove(slices.DeleteFunc(slices.Clone(remove), func(name string) bool { return keep[name] }))
+	}
+	return w.add(add)
 }
 
 // add starts watching names: each gets its snapshot now, then its changes.
@@ -119,7 +179,7 @@ func (w *watchStream) add(names []string) error {
 		setHolders(ev, limit, hs)
 		w.mu.Lock()
 		w.names[name] = index
-		w.pushLocked(ev)
+		w.pushLocked(ev, proto.Size(ev))
 		w.mu.Unlock()
 		subs := h.byName[name]
 		if subs == nil {
@@ -131,20 +191,50 @@ func (w *watchStream) add(names []string) error {
 	return nil
 }
 
-// remove stops watching names.
+// remove stops watching names and drops their queued events.
 func (w *watchStream) remove(names []string) {
 	h := w.hub
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	drop := false
 	for _, name := range names {
 		w.mu.Lock()
 		_, ok := w.names[name]
 		delete(w.names, name)
+		drop = drop || w.queued[name] > 0
 		w.mu.Unlock()
 		if ok {
 			h.unsubscribeLocked(w, name)
 		}
 	}
+	if !drop {
+		return
+	}
+	// One pass over the queue for the whole request.
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.queue = slices.DeleteFunc(w.queue, func(q queuedEvent) bool {
+		if _, watched := w.names[q.ev.Lease]; watched {
+			return false
+		}
+		w.unqueueLocked(q)
+		return true
+	})
+}
+
+// unqueueLocked takes q's count and bytes off the stream's.
+func (w *watchStream) unqueueLocked(q queuedEvent) {
+	if w.queued[q.ev.Lease]--; w.queued[q.ev.Lease] <= 0 {
+		delete(w.queued, q.ev.Lease)
+	}
+	w.bytes -= q.size
+	w.shared.bytes.Add(-int64(q.size))
+}
+
+// dropQueueLocked empties the queue and forgets what is being sent.
+func (w *watchStream) dropQueueLocked() {
+	w.shared.bytes.Add(-int64(w.bytes + w.inflight))
+	w.queue, w.queued, w.bytes, w.inflight = nil, map[string]int{}, 0, 0
 }
 
 func (h *watchHub) unsubscribeLocked(w *watchStream, name string) {
@@ -156,30 +246,54 @@ func (h *watchHub) unsubscribeLocked(w *watchStream, name string) {
 	}
 }
 
-// take returns the queued events, in order, or the stream's failure.
+// take returns the queued events, in order, or the stream's failure. The
+// caller has sent what the previous take returned: those bytes are
+// forgotten, and the ones returned now count until the next take.
 func (w *watchStream) take() ([]*grantorpb.WatchEvent, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.failed != nil {
 		return nil, w.failed
 	}
-	q := w.queue
-	w.queue = nil
-	return q, nil
+	evs := make([]*grantorpb.WatchEvent, len(w.queue))
+	for i, q := range w.queue {
+		evs[i] = q.ev
+	}
+	w.shared.bytes.Add(-int64(w.inflight))
+	w.inflight, w.bytes = w.bytes, 0
+	w.queue, w.queued = nil, map[string]int{}
+	return evs, nil
 }
 
-// pushLocked queues ev, or fails the stream when its queue is full. The
-// caller holds w.mu.
-func (w *watchStream) pushLocked(ev *grantorpb.WatchEvent) {
+// pushLocked queues ev (size bytes encoded), or fails the stream when its
+// queue is full, in count or in bytes, or its identity's streams hold as
+// many bytes as they may. The caller holds w.mu.
+func (w *watchStream) pushLocked(ev *grantorpb.WatchEvent, size int) {
 	if w.failed != nil {
 		return
 	}
-	if len(w.queue) >= maxWatchQueue {
-		w.failed = status.Errorf(codes.ResourceExhausted, "grantor: the watch stream fell %d events behind; open a new one to start again from the holders now", len(w.queue))
-		w.queue = nil
-	} else {
-		w.queue = append(w.queue, ev)
+	h := w.hub
+	switch {
+	case len(w.queue) >= maxWatchQueue:
+		w.failLocked(status.Errorf(codes.ResourceExhausted, "grantor: the watch stream fell %d events behind; open a new one to start again from the holders now", len(w.queue)))
+	case w.bytes+w.inflight+size > h.streamBytes:
+		w.failLocked(status.Errorf(codes.ResourceExhausted, "grantor: the watch stream fell %d bytes of events behind (at most %d); open a new one to start again from the holders now", w.bytes+w.inflight, h.streamBytes))
+	case w.shared.bytes.Load()+int64(size) > int64(h.identityBytes):
+		w.failLocked(status.Errorf(codes.ResourceExhausted, "grantor: the watch streams of %q hold %d bytes of events unread (at most %d); read them, or open fewer", w.identity, w.shared.bytes.Load(), h.identityBytes))
+	default:
+		w.queue = append(w.queue, queuedEvent{ev: ev, size: size})
+		w.queued[ev.Lease]++
+		w.bytes += size
+		w.shared.bytes.Add(int64(size))
 	}
+	poke(w.wake)
+}
+
+// failLocked ends the stream with err and drops its queue. The caller
+// holds w.mu.
+func (w *watchStream) failLocked(err error) {
+	w.failed = err
+	w.dropQueueLocked()
 	poke(w.wake)
 }
 
@@ -191,8 +305,7 @@ func (h *watchHub) failAll(err error) {
 		for w := range subs {
 			w.mu.Lock()
 			if w.failed == nil {
-				w.failed, w.queue = err, nil
-				poke(w.wake)
+				w.failLocked(err)
 			}
 			w.mu.Unlock()
 		}
@@ -229,10 +342,11 @@ func (h *watchHub) publish(ev fsmEvent) {
 	out := &grantorpb.WatchEvent{Lease: ev.Lease, Kind: kind, Token: ev.Rec.Token, HolderName: ev.HolderName,
 		Value: ev.Rec.Value, Replaced: ev.Replaced, Index: ev.Index}
 	setHolders(out, limit, hs)
+	size := proto.Size(out)
 	for w := range subs {
 		w.mu.Lock()
 		if ev.Index > w.names[ev.Lease] {
-			w.pushLocked(out)
+			w.pushLocked(out, size)
 		}
 		w.mu.Unlock()
 	}
@@ -243,8 +357,8 @@ func (h *watchHub) streams() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	n := 0
-	for _, c := range h.perIdentity {
-		n += c
+	for _, id := range h.perIdentity {
+		n += id.streams
 	}
 	return n
 }
