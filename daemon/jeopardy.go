@@ -19,13 +19,26 @@ import (
 // are never in jeopardy.
 
 // jeopardyAt is when l enters jeopardy if no renewal succeeds before:
-// 2d/3 after the t0 of its last grant or renewal. never for a lease the
-// daemon does not renew, one not confirmed yet, or one in jeopardy.
+// 2d/3 after the t0 of its last grant or renewal, or, when the deadline
+// comes earlier than that or close after it (d*rho + eps above d/6: a
+// short term, a large epsilon stated by a grantor, a drift that raised
+// rho and shortened the deadline), two thirds of the way from the renewal
+// due at t0 + d/3 to the deadline, leaving the owner a third of that
+// window; never later than halfway from t0 to the deadline: jeopardy
+// always comes before lost (review 9/12/13 S6).
+// It reads l.deadline, so a shortened deadline moves it too. never for a
+// lease the daemon does not renew, one not confirmed yet, or one in
+// jeopardy.
 func (l *lease) jeopardyAt() clockwatch.Instant {
 	if l.pending || l.jeopardy || l.noRenew {
 		return never
 	}
-	return l.t0.Add(2 * l.ttl / 3)
+	due := l.t0.Add(l.ttl / 3)
+	at := min(l.t0.Add(2*l.ttl/3), due.Add(2*l.deadline.Sub(due)/3))
+	if !at.Before(l.deadline) {
+		at = l.t0.Add(l.deadline.Sub(l.t0) / 2)
+	}
+	return at
 }
 
 // checkJeopardyLocked puts l in jeopardy when its time has come (and its
