@@ -127,7 +127,6 @@ func (s *service) KeepAlive(stream grpc.BidiStreamingServer[grantorpb.KeepAliveR
 	if err != nil {
 		return toStatus(err)
 	}
-	var reply keepAliveReply
 	reqs := make(chan *grantorpb.KeepAliveRequest)
 	recvErr := make(chan error, 1)
 	done := make(chan struct{})
@@ -160,7 +159,7 @@ func (s *service) KeepAlive(stream grpc.BidiStreamingServer[grantorpb.KeepAliveR
 		case <-ctx.Done():
 			return status.FromContextError(ctx.Err()).Err()
 		}
-		resp, err := s.keepAlive(ctx, o, caller, req, &reply)
+		resp, err := s.keepAlive(ctx, o, caller, req)
 		if err != nil {
 			return toStatus(err)
 		}
@@ -170,23 +169,16 @@ func (s *service) KeepAlive(stream grpc.BidiStreamingServer[grantorpb.KeepAliveR
 	}
 }
 
-// keepAliveReply is one stream's reply to its keepalives, used again for
-// each: stream.Send has encoded a message when it returns.
-type keepAliveReply struct {
-	resp     grantorpb.KeepAliveResponse
-	sessions []grantorpb.SessionRenewed
-}
-
 // keepAlive answers one keepalive request: whole sessions (version 5),
-// or an older sidecar's session and list of leases. The reply is
-// written into reply.
-func (s *service) keepAlive(ctx context.Context, o *office, caller Identity, req *grantorpb.KeepAliveRequest, reply *keepAliveReply) (*grantorpb.KeepAliveResponse, error) {
-	resp := &reply.resp
-	*resp = grantorpb.KeepAliveResponse{
+// or an older sidecar's session and list of leases. Every reply is a new
+// message: grpc-go's SendMsg says a message must not be modified after
+// it is sent (a stats handler or tracer may read it later), so a stream
+// never writes into a reply it sent (review 9/12/13 S5).
+func (s *service) keepAlive(ctx context.Context, o *office, caller Identity, req *grantorpb.KeepAliveRequest) (*grantorpb.KeepAliveResponse, error) {
+	resp := &grantorpb.KeepAliveResponse{
 		Batch:     req.GetBatch(),
 		Rho:       s.n.cfg.Timing.Rho,
 		EpsilonNs: int64(s.n.cfg.Timing.Epsilon),
-		Sessions:  resp.Sessions[:0],
 	}
 	if len(req.GetSessions()) > 0 {
 		ss, err := validSessions(req)
@@ -198,11 +190,10 @@ func (s *service) keepAlive(ctx context.Context, o *office, caller Identity, req
 			return nil, err
 		}
 		resp.GrantorTimeNs = tG.Nanoseconds()
-		if len(reply.sessions) < len(res) {
-			reply.sessions = make([]grantorpb.SessionRenewed, len(res))
-		}
+		sessions := make([]grantorpb.SessionRenewed, len(res)) // one allocation for the reply's sessions
+		resp.Sessions = make([]*grantorpb.SessionRenewed, 0, len(res))
 		for i, r := range res {
-			out := &reply.sessions[i]
+			out := &sessions[i]
 			*out = grantorpb.SessionRenewed{Session: r.Session, Renewed: r.Renewed, TtlNs: int64(r.TTL),
 				LeaseSetVersion: r.Digest, Listed: r.Listed}
 			if r.Listed {
