@@ -205,7 +205,7 @@ func (d *Daemon) Handle(ctx context.Context, c *ipc.Conn, req *ipc.Request) *ipc
 	case ipc.OpRenew:
 		return grantResponse(d.renew(ctx, c, req.Lease, req.Token))
 	case ipc.OpCheck:
-		return grantResponse(d.check(req.Lease, req.Token))
+		return grantResponse(d.check(c, req.Lease, req.Token))
 	case ipc.OpWatch:
 		d.watch(c, req.Lease)
 		return &ipc.Response{}

@@ -59,7 +59,7 @@ func (d *Daemon) renew(ctx context.Context, c *ipc.Conn, name, token string) (*i
 	if err := d.renewNow(rctx, l); err != nil {
 		return nil, err
 	}
-	return d.check(name, token)
+	return d.check(c, name, token)
 }
 
 // heldByLocked returns the named lease if it is valid now, has the token
@@ -80,13 +80,15 @@ func (d *Daemon) heldByLocked(c *ipc.Conn, name, token string, now clockwatch.In
 }
 
 // check returns the grant of a lease this host holds and that is valid
-// now, with the given token unless token is "".
-func (d *Daemon) check(name, token string) (*ipc.Grant, *ipc.Error) {
+// now, with the given token unless token is "". A lease the caller may
+// not see (visible: status hides it from them) is not held, as far as
+// they are told.
+func (d *Daemon) check(c *ipc.Conn, name, token string) (*ipc.Grant, *ipc.Error) {
 	now := d.checkSuspend()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	l := d.findLocked(nil, name, token, now)
-	if l == nil {
+	if l == nil || !d.visible(c.Cred, l) {
 		return nil, ipc.Errorf(ipc.CodeNotHeld, "this host does not hold %q", name)
 	}
 	if token != "" && token != strconv.FormatUint(l.token, 10) {

@@ -339,8 +339,8 @@ func nofile(t *testing.T, pid int) string {
 }
 
 // Leases: nobody at its lease limit is refused the next one
-// (resource_exhausted, nothing changes); status and watch show nobody
-// only its own leases and those the ACL names it for, and root all.
+// (resource_exhausted, nothing changes); status, check and watch show
+// nobody only its own leases and those the ACL names it for, and root all.
 func TestAbuseLeasesAndVisibility(t *testing.T) {
 	dev := abuseDev(t, `{"max_leases_per_uid": 3, "acl": [{"uids": [65534], "prefixes": ["jobs/", "shared/"]}]}`)
 	watch := nobodyWatch(t, dev.socket)
@@ -358,6 +358,13 @@ func TestAbuseLeasesAndVisibility(t *testing.T) {
 	if got := names(t, cli(t, dev.socket, "status", "--json").must(t, 0)); len(got) != 5 {
 		t.Fatalf("root's status shows %v, want all 5", got)
 	}
+	// check follows the same rule: root/private, a name the ACL does not
+	// give nobody, is refused without a token; shared/x, which it names
+	// nobody for, is shown.
+	if r := nobodyCLI(t, dev.socket, "check", "root/private"); r.code == 0 || strings.Contains(r.stdout, "token") {
+		t.Fatalf("nobody's check root/private: exit %d, %q %q; want refused, no token", r.code, r.stdout, r.stderr)
+	}
+	nobodyCLI(t, dev.socket, "check", "shared/x").must(t, 0)
 	// nobody's watch saw its own and shared/x, never root/private: root
 	// releases root/private, then shared/x; the second event proves the
 	// first had its turn.
@@ -371,6 +378,28 @@ func TestAbuseLeasesAndVisibility(t *testing.T) {
 		if strings.Contains(line, "shared/x") && strings.Contains(line, "released") {
 			break
 		}
+	}
+}
+
+// check shows a user only the leases status shows them (review R8-11):
+// with no ACL every user may use every name but sees only its own
+// leases, so nobody's check of root's lease says not held (exit 3, no
+// token), while root's check of it, and nobody's of its own, say held.
+func TestAbuseCheckVisibility(t *testing.T) {
+	dev := abuseDev(t, `{}`)
+	cli(t, dev.socket, "acquire", "jobs/root", "--detached").must(t, 0)
+	nobodyCLI(t, dev.socket, "acquire", "jobs/mine", "--detached").must(t, 0)
+	if r := nobodyCLI(t, dev.socket, "check", "jobs/root"); r.code != 3 || strings.Contains(r.stdout+r.stderr, "token") {
+		t.Fatalf("nobody's check jobs/root: exit %d, %q %q; want 3 (not held) and no token", r.code, r.stdout, r.stderr)
+	}
+	if r := nobodyCLI(t, dev.socket, "check", "jobs/root", "--json"); r.code != 3 {
+		t.Fatalf("nobody's check jobs/root --json: exit %d, %q %q; want 3", r.code, r.stdout, r.stderr)
+	}
+	if out := cli(t, dev.socket, "check", "jobs/root").must(t, 0).stdout; !strings.Contains(out, "token") {
+		t.Fatalf("root's check jobs/root: %q; want its token", out)
+	}
+	if out := nobodyCLI(t, dev.socket, "check", "jobs/mine").must(t, 0).stdout; !strings.Contains(out, "token") {
+		t.Fatalf("nobody's check of its own lease: %q; want its token", out)
 	}
 }
 
