@@ -86,11 +86,14 @@ func newLease(g *Grant) *Lease {
 	return l
 }
 
-// Done is closed when the lease is lost or released, when its deadline
-// passes without a renewal (by this process's own reading of
-// CLOCK_BOOTTIME, so even a hung daemon cannot keep it open), or when the
-// connection to the daemon ends (for connection-bound leases, that
-// releases them). Stop acting on the lease when it is closed.
+// Done is closed when the lease is lost or released, when the connection
+// to the daemon ends (for connection-bound leases, that releases them),
+// or when this process's own watchdog finds the deadline passed without a
+// renewal (so even a hung daemon cannot keep it open). Stop acting on the
+// lease when it is closed. The watchdog is a Go timer, which counts
+// CLOCK_MONOTONIC: that stops while the host is suspended, so after a
+// suspend Done can close late. Valid, which reads CLOCK_BOOTTIME, is the
+// check to make right before each action.
 func (l *Lease) Done() <-chan struct{} { return l.done }
 
 // Reason says why Done was closed: a Reason constant (of lost or of
@@ -110,15 +113,22 @@ func (l *Lease) Deadline() int64 {
 }
 
 // Valid reports whether the lease is held and its deadline has not passed
-// by CLOCK_BOOTTIME now. Call it right before each externally visible
-// action, and send the token with the action anyway.
+// by CLOCK_BOOTTIME now, which counts a host suspend. Call it right before
+// each externally visible action, and send the token with the action
+// anyway. When it finds the deadline passed it ends the lease at once
+// (Done closes, Reason says deadline_passed), without waiting for the
+// watchdog.
 func (l *Lease) Valid() bool {
 	select {
 	case <-l.done:
 		return false
 	default:
 	}
-	return boottime() < l.Deadline()
+	if boottime() < l.Deadline() {
+		return true
+	}
+	l.end(ReasonDeadlinePassed)
+	return false
 }
 
 func (l *Lease) renewed(deadline int64) {
