@@ -3,6 +3,7 @@ package daemon
 import (
 	"cmp"
 	"context"
+	"errors"
 	"strconv"
 	"sync"
 	"time"
@@ -131,7 +132,11 @@ func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*i
 	// Until the grant is listed or given back, the session's keepalive
 	// replies may list a grant of the name that the table lacks: it is
 	// this acquire's, not one to give back (renewer.go).
+	// An acquire that ends without an answer may have been granted all
+	// the same: its session is asked after until a keepalive reply says
+	// (giveback.go), once this acquire no longer accounts for it.
 	k := acquireKey{l.sess, l.name}
+	var unanswered bool
 	d.mu.Lock()
 	d.acquiring[k]++
 	d.mu.Unlock()
@@ -140,11 +145,15 @@ func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*i
 		if d.acquiring[k]--; d.acquiring[k] <= 0 {
 			delete(d.acquiring, k)
 		}
+		if unanswered {
+			d.unsettledLocked(l.sess)
+		}
 		d.mu.Unlock()
 	}()
 	t0 := d.clock.Now() // rule 1: read before the request is sent
 	resp, gerr := d.g.acquire(gctx, l.sess, req.Lease, id, limit, value, req.Wait(), &d.metrics.acquireRPCs, abandon)
 	if gerr != nil {
+		unanswered = !errors.Is(gerr, errNoGrantorKnown)
 		return fail(grantorError(gerr))
 	}
 	if resp.Ended {

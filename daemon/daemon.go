@@ -46,6 +46,9 @@ type Daemon struct {
 	// acquiring counts the acquires in flight per session and name,
 	// which keepalive replies must not take for grants to give back.
 	acquiring map[acquireKey]int
+	// settling holds the sessions that may hold grants the daemon does
+	// not know (giveback.go), under mu.
+	settling map[*gsession]*settling
 	// uids counts each local user's leases (limits.go), under mu.
 	uids map[int]*perUID
 	// floor is the largest timing model assumed in the daemon's life.

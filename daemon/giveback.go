@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"context"
+
+	"github.com/leaseside/leaseside/clockwatch"
 )
 
 // Releases the daemon sends on its own (a lost lease, an owner that
@@ -53,6 +55,7 @@ func (d *Daemon) sendReleases(ctx context.Context, owner, name string) {
 		if _, err := d.g.release(ctx, q.l.sess, q.l.name, q.l.ownerID, q.l.token); err != nil {
 			d.log.Warn("release failed; the grantor lists the grant in this host's session's next keepalive reply, and it is given back then",
 				"lease", q.l.name, "token", q.l.token, "why", q.why, "err", err)
+			d.unsettled(q.l.sess)
 		}
 	}
 }
@@ -70,4 +73,64 @@ func (d *Daemon) accountedLocked(s *gsession, name, owner string) bool {
 type acquireKey struct {
 	s    *gsession
 	name string
+}
+
+// A grantor session may hold grants the daemon does not know: an acquire
+// whose answer never came (the grantor may have granted it), a release
+// that failed. Keepalive replies list such grants, and they are given
+// back (renewer.go); but a session in which the daemon knows no lease is
+// never renewed, so nothing would list them, and they would stand until
+// the grantor expires the session: a term in one office, far longer while
+// leadership flaps (chaos finding F6). Such a session is settling: the
+// renew loop sends it in keepalives, known leases or not, until a reply
+// lists nothing the daemon does not know.
+
+// settling is a session that may hold grants the daemon does not know.
+type settling struct {
+	// since is when the last request that may have left one ended.
+	since clockwatch.Instant
+	// probeAt is when the session's next keepalive is due.
+	probeAt clockwatch.Instant
+}
+
+// settleMargin is how long after a request was given up its grant may
+// still be applied at the grantor: a keepalive reply only settles the
+// session when the keepalive left this long after since.
+const settleMargin = attemptTimeout
+
+// unsettledLocked marks s settling from now and wakes the renew loop. The
+// caller holds d.mu.
+func (d *Daemon) unsettledLocked(s *gsession) {
+	if d.settling == nil {
+		d.settling = map[*gsession]*settling{}
+	}
+	now := d.clock.Now()
+	d.settling[s] = &settling{since: now, probeAt: now}
+	d.wake()
+}
+
+// unsettled is unsettledLocked for callers that do not hold d.mu.
+func (d *Daemon) unsettled(s *gsession) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.unsettledLocked(s)
+}
+
+// settledLocked takes in a keepalive reply for a settling session s, sent
+// at t0: clean says it listed nothing the daemon does not know or may
+// still account for. The caller holds d.mu.
+func (d *Daemon) settledLocked(s *gsession, t0 clockwatch.Instant, clean bool) {
+	st := d.settling[s]
+	if st == nil {
+		return
+	}
+	switch {
+	case clean && !t0.Before(st.since.Add(settleMargin)):
+		delete(d.settling, s)
+	case clean:
+		st.probeAt = st.since.Add(settleMargin)
+	default:
+		// Given back now, or still accounted for: ask again.
+		st.probeAt = t0.Add(renewInterval(s.ttl))
+	}
 }

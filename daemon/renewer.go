@@ -125,18 +125,21 @@ func (d *Daemon) renewLoop(ctx context.Context) {
 
 // dueSessions returns the grantor sessions to renew now: those with a
 // lease whose renewal is due (renewAt passed: d/3 after the t0 of its
-// last renewal or grant, or at once when asked for), each with every
-// lease it holds.
+// last renewal or grant, or at once when asked for), and the settling
+// sessions whose probe is due (giveback.go), each with every lease it
+// holds.
 func (d *Daemon) dueSessions(now clockwatch.Instant) []*sessionBatch {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var due map[*gsession]bool
+	due := map[*gsession]bool{}
 	for _, l := range d.leases {
 		if l.renewAt != never && !now.Before(l.renewAt) {
-			if due == nil {
-				due = map[*gsession]bool{}
-			}
 			due[l.sess] = true
+		}
+	}
+	for s, st := range d.settling {
+		if !now.Before(st.probeAt) {
+			due[s] = true
 		}
 	}
 	if len(due) == 0 {
@@ -144,18 +147,25 @@ func (d *Daemon) dueSessions(now clockwatch.Instant) []*sessionBatch {
 	}
 	bySession := map[*gsession]*sessionBatch{}
 	var out []*sessionBatch
+	batchOf := func(s *gsession) *sessionBatch {
+		sb := bySession[s]
+		if sb == nil {
+			sb = &sessionBatch{s: s}
+			bySession[s] = sb
+			out = append(out, sb)
+		}
+		return sb
+	}
 	for _, l := range d.leases {
 		if !due[l.sess] {
 			continue
 		}
-		sb := bySession[l.sess]
-		if sb == nil {
-			sb = &sessionBatch{s: l.sess}
-			bySession[l.sess] = sb
-			out = append(out, sb)
-		}
+		sb := batchOf(l.sess)
 		sb.leases = append(sb.leases, l)
 		sb.digest += grantorpb.TokenDigest(l.token)
+	}
+	for s := range due {
+		batchOf(s) // a settling session in which the daemon knows nothing
 	}
 	return out
 }
@@ -252,24 +262,24 @@ func (d *Daemon) applySessionLocked(b *batch, sb *sessionBatch, r *grantorpb.Ses
 		d.safeLocked(l, now) // jeopardy.go
 		l.signalRenewed(true)
 	}
-	if listed == nil {
-		return nil
-	}
 	// Grants of the session the daemon does not know: an acquire whose
 	// reply never came. One that a request in flight (an acquire, or a
 	// release queued) may still account for is left for the next list.
 	var orphans []*lease
+	accounted := false
 	for k, ref := range listed {
 		name := k.lease
 		if d.knownLocked(name, ref.Token) {
 			continue
 		}
 		if d.accountedLocked(sb.s, name, ref.Owner) {
+			accounted = true
 			continue
 		}
 		orphans = append(orphans, &lease{name: name, token: ref.Token, ttl: time.Duration(ref.TtlNs), ownerID: ref.Owner,
 			sess: sb.s, releaseAt: never, renewed: make(chan struct{}), stopWatch: func() {}})
 	}
+	d.settledLocked(sb.s, b.t0, len(orphans) == 0 && !accounted)
 	return orphans
 }
 
@@ -324,6 +334,9 @@ func (d *Daemon) nextWake(now clockwatch.Instant, inflight *batch, retryAt clock
 			deadline = min(deadline, l.deadline, l.releaseAt, l.jeopardyAt())
 		}
 		renew = min(renew, l.renewAt)
+	}
+	for _, st := range d.settling {
+		renew = min(renew, st.probeAt)
 	}
 	d.mu.Unlock()
 	next := deadline

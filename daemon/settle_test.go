@@ -1,0 +1,97 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/leaseside/leaseside/clockwatch"
+	"github.com/leaseside/leaseside/grantor/grantorpb"
+	"github.com/leaseside/leaseside/ipc"
+)
+
+// lateProxy relays to a real grantor, but holds the reply to every
+// acquire of its lease until the caller gives up: the grantor grants, and
+// the sidecar never learns of it (chaos finding F6). It reports the
+// releases of that lease that pass through.
+type lateProxy struct {
+	*faultProxy
+	lease    string
+	token    atomic.Uint64 // the grant whose reply was held back
+	released chan uint64   // tokens of releases of lease, as they pass
+}
+
+func (p *lateProxy) Acquire(ctx context.Context, req *grantorpb.AcquireRequest) (*grantorpb.AcquireResponse, error) {
+	resp, err := p.up.Acquire(ctx, req)
+	if err != nil || req.GetLease() != p.lease {
+		return resp, err
+	}
+	if resp.GetGranted() {
+		p.token.Store(resp.Token)
+	}
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func (p *lateProxy) Release(ctx context.Context, req *grantorpb.ReleaseRequest) (*grantorpb.ReleaseResponse, error) {
+	resp, err := p.up.Release(ctx, req)
+	if err == nil && req.GetLease() == p.lease {
+		select {
+		case p.released <- req.Token:
+		default:
+		}
+	}
+	return resp, err
+}
+
+// Chaos finding F6: an acquire whose reply came too late, after the
+// sidecar had given up on it (here: never, within the request's time),
+// left a grant the sidecar did not know in a grantor session in which it
+// knew nothing else. No keepalive ever named that session, so no reply
+// listed the grant, and it stood until the grantor expired the session: a
+// term in one office, minutes under a flapping leader. The sidecar must
+// ask after such a session and give the grant back. The term is 60 s and
+// the test waits at most 30: what frees the name is the sidecar's
+// release, not the grantor's expiry.
+func TestUnansweredAcquireGrantIsGivenBack(t *testing.T) {
+	timing := clockwatch.DefaultTiming()
+	gaddr := startGrantor(t, clockwatch.System, timing)
+	p := &lateProxy{faultProxy: newFaultProxy(t, gaddr, faults{}, 1), lease: "f6", released: make(chan uint64, 16)}
+	addr := serveGrantorAPI(t, p)
+	cfg := DefaultConfig()
+	cfg.Grantors = []string{addr}
+	cfg.Timing = timing
+	cfg.RequestTimeout = 500 * time.Millisecond
+	c := daemonClient(t, cfg)
+
+	_, err := c.Acquire(ctxT(t), "f6", ipc.AcquireOptions{TTL: time.Minute})
+	var ie *ipc.Error
+	if !errors.As(err, &ie) || ie.Code != ipc.CodeUnavailable {
+		t.Fatalf("acquire: %v, want unavailable (its reply was held back)", err)
+	}
+	token := p.token.Load()
+	if token == 0 {
+		t.Fatal("the grantor did not grant the acquire whose reply was held back")
+	}
+	ctx := ctxT(t)
+	for {
+		select {
+		case got := <-p.released:
+			if got != token {
+				continue
+			}
+		case <-ctx.Done():
+			t.Fatalf("grant %d, whose reply never came, was not given back (its term is 60 s)", token)
+		}
+		break
+	}
+	// The name is free for another host now, well within the term.
+	other := DefaultConfig()
+	other.Grantors = []string{gaddr}
+	other.Timing = timing
+	if _, err := daemonClient(t, other).Acquire(ctxT(t), "f6", ipc.AcquireOptions{TTL: time.Minute}); err != nil {
+		t.Fatalf("another host's acquire of f6 after the give-back: %v", err)
+	}
+}
