@@ -3,9 +3,13 @@ package daemon
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/leaseside/leaseside/clockwatch"
 	"github.com/leaseside/leaseside/grantor/grantorpb"
@@ -93,5 +97,73 @@ func TestUnansweredAcquireGrantIsGivenBack(t *testing.T) {
 	other.Timing = timing
 	if _, err := daemonClient(t, other).Acquire(ctxT(t), "f6", ipc.AcquireOptions{TTL: time.Minute}); err != nil {
 		t.Fatalf("another host's acquire of f6 after the give-back: %v", err)
+	}
+}
+
+// dropProxy relays to a real grantor, and while drop is set answers every
+// release Unavailable without passing it on. It reports the releases it
+// passes on.
+type dropProxy struct {
+	*faultProxy
+	drop     atomic.Bool
+	released chan *grantorpb.ReleaseRequest
+}
+
+func (p *dropProxy) Release(ctx context.Context, req *grantorpb.ReleaseRequest) (*grantorpb.ReleaseResponse, error) {
+	if p.drop.Load() {
+		return nil, status.Error(codes.Unavailable, "proxy: release dropped")
+	}
+	resp, err := p.up.Release(ctx, req)
+	if err == nil {
+		select {
+		case p.released <- req:
+		default:
+		}
+	}
+	return resp, err
+}
+
+// Chaos finding F6, its second grant: a holder's release that never
+// reached the grantor, in a session in which the sidecar knew no other
+// lease, left the grant standing until the grantor expired the session
+// (and past a kill -9 of the sidecar, whose new process has a session of
+// its own). Once the grantor answers again, the sidecar asks after the
+// session and gives the grant back, well within its 60 s term.
+func TestFailedReleaseIsGivenBackLater(t *testing.T) {
+	timing := clockwatch.DefaultTiming()
+	gaddr := startGrantor(t, clockwatch.System, timing)
+	p := &dropProxy{faultProxy: newFaultProxy(t, gaddr, faults{}, 1), released: make(chan *grantorpb.ReleaseRequest, 16)}
+	cfg := DefaultConfig()
+	cfg.Grantors = []string{serveGrantorAPI(t, p)}
+	cfg.Timing = timing
+	cfg.RequestTimeout = 500 * time.Millisecond
+	c := daemonClient(t, cfg)
+
+	g, err := c.Acquire(ctxT(t), "f6b", ipc.AcquireOptions{TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.drop.Store(true)
+	if err := c.ReleaseToken(ctxT(t), "f6b", g.Token); err == nil {
+		t.Fatal("the release succeeded although the proxy dropped it")
+	}
+	p.drop.Store(false)
+	ctx := ctxT(t)
+	for {
+		select {
+		case rel := <-p.released:
+			if rel.Lease != "f6b" || strconv.FormatUint(rel.Token, 10) != g.Token {
+				continue
+			}
+		case <-ctx.Done():
+			t.Fatalf("grant %s, whose release failed, was not given back (its term is 60 s)", g.Token)
+		}
+		break
+	}
+	other := DefaultConfig()
+	other.Grantors = []string{gaddr}
+	other.Timing = timing
+	if _, err := daemonClient(t, other).Acquire(ctxT(t), "f6b", ipc.AcquireOptions{TTL: time.Minute}); err != nil {
+		t.Fatalf("another host's acquire of f6b after the give-back: %v", err)
 	}
 }
