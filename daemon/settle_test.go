@@ -167,3 +167,73 @@ func TestFailedReleaseIsGivenBackLater(t *testing.T) {
 		t.Fatalf("another host's acquire of f6b after the give-back: %v", err)
 	}
 }
+
+// The settling rule on the fake clock: a session whose acquire went
+// unanswered is asked after at once; a clean reply to a keepalive sent
+// less than settleMargin after the acquire ended does not settle it (the
+// grant may still be applied), one sent after does, and the session is
+// asked after no more.
+func TestSettlingSessionIsAskedAfterUntilTheMargin(t *testing.T) {
+	r := newRigWith(t, func(c *Config) { c.RequestTimeout = 300 * time.Millisecond })
+	stall := make(chan struct{})
+	defer close(stall)
+	r.g.set(func() { r.g.stallName, r.g.stall = "f6/stuck", stall })
+	ended := r.clock.Now() // the fake clock stands still until the acquire ends
+	if _, err := r.c.Acquire(ctxT(t), "f6/stuck", ipc.AcquireOptions{TTL: 9 * time.Second}); err == nil {
+		t.Fatal("the stalled acquire was answered")
+	}
+	settling := r.d.g.sessionFor(9 * time.Second).id
+	names := func(ka *grantorpb.KeepAliveRequest) map[string]bool {
+		m := map[string]bool{}
+		for _, s := range ka.Sessions {
+			m[s.Session] = true
+		}
+		return m
+	}
+	if ka := r.waitKeepAlive(t); !names(ka)[settling] {
+		t.Fatalf("the first keepalive after the unanswered acquire names %v, not its session %s", names(ka), settling)
+	}
+	// Its clean reply came at once, before the margin: asked again
+	// once the margin is over, not before.
+	ka, at := r.advanceUntilKeepAlive(t, settleMargin+time.Second)
+	if !names(ka)[settling] || at.Before(ended.Add(settleMargin)) {
+		t.Fatalf("the next keepalive names %v at %v after the acquire ended: want the settling session %s, once %v are over",
+			names(ka), at.Sub(ended), settling, settleMargin)
+	}
+	// Settled now: a lease of another term is renewed every second, and
+	// for longer than the settling session would take to come due again,
+	// its keepalives name its own session only.
+	if _, err := r.c.Acquire(ctxT(t), "f6/other", ipc.AcquireOptions{TTL: 3 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	for until := r.clock.Now().Add(settleMargin + renewInterval(9*time.Second)); r.clock.Now().Before(until); {
+		ka, _ = r.advanceUntilKeepAlive(t, 2*time.Second)
+		if got := names(ka); got[settling] || !got[r.d.g.sessionFor(3*time.Second).id] {
+			t.Fatalf("a renewal names %v: want the 3 s session only, the settled one (%s) asked after no more", got, settling)
+		}
+	}
+}
+
+// advanceUntilKeepAlive walks the fake clock forward in small steps, at
+// most limit, until a keepalive arrives, and returns it with the fake
+// time at which it came. Each step gives the renew loop a moment (real
+// time) to send what came due.
+func (r *rig) advanceUntilKeepAlive(t *testing.T, limit time.Duration) (*grantorpb.KeepAliveRequest, clockwatch.Instant) {
+	t.Helper()
+	const step = 100 * time.Millisecond
+	for walked := time.Duration(0); walked <= limit; walked += step {
+		select {
+		case ka := <-r.g.keepalives:
+			return ka, r.clock.Now()
+		case <-time.After(20 * time.Millisecond):
+		}
+		r.clock.Advance(step)
+	}
+	select {
+	case ka := <-r.g.keepalives:
+		return ka, r.clock.Now()
+	case <-ctxT(t).Done():
+		t.Fatalf("no keepalive within %v of the fake clock", limit)
+	}
+	return nil, 0
+}
