@@ -94,6 +94,7 @@ func TestRaftHandshakeFloodDoesNotBlockGrantors(t *testing.T) {
 	// Raft dials again when a dial fails; so may a probe here, but
 	// before the fix every one failed, and now hardly any do.
 	probes, failed := 0, 0
+	maxHeld := map[*running]int{} // connections in handshake, at the probes
 	for _, from := range c.nodes {
 		for _, to := range c.nodes {
 			if from == to {
@@ -108,13 +109,19 @@ func TestRaftHandshakeFloodDoesNotBlockGrantors(t *testing.T) {
 					failed++
 					t.Logf("%s dialling %s during the flood: %v", from.cfg.NodeID, to.cfg.NodeID, err)
 				}
-				if held := trans(to).pending.Held(); held <= 64 {
-					t.Fatalf("%s holds %d connections in handshake, no more than the 64 slots there used to be: the stranger does not hold them", to.cfg.NodeID, held)
-				}
+				maxHeld[to] = max(maxHeld[to], trans(to).pending.Held())
 			}
 		}
 	}
 	t.Logf("%d of %d probes between grantors failed during the flood", failed, probes)
+	// The stranger's connections time out together every 2 s and it
+	// dials them again: at some probe, it held more than the 64 slots
+	// there used to be.
+	for n, held := range maxHeld {
+		if held <= 64 {
+			t.Fatalf("%s held at most %d connections in handshake during the probes, no more than the 64 slots there used to be: the stranger did not hold them", n.cfg.NodeID, held)
+		}
+	}
 	if failed > probes/10 {
 		t.Fatalf("%d of %d probes between grantors failed during the flood", failed, probes)
 	}
