@@ -156,15 +156,17 @@ const (
 	DefaultSessionIdleTimeout  = time.Hour
 	DefaultReconcileInterval   = 10 * time.Second
 	DefaultMaxLeasesPerSidecar = 100_000
-	// DefaultMaxRecvMsgSize is gRPC's own default, 4 MiB: a keepalive of
-	// 10,000 leases is about 600 KB.
-	DefaultMaxRecvMsgSize = 4 << 20
+	// DefaultMaxRecvMsgSize, 256 KiB: an acquire is under 2 KB, a
+	// keepalive of 1024 sessions (the most one may carry) about 90 KB.
+	// An unfinished call can make the grantor hold this much (grpc-go
+	// reads a request whole before any handler runs): the bounds of
+	// grpc_limits.go multiply it.
+	DefaultMaxRecvMsgSize = 256 << 10
 	// DefaultMaxConcurrentStreams: a sidecar keeps one KeepAlive stream
 	// and one call per acquire in flight on its connection, and an acquire
-	// may wait up to MaxWait: a host with thousands of waiting programs
-	// needs thousands of streams. Past the limit, calls queue in the
-	// client. Each stream costs the server a few KiB.
-	DefaultMaxConcurrentStreams = 10_000
+	// may wait up to MaxWait: a host with many waiting programs needs many
+	// streams. Past the limit, calls queue in the client.
+	DefaultMaxConcurrentStreams = 1000
 
 	// MaxWait is the longest an Acquire may ask to queue for a lease.
 	MaxWait = time.Hour

@@ -52,20 +52,29 @@ func (n *Node) newTransport(hlog hclog.Logger) (*contactTransport, error) {
 	return newContactTransport(nt), nil
 }
 
-// serverOptions are the gRPC server's: credentials (with TLS), the
+// serverOptions are the gRPC server's: credentials (with TLS, at most
+// grpcMaxConnsPerIdentity connections per certificate), the
 // authorisation interceptor (always: without TLS it gives every call
-// InsecureIdentity), and the limits at the network edge.
+// InsecureIdentity), and the limits at the network edge
+// (grpc_limits.go).
 func (n *Node) serverOptions() []grpc.ServerOption {
 	opts := []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(n.unaryAuth),
 		grpc.ChainStreamInterceptor(n.streamAuth),
 		grpc.MaxRecvMsgSize(n.cfg.MaxRecvMsgSize),
-		grpc.MaxConcurrentStreams(n.cfg.MaxConcurrentStreams),
 	}
+	opts = append(opts, n.edge.serverOptions(n.cfg.MaxConcurrentStreams, n.cfg.TLS != nil)...)
 	if n.cfg.TLS != nil {
-		opts = append(opts, grpc.Creds(n.cfg.TLS.ServerCredentials()))
+		opts = append(opts, grpc.Creds(n.edge.credentials(n.cfg.TLS.ServerCredentials())))
 	}
 	return opts
+}
+
+// refusedRPC logs gRPC connections or calls the edge limits refused:
+// count of them from source (an address, or a certificate's ROLE/NAME)
+// for reason.
+func (n *Node) refusedRPC(source, reason string, count int) {
+	n.log.Warn("grantor: gRPC refused", "source", source, "reason", reason, "count", count)
 }
 
 // refusedRaft counts and audits inbound raft connections or RPCs the TLS

@@ -53,6 +53,7 @@ type Node struct {
 	lis     net.Listener
 	rpcAddr string // advertised
 	server  *grpc.Server
+	edge    *edgeLimits // bounds of the gRPC edge (grpc_limits.go)
 
 	gossip  *gossip.Member // nil without Config.Gossip
 	removed *removedServers
@@ -207,6 +208,10 @@ func New(cfg Config) (n *Node, err error) {
 		return nil, fmt.Errorf("grantor: starting raft: %w", err)
 	}
 
+	n.edge = newEdgeLimits(n.refusedRPC)
+	if unixPath(cfg.RPCAddr) == "" {
+		n.lis = n.edge.listener(n.lis)
+	}
 	n.server = grpc.NewServer(n.serverOptions()...)
 	grantorpb.RegisterGrantorServer(n.server, &service{n: n})
 	n.log.Info("grantor: node started", "id", cfg.NodeID, "raft", n.RaftAddr(), "rpc", n.RPCAddr(),
@@ -445,6 +450,9 @@ func (n *Node) closeStores() error {
 	}
 	if n.lis != nil && !n.running.Load() {
 		_ = n.lis.Close()
+	}
+	if n.edge != nil {
+		n.edge.close()
 	}
 	if n.trans != nil {
 		// Close the pooled outbound connections too, so that the peers'

@@ -1,0 +1,175 @@
+package grantor
+
+import (
+	"bytes"
+	"crypto/tls"
+	"fmt"
+	"testing"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc/codes"
+
+	"github.com/leaseside/leaseside/grantor/grantorpb"
+	"github.com/leaseside/leaseside/grantor/pki"
+)
+
+// h2Caller speaks raw HTTP/2 to a grantor's gRPC port, as review finding
+// R8-14's attacker did: it starts calls and never finishes them.
+type h2Caller struct {
+	t    *testing.T
+	conn *tls.Conn
+	fr   *http2.Framer
+	next uint32 // next stream ID
+}
+
+// dialH2 connects with conf's certificate; it returns nil when the
+// grantor closes the connection before its first SETTINGS (a refused
+// connection).
+func dialH2(t *testing.T, addr string, conf *pki.Configurator) *h2Caller {
+	t.Helper()
+	c, err := tls.Dial("tcp", addr, conf.ClientConfig(pki.ALPNgRPC, pki.Peer{Roles: []string{pki.RoleGrantor}}))
+	if err != nil {
+		return nil
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := c.Write([]byte(http2.ClientPreface)); err != nil {
+		return nil
+	}
+	h := &h2Caller{t: t, conn: c, fr: http2.NewFramer(c, c), next: 1}
+	if err := h.fr.WriteSettings(); err != nil {
+		return nil
+	}
+	if _, err := h.fr.ReadFrame(); err != nil { // the server's SETTINGS
+		return nil
+	}
+	return h
+}
+
+// start opens a call to method whose request declares size bytes and
+// sends only its first few.
+func (h *h2Caller) start(method string, size int) uint32 {
+	h.t.Helper()
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "https"}, {":path", method},
+		{":authority", "grantor"}, {"content-type", "application/grpc"}, {"te", "trailers"}} {
+		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	id := h.next
+	h.next += 2
+	if err := h.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hb.Bytes(), EndHeaders: true}); err != nil {
+		h.t.Fatal(err)
+	}
+	msg := []byte{0, byte(size >> 24), byte(size >> 16), byte(size >> 8), byte(size), 0x0a, 0x01}
+	if err := h.fr.WriteData(id, false, msg); err != nil {
+		h.t.Fatal(err)
+	}
+	return id
+}
+
+// answers reads until the server has handled everything sent so far (it
+// answers a PING after the frames before it) and returns, per stream it
+// answered, how: "refused" (RST_STREAM) or the grpc-status of its
+// trailers.
+func (h *h2Caller) answers() map[uint32]string {
+	h.t.Helper()
+	if err := h.fr.WritePing(false, [8]byte{1}); err != nil {
+		h.t.Fatal(err)
+	}
+	out := map[uint32]string{}
+	dec := hpack.NewDecoder(4096, nil)
+	for {
+		f, err := h.fr.ReadFrame()
+		if err != nil {
+			h.t.Fatalf("reading the grantor's answers: %v", err)
+		}
+		switch f := f.(type) {
+		case *http2.PingFrame:
+			if f.IsAck() {
+				return out
+			}
+		case *http2.RSTStreamFrame:
+			if _, done := out[f.StreamID]; !done {
+				out[f.StreamID] = "refused"
+			}
+		case *http2.HeadersFrame:
+			fields, err := dec.DecodeFull(f.HeaderBlockFragment())
+			if err != nil {
+				h.t.Fatal(err)
+			}
+			for _, hf := range fields {
+				if hf.Name == "grpc-status" {
+					out[f.StreamID] = "grpc-status " + hf.Value
+				}
+			}
+		}
+	}
+}
+
+// Review finding R8-14: a certificate holder starts calls that declare a
+// large request and never finish it; grpc-go holds what arrives of each
+// until the call ends. What one certificate can make a grantor hold is
+// bounded: a request larger than MaxRecvMsgSize (now 256 KiB; was 4 MiB)
+// is refused as soon as its length is read, a connection carries at most
+// MaxConcurrentStreams calls, a certificate at most maxCalls over all its
+// connections and at most maxConns connections. Here (limits lowered to
+// keep the test small: 50 calls a connection, 120 calls and 4
+// connections a certificate) the attacker's fifth connection is refused,
+// exactly 120 of its 300 unfinished calls are held, and a sidecar with
+// another certificate acquires meanwhile.
+func TestRPCUnfinishedCallsAreBounded(t *testing.T) {
+	p := newTestPKI(t)
+	cfg := fastConfig(t, t.TempDir())
+	cfg.TLS = p.conf(pki.RoleGrantor, cfg.NodeID)
+	cfg.MaxConcurrentStreams = 50
+	n := start(t, cfg, true)
+	n.edge.mu.Lock()
+	n.edge.maxCalls, n.edge.maxConns = 120, 4
+	n.edge.mu.Unlock()
+	attacker := p.conf(pki.RoleSidecar, "h2")
+
+	// A request declaring the old limit is refused before it is read.
+	h := dialH2(t, n.RPCAddr(), attacker)
+	big := h.start(grantorpb.Grantor_Acquire_FullMethodName, 4<<20-16)
+	var got map[uint32]string
+	for got[big] == "" { // the refusal comes from the call's goroutine: wait for it
+		got = h.answers()
+	}
+	if want := fmt.Sprintf("grpc-status %d", codes.ResourceExhausted); got[big] != want {
+		t.Fatalf("a 4 MiB request: %q, want %q", got[big], want)
+	}
+	h.conn.Close()
+
+	held, refusedConns := 0, 0
+	status := map[string]int{}
+	for range 5 {
+		h := dialH2(t, n.RPCAddr(), attacker)
+		if h == nil {
+			refusedConns++
+			continue
+		}
+		for range 60 {
+			h.start(grantorpb.Grantor_Acquire_FullMethodName, DefaultMaxRecvMsgSize)
+		}
+		got := h.answers()
+		held += 60 - len(got)
+		for _, how := range got {
+			status[how]++
+		}
+	}
+	t.Logf("held %d unfinished calls of %d KiB each (%d KiB), refused %d connections; refused calls: %v",
+		held, DefaultMaxRecvMsgSize>>10, held*DefaultMaxRecvMsgSize>>10, refusedConns, status)
+	if held != 120 || refusedConns != 1 {
+		t.Fatalf("held %d unfinished calls and refused %d connections of the same certificate, want 120 and 1", held, refusedConns)
+	}
+	// The first two connections: 10 calls each over their 50; the third
+	// reaches the certificate's 120 after 20, the fourth has none left.
+	if status["refused"] != 2*10 || status[fmt.Sprintf("grpc-status %d", codes.ResourceExhausted)] != 40+60 {
+		t.Fatalf("refused calls %v, want 20 over the connections' limit and 100 over the certificate's", status)
+	}
+	side := dialWith(t, n.RPCAddr(), p.conf(pki.RoleSidecar, "h1").ClientCredentials())
+	if a := mustAcquire(t, side, acqReq("s1", 1, "x")); !a.Granted {
+		t.Fatalf("a sidecar's acquire during the attack: %v", a)
+	}
+}
