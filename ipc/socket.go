@@ -208,39 +208,139 @@ const SystemSocketPath = "/run/leaseside/leaseside.sock"
 
 // ClientSocketPath is the socket a client dials when given none:
 // DefaultSocketPath, except that a non-root user with no daemon of their
-// own (no socket at the per-user path) and no $LEASESIDE_SOCKET uses the
-// system daemon's socket. ClientSocket says why.
+// own they can trust at the per-user path (see ClientSocket) and no
+// $LEASESIDE_SOCKET uses the system daemon's socket. ClientSocket says
+// why.
 func ClientSocketPath() string {
 	p, _ := ClientSocket()
 	return p
 }
 
+// systemSocket is SystemSocketPath; tests point it elsewhere.
+var systemSocket = SystemSocketPath
+
+// warnOut is where a client warns that it did not trust the per-user
+// socket; tests read it.
+var warnOut io.Writer = os.Stderr
+
 // ClientSocket returns ClientSocketPath and, for messages, why that path:
 // which of the rules above chose it. A system socket the caller may not
 // even look at (its directory is 0750, for the leaseside group) counts as
 // there: dialing it then says "permission denied", which is the truth.
+//
+// The per-user path (a directory under /tmp when XDG_RUNTIME_DIR is
+// unset) is used only when its directory is the caller's and writable by
+// nobody else: any local user may create /tmp/leaseside-UID first and run
+// a daemon there that hands out fake leases (review R8-6). Otherwise the
+// system daemon's socket is used, and why says so.
 func ClientSocket() (path, why string) {
+	path, why, _ = clientSocket()
+	return path, why
+}
+
+// clientSocket is ClientSocket, and says whether the path is the per-user
+// one, which Dial checks the server of, and why a per-user socket that
+// is there was not trusted ("" if it was, or is not there).
+func clientSocket() (path, why string, distrust string) {
 	if p := os.Getenv(SocketEnv); p != "" {
-		return p, "from $" + SocketEnv
+		return p, "from $" + SocketEnv, ""
 	}
 	p := DefaultSocketPath()
 	if p == SystemSocketPath {
-		return p, "the system daemon's socket, root's default"
+		return systemSocket, "the system daemon's socket, root's default", ""
 	}
-	if _, err := os.Stat(p); err == nil {
-		return p, "your own daemon's socket"
+	return pickSocket(os.Geteuid(), p)
+}
+
+// pickSocket chooses between the per-user socket user of a caller of uid
+// euid and the system daemon's.
+func pickSocket(euid int, user string) (path, why, distrust string) {
+	if _, err := os.Stat(user); err == nil {
+		if err := checkClientDir(filepath.Dir(user), euid); err != nil {
+			return systemSocket, "the system daemon's socket, since " + err.Error(), err.Error()
+		}
+		return user, "your own daemon's socket", ""
 	}
-	if _, err := os.Stat(SystemSocketPath); err == nil || errors.Is(err, os.ErrPermission) {
-		return SystemSocketPath, "the system daemon's socket, since you run no daemon of your own at " + p
+	if _, err := os.Stat(systemSocket); err == nil || errors.Is(err, os.ErrPermission) {
+		return systemSocket, "the system daemon's socket, since you run no daemon of your own at " + user, ""
 	}
-	return p, "your own daemon's socket, since there is no system daemon at " + SystemSocketPath
+	return user, "your own daemon's socket, since there is no system daemon at " + systemSocket, ""
+}
+
+// checkClientDir refuses, for a client, a per-user socket directory
+// another user could have put a socket in: one not owned by euid, or
+// writable by its group or others (the daemon's own rule, checkSocketDir).
+func checkClientDir(dir string, euid int) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("%s: %w", dir, err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case int(st.Uid) != euid:
+		return fmt.Errorf("%s belongs to uid %d, not to you (uid %d): another user's daemon may listen there", dir, st.Uid, euid)
+	case fi.Mode().Perm()&0o022 != 0:
+		return fmt.Errorf("%s is writable by its group or others (mode %#o): another user may have put a socket there", dir, fi.Mode().Perm())
+	}
+	return nil
+}
+
+// checkServer refuses a daemon at a socket the client chose itself that
+// runs as neither the caller's uid euid nor root.
+func checkServer(c *net.UnixConn, euid int) error {
+	cred, err := PeerCred(c)
+	if err != nil {
+		return err
+	}
+	if cred.UID != euid && cred.UID != 0 {
+		return fmt.Errorf("the daemon at %s runs as uid %d, neither you (uid %d) nor root", c.RemoteAddr(), cred.UID, euid)
+	}
+	return nil
 }
 
 // Dial connects to the daemon's socket at path ("" means ClientSocketPath).
+// A path given (or from $LEASESIDE_SOCKET) is the caller's choice and is
+// dialed as it is. A per-user socket Dial chose itself is used only if
+// its directory passes ClientSocket's check and the daemon on it runs as
+// the caller's uid or root (SO_PEERCRED); otherwise Dial warns on
+// standard error, naming why, and dials the system daemon's socket.
 func Dial(ctx context.Context, path string) (*net.UnixConn, error) {
-	if path == "" {
-		path = ClientSocketPath()
+	if path != "" {
+		return dial(ctx, path)
 	}
+	path, _, distrust := clientSocket()
+	if distrust != "" {
+		warnf("not using the per-user socket: %s; using the system daemon's at %s", distrust, systemSocket)
+	}
+	if path == systemSocket || os.Getenv(SocketEnv) != "" {
+		return dial(ctx, path)
+	}
+	return dialUser(ctx, path, os.Geteuid())
+}
+
+// dialUser dials the per-user socket a caller of uid euid chose itself,
+// and falls back to the system daemon's if the daemon on it is not the
+// caller's or root's.
+func dialUser(ctx context.Context, path string, euid int) (*net.UnixConn, error) {
+	c, err := dial(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkServer(c, euid); err != nil {
+		c.Close()
+		warnf("not using the per-user socket: %v; using the system daemon's at %s", err, systemSocket)
+		return dial(ctx, systemSocket)
+	}
+	return c, nil
+}
+
+// warnf writes a client's warning to warnOut.
+func warnf(format string, a ...any) {
+	fmt.Fprintf(warnOut, "leaseside: warning: "+format+"\n", a...)
+}
+
+// dial connects to the socket at path.
+func dial(ctx context.Context, path string) (*net.UnixConn, error) {
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "unix", path)
 	if err != nil {
