@@ -256,10 +256,13 @@ func TestAlsoReceivedValidation(t *testing.T) {
 	tests := []struct {
 		name    string
 		also    []uint64
+		want    []uint64 // what the entry carries
 		wantErr bool
 	}{
 		{name: "none"},
-		{name: "earlier and later seqs", also: []uint64{1, 3, 4, 9}},
+		// Only seqs below the request's own reach the entry, sorted,
+		// once each (review R8-9).
+		{name: "earlier and later seqs", also: []uint64{4, 1, 3, 9, 3}, want: []uint64{1, 3, 4}},
 		{name: "own seq", also: []uint64{3, 5}, wantErr: true},
 		{name: "zero", also: []uint64{0}, wantErr: true},
 	}
@@ -269,20 +272,27 @@ func TestAlsoReceivedValidation(t *testing.T) {
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("err = %v, want error: %v", err, tt.wantErr)
 			}
-			if err == nil && !slices.Equal(c.ID.AlsoReceived, tt.also) {
-				t.Fatalf("also_received %v, want %v", c.ID.AlsoReceived, tt.also)
+			if err == nil && !slices.Equal(c.ID.AlsoReceived, tt.want) {
+				t.Fatalf("also_received %v, want %v", c.ID.AlsoReceived, tt.want)
 			}
 			if err != nil && !errors.Is(err, ErrInvalidArgument) {
 				t.Fatalf("err %v is not ErrInvalidArgument", err)
 			}
 		})
 	}
+	// A long list: only the seqs within alsoReceivedWindow below the
+	// request's own seq are kept.
+	const seq = 10000
 	many := make([]uint64, maxAlsoReceived+10)
 	for i := range many {
-		many[i] = uint64(i + 10)
+		many[i] = seq - 1 - uint64(i)
 	}
-	if c, _, err := cfg.validAcquire(req(many...)); err != nil || !slices.Equal(c.ID.AlsoReceived, many[:maxAlsoReceived]) {
-		t.Errorf("a long also_received: err %v, kept %d seqs; want the first %d", err, len(c.ID.AlsoReceived), maxAlsoReceived)
+	long := req(many...)
+	long.Id.Seq = seq
+	want := slices.Clone(many[:alsoReceivedWindow])
+	slices.Reverse(want)
+	if c, _, err := cfg.validAcquire(long); err != nil || !slices.Equal(c.ID.AlsoReceived, want) {
+		t.Errorf("a long also_received: err %v, kept %d seqs; want the %d below the request's seq", err, len(c.ID.AlsoReceived), alsoReceivedWindow)
 	}
 	if e := acquireEntry(acqAlso("s", 2, 1, "a"), cmdRelease2); e[0] != byte(cmdAcquire) {
 		t.Errorf("acquire without also_received is written as type %d", e[0])

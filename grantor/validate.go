@@ -95,9 +95,16 @@ func validRequestID(id *grantorpb.RequestID) (requestID, error) {
 		}
 	}
 	r := requestID{Session: id.GetSession(), Seq: id.GetSeq(), FirstUnacked: id.GetFirstUnacked()}
-	if len(also) > 0 {
-		r.AlsoReceived = slices.Clone(also)
+	// Only seqs a sidecar numbered shortly before this request reach the
+	// entry, sorted, once each (alsoReceivedWindow, review R8-9); the
+	// others stay remembered.
+	for _, seq := range also {
+		if seq < id.GetSeq() && id.GetSeq()-seq <= alsoReceivedWindow {
+			r.AlsoReceived = append(r.AlsoReceived, seq)
+		}
 	}
+	slices.Sort(r.AlsoReceived)
+	r.AlsoReceived = slices.Compact(r.AlsoReceived)
 	return r, nil
 }
 
