@@ -66,11 +66,13 @@ func TestGrantIntervals(t *testing.T) {
 		{Event: ipc.Event{Event: ipc.EventRenewed, Lease: "x", Token: "2", DeadlineBoottimeNs: 9 * s}, At: 6 * s},
 		{Event: ipc.Event{Event: ipc.EventRenewed, Lease: "x", Token: "2", DeadlineBoottimeNs: 9500 * msec}, At: 10 * s},
 	}
-	// c is killed after its last check at 12s; its deadline was 15s.
+	// c is killed at 12.5s, after its last check at 12s; its deadline was
+	// 15s.
 	b.rec(workload.Record{Kind: workload.KindAcquire, Op: "c.1.1", Name: "x", At: 10 * s}).
 		rec(workload.Record{Kind: workload.KindAcquired, Op: "c.1.1", Name: "x", Token: 3, Deadline: 15 * s, At: 11 * s}).
 		rec(workload.Record{Kind: workload.KindCheck, Op: "c.1.1", Name: "x", Token: 3, Deadline: 15 * s, At: 12 * s, End: 12 * s})
 	b.h.Exits = []ClientExit{{Client: "c", Incarnation: 1, Killed: true, At: 13 * s}}
+	b.h.Faults = []Fault{{Kind: KillClient, Target: "c", Start: 12500 * msec, End: 12500 * msec}}
 	// d's grant is lost at 22s.
 	b.rec(workload.Record{Kind: workload.KindAcquire, Op: "d.1.1", Name: "x", At: 16 * s}).
 		rec(workload.Record{Kind: workload.KindAcquired, Op: "d.1.1", Name: "x", Token: 4, Deadline: 25 * s, At: 17 * s})
@@ -84,7 +86,7 @@ func TestGrantIntervals(t *testing.T) {
 	}{
 		{1, 1 * s, 3 * s, "rel"},
 		{2, 5 * s, 9 * s, "deadline"},
-		{3, 11 * s, 12 * s, "killed (last record)"},
+		{3, 11 * s, 12500 * msec, "killed"},
 		{4, 17 * s, 22 * s, "lost: renew_failed"},
 	}
 	if len(gs) != len(want) {
@@ -373,7 +375,13 @@ func TestGrantReadLate(t *testing.T) {
 		if renewed {
 			b.h.Events = []SidecarEvent{{Event: ipc.Event{Event: ipc.EventRenewed, Lease: "x", Token: "3", DeadlineBoottimeNs: 9 * s}, At: 3 * s}}
 		}
-		b.h.Writes = []RegisterWrite{{Write: workload.Write{Name: "x", Holder: "a.1.1", Token: 3, Deadline: 9 * s, Kind: "post"}, Seq: 1, At: 6 * s, Accepted: true}}
+		// The client's own deadline: 9 s when the renewal reached it, 4 s
+		// (past: a register that accepts it is wrong) when not.
+		dl := int64(4 * s)
+		if renewed {
+			dl = 9 * s
+		}
+		b.h.Writes = []RegisterWrite{{Write: workload.Write{Name: "x", Holder: "a.1.1", Token: 3, Deadline: dl, Kind: "post"}, Seq: 1, At: 6 * s, Accepted: true}}
 		gs := grants(&b.h)
 		if len(gs) != 1 {
 			t.Fatalf("renewed %v: grants %v; want one", renewed, gs)

@@ -34,23 +34,29 @@ type Grant struct {
 	// End is when the holder's belief ended, EndWhy says what ended it.
 	End    int64  `json:"end"`
 	EndWhy string `json:"end_why"`
-	// Ended is the end that the holder recorded or was told (release,
-	// close, exit, lost, a failed check) or its deadline: End without the
-	// bound put on a holder killed before it could say (its last record),
-	// which the fenced register's check uses.
+	// Ended is the end that the holder itself recorded (release, close,
+	// exit, gone, a failed check, a new grant of the name) or its
+	// deadline: the fenced register's check uses it (the holder writes
+	// nothing after it).
 	Ended int64 `json:"-"`
 
 	// Collected from the history before the interval is worked out.
 	updates []update // later deadlines, and when they were told
 	ends    []update // explicit ends (deadline unused)
 	last    int64    // the holder's last record
-	killed  bool     // the holder was killed without saying it let go
+	acted   int64    // the holder's last accepted register write
+	// death is when the holder's process was killed without saying it
+	// let go (kill -9 of its client, or run killing its command), 0 if
+	// it was not.
+	death int64
 }
 
-// update is a deadline told, or an end, at an instant.
+// update is a deadline told, or an end, at an instant. An end told to
+// the suite's watcher (watcher) is one the holder may not have read yet.
 type update struct {
 	at, deadline int64
 	why          string
+	watcher      bool
 }
 
 func (g *Grant) String() string {
@@ -174,24 +180,30 @@ func grants(h *History) []*Grant {
 		case ipc.EventRenewed:
 			g.updates = append(g.updates, update{at: e.At, deadline: e.Event.DeadlineBoottimeNs})
 		case ipc.EventLost:
-			g.ends = append(g.ends, update{at: e.At, why: "lost: " + e.Event.Reason})
+			g.ends = append(g.ends, update{at: e.At, why: "lost: " + e.Event.Reason, watcher: true})
 		case ipc.EventReleased:
 			// The sidecar let go (its owner released it, closed its
 			// connection or exited): nobody holds that grant after.
-			g.ends = append(g.ends, update{at: e.At, why: "released: " + e.Event.Reason})
+			g.ends = append(g.ends, update{at: e.At, why: "released: " + e.Event.Reason, watcher: true})
 		}
 	}
-	killed := map[string]bool{}
-	for _, x := range h.Exits {
-		if x.Killed {
-			killed[holderOf(x.Client, strconv.Itoa(x.Incarnation))] = true
+	// The register's accepted writes: the holder acted on the lease then,
+	// believing it held it until the deadline its client reported (the
+	// client's own, moved by the events on its own connection).
+	for _, w := range h.Writes {
+		if g := byOp[w.Holder]; g != nil && w.Accepted {
+			g.updates = append(g.updates, update{at: w.At, deadline: w.Deadline})
+			g.acted = max(g.acted, w.At)
 		}
 	}
+	deaths := killedAt(h)
 	for _, g := range all {
 		g.last = last[g.Holder]
-		// A command of run that recorded no end was killed (by run, or
-		// with its client).
-		g.killed = killed[g.Holder] || strings.HasPrefix(g.Holder, "run ")
+		g.death = deaths[g.Holder]
+		if run, ok := strings.CutPrefix(g.Holder, "run "); ok {
+			// A command of run dies with its client, or is killed by run.
+			g.death = cmp.Or(deaths[incarnationOf(run)], deaths[g.Holder])
+		}
 		g.settle()
 	}
 	slices.SortFunc(all, func(a, b *Grant) int {
@@ -200,6 +212,43 @@ func grants(h *History) []*Grant {
 	return all
 }
 
+// killedAt gives the instant of death of every holder process killed
+// without saying it let go: a client incarnation killed by a signal (at
+// the kill-client fault that killed it, or at the suite's final kill),
+// and a command of run that run killed (at run's exit, exit code 79).
+func killedAt(h *History) map[string]int64 {
+	deaths := map[string]int64{}
+	for _, x := range h.Exits {
+		if !x.Killed {
+			continue
+		}
+		// The latest kill before the suite saw it end: the kill-client
+		// fault aimed at it or the suite's final kill. Without one (a
+		// signal from elsewhere), when the suite saw it end.
+		at := int64(0)
+		for _, f := range h.Faults {
+			if f.Kind == KillClient && f.Target == x.Client && f.Start <= x.At {
+				at = max(at, f.Start)
+			}
+		}
+		if h.Stop > 0 && h.Stop <= x.At {
+			at = max(at, h.Stop)
+		}
+		at = cmp.Or(at, x.At)
+		deaths[holderOf(x.Client, strconv.Itoa(x.Incarnation))] = at
+	}
+	for _, r := range h.Records {
+		if r.Kind == workload.KindRunExit && r.Exit == exitLost {
+			deaths["run "+r.Op] = r.At
+		}
+	}
+	return deaths
+}
+
+// exitLost is run's exit code when it lost the lease and stopped its
+// command.
+const exitLost = 79
+
 // settle works out the grant's deadline and ends from what was
 // collected. Every deadline told while it lay ahead counts, also one told
 // after the one before had passed: a renewal sent in time whose reply
@@ -207,6 +256,12 @@ func grants(h *History) []*Grant {
 // again, and a holder that did not look in between believes throughout.
 // That is safe when the grantor did renew in time (no other holder in
 // between); when it did not, the interval overlaps the next holder's.
+//
+// An end the holder had not learned of when it last acted on the lease
+// (a register write after it: a lost the suite's watcher read while the
+// holder was stopped) does not end its belief. A holder killed without
+// saying it let go believed until its death: the latest of its last
+// record, its last write and the kill.
 func (g *Grant) settle() {
 	for _, u := range g.updates {
 		if u.deadline > u.at {
@@ -214,15 +269,21 @@ func (g *Grant) settle() {
 		}
 	}
 	g.End, g.EndWhy = g.Deadline, "deadline"
+	g.Ended = g.Deadline
 	for _, e := range g.ends {
+		if !e.watcher && e.at < g.Ended {
+			g.Ended = max(e.at, g.Start)
+		}
+		if e.at < g.acted {
+			continue
+		}
 		if e.at < g.End {
 			g.End, g.EndWhy = max(e.at, g.Start), e.why
 		}
 	}
-	g.Ended = g.End
-	if g.EndWhy == "deadline" && g.killed && g.last < g.End {
-		// Killed before it said it let go: after its last record it did
-		// nothing, so it believed no longer than that.
-		g.End, g.EndWhy = max(g.last, g.Start), "killed (last record)"
+	if g.EndWhy == "deadline" && g.death > 0 {
+		if dead := max(g.death, g.last, g.acted, g.Start); dead < g.End {
+			g.End, g.EndWhy = dead, "killed"
+		}
 	}
 }

@@ -21,13 +21,16 @@ import (
 type History struct {
 	// Start and End bound the run (clients started, clients stopped).
 	Start, End int64
-	Records    []workload.Record
-	Events     []SidecarEvent
-	Writes     []RegisterWrite
-	Faults     []Fault
-	Exits      []ClientExit
-	Probes     []Probe
-	Crashes    []Crash
+	// Stop is when the suite began to kill the clients (their last
+	// kill -9, at the end of the run).
+	Stop    int64
+	Records []workload.Record
+	Events  []SidecarEvent
+	Writes  []RegisterWrite
+	Faults  []Fault
+	Exits   []ClientExit
+	Probes  []Probe
+	Crashes []Crash
 	// Load is the machine's one-minute load average, every 10 s.
 	Load []float64
 }
