@@ -218,7 +218,8 @@ func checkTokens(gs []*Grant, probes []Probe) []Violation {
 	return vs
 }
 
-// checkCrashes reports the crashes and races of product processes.
+// checkCrashes reports the crashes and races of product processes and
+// of the clients (with the runs they start).
 func checkCrashes(h *History) []Violation {
 	var vs []Violation
 	for _, c := range h.Crashes {

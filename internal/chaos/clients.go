@@ -98,7 +98,7 @@ func (cs *clients) startOne(c *clientProc) error {
 	}
 	cmd := c.sidecar.host.Command(cs.bin)
 	cmd.Env = append(os.Environ(), workload.EnvConfig+"="+string(b))
-	p, err := startProc("client "+c.name, cmd, c.log, func(line string, at int64) { cs.rec.clientLine(line) })
+	p, err := startProc("client "+c.name, cmd, c.log, func(line string, at int64) { cs.rec.clientLine("client "+c.name, line, at) })
 	if err != nil {
 		return err
 	}
@@ -119,7 +119,13 @@ func (cs *clients) supervise(c *clientProc) {
 		p, inc := c.proc, c.incarnation
 		c.mu.Unlock()
 		<-p.exited
-		cs.rec.exit(ClientExit{Client: c.name, Incarnation: inc, Pid: p.pid(), Killed: p.killedBySignal(), At: boottime()})
+		at := boottime()
+		cs.rec.exit(ClientExit{Client: c.name, Incarnation: inc, Pid: p.pid(), Killed: p.killedBySignal(), At: at})
+		if p.state != nil && !p.killedBySignal() && p.state.ExitCode() != 0 {
+			// A client exits 0 (or is killed): anything else is its crash
+			// (2 for a panic, 66 for a race).
+			cs.rec.productLine("client "+c.name, fmt.Sprintf("fatal error: exited with code %d", p.state.ExitCode()), at)
+		}
 		// Under cs.mu, so that stop sees every process started.
 		cs.mu.Lock()
 		err := errStopping

@@ -121,11 +121,14 @@ func (r *recorder) childPids() []int {
 	return pids
 }
 
-// clientLine takes a line of a client's output: a record, or anything
-// else (a Go client's or run's own message), which is ignored here (it
-// is in the client's log).
-func (r *recorder) clientLine(line string) {
+// clientLine takes a line of a client's output (process names it): a
+// record, or anything else (a Go client's or run's own message), which is
+// looked at for a crash: run is a product binary, built like the others,
+// whose output goes to its client's, and a client that panics or races
+// thins the workload.
+func (r *recorder) clientLine(process, line string, at int64) {
 	if !strings.HasPrefix(line, "{") {
+		r.productLine(process, line, at)
 		return
 	}
 	var rec workload.Record
@@ -187,7 +190,8 @@ func (r *recorder) probe(p Probe) {
 	r.h.Probes = append(r.h.Probes, p)
 }
 
-// productLine looks at a line of a grantor or sidecar for a crash.
+// productLine looks at a line of a grantor, a sidecar or a client (and
+// its run) for a crash.
 func (r *recorder) productLine(process, line string, at int64) {
 	for _, m := range crashMarks {
 		if strings.HasPrefix(line, m) {
