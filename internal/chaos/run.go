@@ -307,7 +307,10 @@ func Check(t testing.TB, cfg Config, sched Schedule, h *History) *Report {
 		cfg.Seed, rep.Counts.Grants, f.GrantsPerSecond, f.GrantsPerSecFaults, rep.Counts.Writes, rep.Counts.Accepted, rep.Counts.Stale, rep.Counts.Late,
 		len(h.Faults), f.RecoveryP50Ms, f.RecoveryMaxMs, f.NotRecovered, f.LoadAvgMean, f.LoadAvgMax, len(vs), cfg.Out)
 	if len(unknown) > 0 {
-		t.Logf("chaos: linearizability of %v not decided within %v", unknown, cfg.LinearTimeout)
+		// Unchecked is not passed: a checker that ran out of time fails
+		// the run as a violation would.
+		t.Errorf("chaos: seed %d: linearizability of %v not decided within %v: the run is unchecked\nreplay: %s",
+			cfg.Seed, unknown, cfg.LinearTimeout, cfg.replay())
 	}
 	if len(vs) > 0 {
 		t.Errorf("chaos: seed %d: %d violations (%v); the first:\n%s\nreplay: %s\nreport: %s",
