@@ -129,6 +129,15 @@ func (c Config) allNames() []string {
 	return append(c.names(), c.election(), c.semaphore())
 }
 
+// recoveryBound bounds the time without faults from a heal to the next
+// grant of a name clients keep asking for: a holder's longest hold, a
+// few of the longest terms (a lease its holder's sidecar lost waits its
+// term out at the grantor, with margins) and a few elections, generously
+// (a loaded machine of two cores).
+func (c Config) recoveryBound() time.Duration {
+	return c.MaxHold + 4*c.maxTTL() + 20*time.Second
+}
+
 // maxTTL is the longest term.
 func (c Config) maxTTL() time.Duration { return slices.Max(c.TTLs) }
 
@@ -287,6 +296,7 @@ func Check(t testing.TB, cfg Config, sched Schedule, h *History) *Report {
 	lin, unknown := checkLinear(h, cfg.Out, cfg.LinearTimeout, cfg.semaphore())
 	vs = append(vs, lin...)
 	vs = append(vs, checkProbes(h, cfg.allNames(), cfg.maxTTL()+probeSlack)...)
+	vs = append(vs, checkRecovery(h, gs, cfg.names(), cfg.recoveryBound())...)
 	vs = append(vs, checkCrashes(h)...)
 	vs = append(vs, checkQuorum(h, cfg.Grantors)...)
 	vs = append(vs, checkT0(h)...)
@@ -397,31 +407,35 @@ func (r *run) settle() {
 	time.Sleep(2 * faultScale) // the clients' last stretch without faults
 }
 
-// probe acquires every name once the clients have stopped, from the
-// sidecars in turn, and releases it.
+// probe acquires every name once the clients have stopped, all at once
+// (one goroutine a name, from the sidecars in turn), and releases it.
 func (r *run) probe() {
 	bound := r.cfg.maxTTL() + probeSlack
+	var wg sync.WaitGroup
 	for i, name := range r.cfg.allNames() {
 		s := r.cl.sidecars[i%len(r.cl.sidecars)]
-		cl := &ipc.Client{Socket: s.socket}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*bound)
-		p := Probe{Name: name, Sidecar: s.name, Call: boottime()}
-		opts := ipc.AcquireOptions{TTL: r.cfg.maxTTL(), Wait: 2 * bound}
-		if name == r.cfg.semaphore() {
-			opts.Limit = r.cfg.Limit
-		}
-		l, err := cl.Acquire(ctx, name, opts)
-		p.Return = boottime()
-		if err != nil {
-			p.Err = err.Error()
-		} else {
-			p.Token, _ = strconv.ParseUint(l.Token, 10, 64)
-			cl.ReleaseToken(ctx, name, l.Token)
-		}
-		cancel()
-		cl.Close()
-		r.rec.probe(p)
+		wg.Go(func() {
+			cl := &ipc.Client{Socket: s.socket}
+			defer cl.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*bound)
+			defer cancel()
+			p := Probe{Name: name, Sidecar: s.name, Call: boottime()}
+			opts := ipc.AcquireOptions{TTL: r.cfg.maxTTL(), Wait: 2 * bound}
+			if name == r.cfg.semaphore() {
+				opts.Limit = r.cfg.Limit
+			}
+			l, err := cl.Acquire(ctx, name, opts)
+			p.Return = boottime()
+			if err != nil {
+				p.Err = err.Error()
+			} else {
+				p.Token, _ = strconv.ParseUint(l.Token, 10, 64)
+				cl.ReleaseToken(ctx, name, l.Token)
+			}
+			r.rec.probe(p)
+		})
 	}
+	wg.Wait()
 }
 
 // restoreClock undoes the CLOCK_REALTIME steps not undone yet.
