@@ -14,13 +14,19 @@
 // Everything that happens is recorded on the machine's one
 // CLOCK_BOOTTIME, and checkers read the history afterwards: believed
 // intervals of two holders of one name never overlap (of a semaphore's,
-// no more than its limit); the fenced register's history holds, and
-// accepts no write from a holder after its believed interval ended;
+// no more than its limit; an interval lasts as long as the holder process
+// could have believed: its own client's deadline, sent with each register
+// write, counts, and a kill ends it only at the kill); the fenced
+// register's history holds, and accepts no write from a holder after the
+// end it recorded itself or its deadline;
 // tokens strictly increase per name; each name's acquires and releases
 // are linearizable (porcupine); no renewal is confirmed on a side of a
 // partition without a quorum of grantors; no grant's deadline outruns
-// the call that got it by more than its term; and leases come free once
-// their holders are gone. A run writes report.json, a
+// the call that got it by more than its term; a name clients want is
+// granted within a bound of fault-free time after a heal; leases come
+// free once their holders are gone; nothing crashes or races (clients
+// and run included). A name whose linearizability is not decided in time
+// fails the run. A run writes report.json, a
 // timeline picture and every process's log to its output directory.
 //
 // TestChaos is the entry point: a short run of a fixed seed and a random
