@@ -120,26 +120,27 @@ func TestCheckIntervalsOverlap(t *testing.T) {
 
 func TestCheckRegister(t *testing.T) {
 	b := newHist().hold("a.1.1", "x", 1, 0, 1*s, 10*s, 5*s)
-	// a's lease ends when it releases at 5s; the failed check at 4s
-	// vouches for no write before it.
-	b.rec(workload.Record{Kind: workload.KindCheck, Op: "a.1.1", Name: "x", Token: 1, At: 4 * s, End: 4 * s})
+	// a's belief ends at its failed check at 4s (it releases at 5s):
+	// every write it makes after is a violation, pre or post a check.
+	b.rec(workload.Record{Kind: workload.KindCheck, Op: "a.1.1", Name: "x", Token: 1, Code: ipc.CodeLost, At: 4 * s, End: 4 * s})
 	w := func(kind string, at int64, seq uint64, ok bool) RegisterWrite {
 		return RegisterWrite{Write: workload.Write{Name: "x", Holder: "a.1.1", Token: 1, Deadline: 10 * s, Kind: kind}, Seq: seq, At: at, Accepted: ok}
 	}
 	b.h.Writes = []RegisterWrite{
-		w("pre", 2*s, 1, true),   // the next check, at 4s, failed: not vouched for
+		w("pre", 2*s, 1, true),   // within the interval (its next check failed)
 		w("post", 3*s, 2, true),  // within the interval
-		w("pre", 5*s, 3, true),   // after the end, vouched by no valid check: the fence's business
-		w("post", 6*s, 4, true),  // after the end, after a valid check: the violation
+		w("pre", 5*s, 3, true),   // after the end it recorded: a violation
+		w("post", 6*s, 4, true),  // the same
 		w("post", 7*s, 0, false), // refused as late
 	}
 	vs := checkRegister(&b.h, grants(&b.h))
-	if len(vs) != 1 || vs[0].At != 6*s || vs[0].Checker != CheckRegister {
-		t.Fatalf("violations %+v; want one, the post write at 6s", vs)
+	if len(vs) != 2 || vs[0].At != 5*s || vs[1].At != 6*s || vs[0].Checker != CheckRegister {
+		t.Fatalf("violations %+v; want two, the writes at 5s and 6s", vs)
 	}
 
-	// The fence: a lower token accepted after a higher one.
-	b = newHist().hold("a.1.1", "x", 1, 0, 1*s, 10*s, 5*s).hold("b.1.1", "x", 2, 5*s, 6*s, 10*s, 8*s)
+	// The fence: a lower token accepted after a higher one (a, paused
+	// before its release, writes with its deadline still ahead).
+	b = newHist().hold("a.1.1", "x", 1, 0, 1*s, 10*s, 8*s).hold("b.1.1", "x", 2, 5*s, 6*s, 10*s, 8*s)
 	b.h.Writes = []RegisterWrite{
 		{Write: workload.Write{Name: "x", Holder: "b.1.1", Token: 2, Deadline: 10 * s, Kind: "post"}, Seq: 1, At: 7 * s, Accepted: true},
 		{Write: workload.Write{Name: "x", Holder: "a.1.1", Token: 1, Deadline: 10 * s, Kind: "pre"}, Seq: 2, At: 7 * s, Accepted: true},
