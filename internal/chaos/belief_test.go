@@ -86,3 +86,30 @@ func TestKilledHolderBelievedUntilItsDeath(t *testing.T) {
 		t.Errorf("a wrote with token 1 at 2.2s and died at 2.3s, b held x from 2.15s: no violation (a's interval [%v, %v) ended by %s)", gs[0].Start, gs[0].End, gs[0].EndWhy)
 	}
 }
+
+// The events a holder reads on its own connection count: a renewal the
+// suite's watcher missed moves its deadline, and a lost the watcher read
+// early ends its belief only when the holder read it.
+func TestBeliefFromTheHoldersOwnEvents(t *testing.T) {
+	b := newHist().
+		rec(workload.Record{Kind: workload.KindAcquire, Op: "a.1.1", Name: "x", At: 0}).
+		rec(workload.Record{Kind: workload.KindAcquired, Op: "a.1.1", Name: "x", Token: 1, Deadline: 4 * s, At: 1 * s}).
+		rec(workload.Record{Kind: workload.KindEvent, Op: "a.1.1", Name: "x", Token: 1, Code: ipc.EventRenewed, Deadline: 7 * s, At: 3 * s}).
+		rec(workload.Record{Kind: workload.KindAcquire, Op: "c.1.1", Name: "y", At: 0}).
+		rec(workload.Record{Kind: workload.KindAcquired, Op: "c.1.1", Name: "y", Token: 1, Deadline: 10 * s, At: 1 * s}).
+		rec(workload.Record{Kind: workload.KindEvent, Op: "c.1.1", Name: "y", Token: 1, Code: ipc.EventLost, Err: "renew_failed", At: 6 * s}).
+		hold("b.1.1", "x", 2, 4900*msec, 5*s, 12*s, 8*s).
+		hold("d.1.1", "y", 2, 3900*msec, 4*s, 12*s, 8*s)
+	b.h.Events = []SidecarEvent{{Sidecar: "s1", Event: ipc.Event{Event: ipc.EventLost, Lease: "y", Token: "1"}, At: 3 * s}}
+	gs := grants(&b.h)
+	vs := checkIntervals(gs)
+	if len(vs) != 2 {
+		t.Errorf("a renewed to 7s (its own read) overlapping b from 5s, c told lost at 6s overlapping d from 4s: violations %v; want two", vs)
+	}
+	for _, g := range gs {
+		if g.Token == 1 && g.Name == "x" && (g.End != 7*s || g.EndWhy != "deadline") ||
+			g.Token == 1 && g.Name == "y" && (g.End != 6*s || g.EndWhy != "read lost: renew_failed") {
+			t.Errorf("%v: [%v, %v) %q", g, g.Start, g.End, g.EndWhy)
+		}
+	}
+}

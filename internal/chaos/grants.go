@@ -45,6 +45,7 @@ type Grant struct {
 	ends    []update // explicit ends (deadline unused)
 	last    int64    // the holder's last record
 	acted   int64    // the holder's last accepted register write
+	read    bool     // the holder recorded reading a lost or released
 	// death is when the holder's process was killed without saying it
 	// let go (kill -9 of its client, or run killing its command), 0 if
 	// it was not.
@@ -156,6 +157,31 @@ func grants(h *History) []*Grant {
 			}
 		}
 	}
+	// Events the holders read on their own connections: a renewed
+	// deadline they believed, and the instant they learned of a lost or
+	// released grant (their client ended the lease just before).
+	for _, r := range h.Records {
+		if r.Kind != workload.KindEvent {
+			continue
+		}
+		holder := incarnationOf(r.Op)
+		var g *Grant
+		for _, sp := range byKey[key{r.Name, r.Token}] {
+			if sp.Holder == holder && min(sp.Start, cmp.Or(sp.Call, sp.Start)) <= r.At {
+				g = sp
+			}
+		}
+		if g == nil {
+			continue
+		}
+		switch r.Code {
+		case ipc.EventRenewed, ipc.EventShortened:
+			g.updates = append(g.updates, update{at: r.At, deadline: r.Deadline})
+		case ipc.EventLost, ipc.EventReleased:
+			g.ends = append(g.ends, update{at: r.At, why: strings.TrimSuffix("read "+r.Code+": "+r.Err, ": ")})
+			g.read = true
+		}
+	}
 	// Renewed deadlines and lost leases, as the sidecars told watchers.
 	for _, e := range h.Events {
 		tok, err := strconv.ParseUint(e.Event.Token, 10, 64)
@@ -259,7 +285,9 @@ const exitLost = 79
 //
 // An end the holder had not learned of when it last acted on the lease
 // (a register write after it: a lost the suite's watcher read while the
-// holder was stopped) does not end its belief. A holder killed without
+// holder was stopped) does not end its belief; nor does the watcher's
+// lost or released when the holder recorded when it read one (a client
+// records the events on its own connection; a run's command does not). A holder killed without
 // saying it let go believed until its death: the latest of its last
 // record, its last write and the kill.
 func (g *Grant) settle() {
@@ -274,7 +302,8 @@ func (g *Grant) settle() {
 		if !e.watcher && e.at < g.Ended {
 			g.Ended = max(e.at, g.Start)
 		}
-		if e.at < g.acted {
+		if e.at < g.acted || e.watcher && g.read {
+			// It had not read that end yet, or recorded when it did.
 			continue
 		}
 		if e.at < g.End {

@@ -58,6 +58,10 @@ const (
 	KindProclaimed = "proclaim_ok"
 	// KindProclaimFailed: it failed (Code).
 	KindProclaimFailed = "proclaim_fail"
+	// KindEvent: the holder read an event of its grant on its own
+	// connection (Code: renewed, shortened, lost, released; Deadline,
+	// Err the reason), after its client applied it to the lease.
+	KindEvent = "ev"
 )
 
 // Codes of failures that are not the daemon's error codes.

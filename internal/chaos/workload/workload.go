@@ -185,6 +185,7 @@ func (c *client) hold(name string, limit int, elect bool) {
 	if lease == nil {
 		return
 	}
+	defer c.recordEvents(cl, op)()
 	fenced := limit <= 1
 	proclaims := 0
 	token, _ := strconv.ParseUint(lease.Token, 10, 64)
@@ -243,6 +244,37 @@ func (c *client) hold(name string, limit int, elect bool) {
 		c.rec.add(Record{Kind: KindExit, Op: op, Name: name, Token: token, At: now()})
 		os.Exit(0)
 	}
+}
+
+// recordEvents records the events of its grants the holder reads on its
+// own connection cl (op names the holder: any op of this incarnation),
+// after its client applied them to the lease, until the returned func is
+// called. An event the client drops (its channel full) is not recorded.
+func (c *client) recordEvents(cl *ipc.Client, op string) (stop func()) {
+	ch := make(chan *ipc.Event, 256)
+	done := make(chan struct{})
+	cl.Notify(ch)
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case ev := <-ch:
+				switch ev.Event {
+				case ipc.EventRenewed, ipc.EventShortened, ipc.EventLost, ipc.EventReleased:
+				default:
+					continue
+				}
+				token, err := strconv.ParseUint(ev.Token, 10, 64)
+				if err != nil {
+					continue
+				}
+				c.rec.add(Record{Kind: KindEvent, Op: op, Name: ev.Lease, Token: token, Code: ev.Event,
+					Deadline: ev.DeadlineBoottimeNs, Err: ev.Reason, At: now()})
+			}
+		}
+	}()
+	return func() { close(done) }
 }
 
 // release records and makes a release of the grant.
