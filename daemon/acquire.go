@@ -146,7 +146,7 @@ func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*i
 			delete(d.acquiring, k)
 		}
 		if unanswered {
-			d.unsettledLocked(l.sess)
+			d.unsettledLocked(l.sess, 0)
 		}
 		d.mu.Unlock()
 	}()

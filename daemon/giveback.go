@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"time"
 
 	"github.com/leaseside/leaseside/clockwatch"
 )
@@ -55,7 +56,7 @@ func (d *Daemon) sendReleases(ctx context.Context, owner, name string) {
 		if _, err := d.g.release(ctx, q.l.sess, q.l.name, q.l.ownerID, q.l.token); err != nil {
 			d.log.Warn("release failed; the grantor lists the grant in this host's session's next keepalive reply, and it is given back then",
 				"lease", q.l.name, "token", q.l.token, "why", q.why, "err", err)
-			d.unsettled(q.l.sess)
+			d.releaseFailed(q.l.sess)
 		}
 	}
 }
@@ -98,22 +99,27 @@ type settling struct {
 // session when the keepalive left this long after since.
 const settleMargin = attemptTimeout
 
-// unsettledLocked marks s settling from now and wakes the renew loop. The
-// caller holds d.mu.
-func (d *Daemon) unsettledLocked(s *gsession) {
+// releasePause is how long after a failed release its session is asked
+// after: the reply lists the grant again and it is released again, so a
+// release that keeps failing is tried once a second, not in a loop.
+const releasePause = time.Second
+
+// unsettledLocked marks s settling from now, to be asked after once
+// pause is over, and wakes the renew loop. The caller holds d.mu.
+func (d *Daemon) unsettledLocked(s *gsession, pause time.Duration) {
 	if d.settling == nil {
 		d.settling = map[*gsession]*settling{}
 	}
 	now := d.clock.Now()
-	d.settling[s] = &settling{since: now, probeAt: now}
+	d.settling[s] = &settling{since: now, probeAt: now.Add(pause)}
 	d.wake()
 }
 
-// unsettled is unsettledLocked for callers that do not hold d.mu.
-func (d *Daemon) unsettled(s *gsession) {
+// releaseFailed marks the session of a release that failed settling.
+func (d *Daemon) releaseFailed(s *gsession) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.unsettledLocked(s)
+	d.unsettledLocked(s, releasePause)
 }
 
 // settledLocked takes in a keepalive reply for a settling session s, sent

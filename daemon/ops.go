@@ -157,7 +157,7 @@ func (d *Daemon) release(ctx context.Context, c *ipc.Conn, name, token string) *
 		// The lease is already out of the table, so nobody here acts on
 		// it; the grantor lists it in the session's next keepalive reply,
 		// and it is given back then.
-		d.unsettled(l.sess)
+		d.releaseFailed(l.sess)
 		return grantorError(err)
 	}
 	return nil

@@ -237,3 +237,29 @@ func (r *rig) advanceUntilKeepAlive(t *testing.T, limit time.Duration) (*grantor
 	}
 	return nil, 0
 }
+
+// A release that failed is tried again through its session's keepalive
+// reply, but not sooner than a second (releasePause) after it failed: a
+// release that keeps failing does not spin keepalives and releases.
+func TestFailedReleaseIsAskedAfterOncePaused(t *testing.T) {
+	r := newRigWith(t, func(c *Config) { c.RequestTimeout = 200 * time.Millisecond })
+	g, err := r.c.Acquire(ctxT(t), "f6/rel", ipc.AcquireOptions{TTL: 9 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stall := make(chan struct{})
+	defer close(stall)
+	r.g.set(func() { r.g.releaseStall = stall })
+	if err := r.c.ReleaseToken(ctxT(t), "f6/rel", g.Token); err == nil {
+		t.Fatal("the stalled release succeeded")
+	}
+	failed := r.clock.Now() // the fake clock stood still since
+	ka, at := r.advanceUntilKeepAlive(t, releasePause+time.Second)
+	names := map[string]bool{}
+	for _, s := range ka.Sessions {
+		names[s.Session] = true
+	}
+	if pause := time.Second; !names[r.d.g.sessionFor(9*time.Second).id] || at.Before(failed.Add(pause)) {
+		t.Fatalf("the keepalive after the failed release names %v, %v after it: want its session, once %v are over", names, at.Sub(failed), pause)
+	}
+}
