@@ -6,15 +6,28 @@ import (
 	"time"
 )
 
-// waiter is an Acquire queued for a held lease, first come first served.
+// waiter is one Acquire request, (session, seq), queued for a held lease,
+// first come first served. Every call of that request id (the first, and
+// a sidecar's retries after a transport blip or an abandoned attempt)
+// attaches to the same waiter, so one request id gets one answer.
 type waiter struct {
 	cmd  acquireCmd
 	wake chan struct{} // 1-buffered: the lease may be free, propose now
-	// claimed is set (under lessor.mu) while a freeing entry in flight
-	// carries this waiter's Acquire (handoff.go); a claimed waiter does
-	// not leave the queue, it waits for result.
+	// claimed is set (under lessor.mu) while an entry in flight carries
+	// this waiter's Acquire: a freeing entry's handoff (handoff.go) or the
+	// waiter's own proposal. A claimed waiter does not leave the queue; its
+	// outcome comes on done.
 	claimed bool
-	result  chan any // 1-buffered: the handed-off Acquire's *acquireResult or error
+	// calls counts the calls of cmd.ID waiting on this waiter (under
+	// lessor.mu). A claimed waiter whose calls all ended is a ghost: settle
+	// takes it out of the queue whatever its entry did.
+	calls int
+	done  chan struct{} // closed by settle once res is the request's outcome
+	res   any           // *acquireResult or error, set before done is closed
+	// unclaimed (1-buffered) is poked when an entry that carried w ends
+	// without an outcome for it: a call whose wait ran out meanwhile
+	// answers then.
+	unclaimed chan struct{}
 }
 
 // acquire is rule 5 of the grantor. It proposes an Acquire; when the lease
@@ -24,6 +37,12 @@ type waiter struct {
 // head is woken and proposes its own Acquire. A waiter that leaves passes
 // the wake-up on. There is no polling: waits end on a handoff, a wake-up,
 // the wait's Clock timer, ctx, or the end of the office.
+//
+// FIFO holds also without wait: an Acquire of a lease others wait for is
+// refused (etcd's TryLock), unless its caller holds the lease or it is a
+// retry the FSM remembers. A call whose request id is queued already
+// attaches to that waiter; without wait it is answered the outcome of the
+// entry that carries it, if one does, else the waiter is withdrawn.
 func (l *lessor) acquire(ctx context.Context, c acquireCmd, wait time.Duration) (*acquireResult, error) {
 	o, err := l.await(ctx)
 	if err != nil {
@@ -40,55 +59,57 @@ func (l *lessor) acquire(ctx context.Context, c acquireCmd, wait time.Duration) 
 		defer t.Stop()
 		expired = t.C()
 	}
-	var w *waiter
-	defer func() {
-		if w != nil {
-			l.leave(o, c.Lease, w)
+	w, behind := l.join(o, c, wait)
+	if w != nil {
+		defer l.quit(o, w)
+		if wait == 0 {
+			return l.answerNow(ctx, o, w)
 		}
-	}()
+	} else {
+		if behind {
+			return l.fsm.standing(c.Lease), nil
+		}
+		res, err := l.proposeAcquire(ctx, o, c)
+		if err != nil || res.Granted || res.Ended || wait == 0 {
+			// Ended: a retry of a grant that has ended; waiting
+			// would not change that answer.
+			return res, err
+		}
+		w = l.enqueue(o, c)
+		defer l.quit(o, w)
+	}
+	var overdue <-chan struct{} // the wait ran out while an entry carried w
 	for {
-		if w == nil && wait > 0 && l.queuedBehind(o, c) {
-			w = l.enqueue(o, c)
-		} else {
-			res, err := l.proposeAcquire(ctx, o, c)
-			if err != nil || res.Granted || res.Ended || wait == 0 {
-				// Ended: a retry of a grant that has ended; waiting
-				// would not change that answer.
-				return res, err
-			}
-			if w == nil {
-				w = l.enqueue(o, c)
-			} else {
-				l.rearm(o, c.Lease, w)
-			}
-		}
 		select {
-		case <-w.wake:
-		case r := <-w.result:
-			w = nil // settle took it out of the queue
-			return handedOff(r)
-		case <-expired:
-			expired = nil
-			if !l.leave(o, c.Lease, w) {
-				// A freeing entry in flight carries this Acquire: its
-				// outcome is this Acquire's, whatever the wait said.
-				select {
-				case r := <-w.result:
-					w = nil
-					return handedOff(r)
-				case <-ctx.Done():
-					return nil, ctx.Err()
-				case <-o.ctx.Done():
-					return nil, l.prop.notLeader()
-				}
+		case <-overdue:
+			if l.carried(w) {
+				continue
 			}
 			select {
-			case r := <-w.result: // settled just before the wait ran out
-				w = nil
-				return handedOff(r)
+			case <-w.done:
+				return handedOff(w.res)
 			default:
 			}
-			w = nil
+			return l.lastTry(ctx, o, c)
+		case <-w.wake:
+			if res, err, final := l.proposeAsWaiter(ctx, o, w); final {
+				return res, err
+			}
+		case <-w.done:
+			return handedOff(w.res)
+		case <-expired:
+			expired = nil
+			if l.carried(w) {
+				// An entry in flight carries this Acquire: its outcome
+				// is this Acquire's, whatever the wait said.
+				overdue = w.unclaimed
+				continue
+			}
+			select {
+			case <-w.done: // settled just before the wait ran out
+				return handedOff(w.res)
+			default:
+			}
 			return l.lastTry(ctx, o, c)
 		case <-ctx.Done():
 			return nil, ctx.Err()
@@ -96,6 +117,96 @@ func (l *lessor) acquire(ctx context.Context, c acquireCmd, wait time.Duration) 
 			return nil, l.prop.notLeader()
 		}
 	}
+}
+
+// join attaches c to the waiter of its request id if there is one
+// (counted in its calls), or, when wait > 0 and c must queue behind
+// others, queues a new waiter for it. behind reports, when no waiter is
+// returned, that c may not take the lease ahead of the waiters queued.
+func (l *lessor) join(o *office, c acquireCmd, wait time.Duration) (w *waiter, behind bool) {
+	l.mu.Lock()
+	for _, q := range o.queues[c.Lease] {
+		if q.cmd.ID.Session == c.ID.Session && q.cmd.ID.Seq == c.ID.Seq {
+			q.calls++
+			l.wakeIfFreeLocked(o, c.Lease)
+			l.mu.Unlock()
+			l.test(testEvent{what: "queued", lease: c.Lease})
+			return q, false
+		}
+	}
+	behind = l.queuedBehindLocked(o, c)
+	l.mu.Unlock()
+	if behind && wait > 0 {
+		return l.enqueue(o, c), false
+	}
+	return nil, behind
+}
+
+// answerNow answers a call without wait whose request id is queued: the
+// outcome of the entry that carries it, if one does; otherwise the waiter
+// is withdrawn, and every call of that id is told it was not granted.
+func (l *lessor) answerNow(ctx context.Context, o *office, w *waiter) (*acquireResult, error) {
+	l.mu.Lock()
+	if !w.claimed && w.res == nil {
+		l.dequeueLocked(o, w.cmd.Lease, w)
+		w.res = l.fsm.standing(w.cmd.Lease)
+		close(w.done)
+	}
+	l.mu.Unlock()
+	select {
+	case <-w.done:
+		return handedOff(w.res)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-o.ctx.Done():
+		return nil, l.prop.notLeader()
+	}
+}
+
+// proposeAsWaiter proposes w's Acquire after a wake-up, with w claimed
+// by that proposal, unless an entry in flight carries it already. final
+// reports that the call has its answer.
+func (l *lessor) proposeAsWaiter(ctx context.Context, o *office, w *waiter) (*acquireResult, error, bool) {
+	l.mu.Lock()
+	if w.claimed || w.res != nil {
+		l.mu.Unlock()
+		return nil, nil, false
+	}
+	w.claimed = true
+	l.mu.Unlock()
+	res, err := l.proposeAcquire(ctx, o, w.cmd)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		l.settle(o, w, nil) // this call ended; others of its id wait on
+		return nil, ctx.Err(), true
+	case err != nil:
+		l.settle(o, w, &handoff{Lease: w.cmd.Lease, Tried: true, Res: err})
+	default:
+		l.settle(o, w, &handoff{Lease: w.cmd.Lease, Tried: true, Res: res})
+	}
+	select {
+	case <-w.done:
+		r, err := handedOff(w.res)
+		return r, err, true
+	default:
+		return nil, nil, false
+	}
+}
+
+// carried reports whether an entry in flight carries w's Acquire.
+func (l *lessor) carried(w *waiter) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return w.claimed
+}
+
+// standing answers an Acquire of lease that is not granted now: the oldest
+// holder's token and identity name, token 0 when the lease is free (and
+// others wait for it).
+func (f *fsm) standing(lease string) *acquireResult {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.refusalLocked(lease)
 }
 
 // handedOff turns a handed-off Acquire's FSM result into acquire's.
@@ -109,11 +220,20 @@ func handedOff(r any) (*acquireResult, error) {
 	panic("grantor: unexpected handoff result")
 }
 
-// lastTry answers a wait that ran out: with the holder, or, if the lease
-// happens to be free right now, with one more proposal.
+// lastTry answers a wait that ran out: with the holder; or, if the lease
+// happens to have room right now and no one else waits, with one more
+// proposal; a retry whose outcome the FSM remembers is answered that.
 func (l *lessor) lastTry(ctx context.Context, o *office, c acquireCmd) (*acquireResult, error) {
-	if r, held := l.fsm.refusal(c.Lease); held {
-		return r, nil
+	if !l.fsm.hasOutcome(c.ID.Session, c.ID.Seq) {
+		if r, held := l.fsm.refusal(c.Lease); held {
+			return r, nil
+		}
+		l.mu.Lock()
+		behind := l.queuedBehindLocked(o, c)
+		l.mu.Unlock()
+		if behind {
+			return l.fsm.standing(c.Lease), nil
+		}
 	}
 	return l.proposeAcquire(ctx, o, c)
 }
@@ -161,13 +281,13 @@ func (l *lessor) granted(o *office, session string, ttl time.Duration) {
 	}
 }
 
-// queuedBehind reports whether c must join the queue without proposing:
-// others wait for the lease, and c is neither the holder asking again nor a
-// retry whose outcome the FSM remembers.
-func (l *lessor) queuedBehind(o *office, c acquireCmd) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(o.queues[c.Lease]) == 0 {
+// queuedBehindLocked reports whether c must stay behind others that wait
+// for the lease (other request ids than c's): c is neither the holder
+// asking again nor a retry whose outcome the FSM remembers.
+func (l *lessor) queuedBehindLocked(o *office, c acquireCmd) bool {
+	if !slices.ContainsFunc(o.queues[c.Lease], func(w *waiter) bool {
+		return w.cmd.ID.Session != c.ID.Session || w.cmd.ID.Seq != c.ID.Seq
+	}) {
 		return false
 	}
 	if l.fsm.heldBy(c.Lease, c.ID.Session, c.Owner) {
@@ -176,9 +296,10 @@ func (l *lessor) queuedBehind(o *office, c acquireCmd) bool {
 	return !l.fsm.hasOutcome(c.ID.Session, c.ID.Seq)
 }
 
-// enqueue adds a waiter for c at the tail of the lease's queue.
+// enqueue adds a waiter for c, with one call, at the tail of the lease's
+// queue.
 func (l *lessor) enqueue(o *office, c acquireCmd) *waiter {
-	w := &waiter{cmd: c, wake: make(chan struct{}, 1), result: make(chan any, 1)}
+	w := &waiter{cmd: c, wake: make(chan struct{}, 1), calls: 1, done: make(chan struct{}), unclaimed: make(chan struct{}, 1)}
 	l.mu.Lock()
 	o.queues[c.Lease] = append(o.queues[c.Lease], w)
 	l.wakeIfFreeLocked(o, c.Lease)
@@ -187,25 +308,17 @@ func (l *lessor) enqueue(o *office, c acquireCmd) *waiter {
 	return w
 }
 
-// rearm is called by a head waiter whose proposal lost a race: if the lease
-// was freed again meanwhile, it is woken at once.
-func (l *lessor) rearm(o *office, lease string, w *waiter) {
+// quit ends one call's wait on w. The last call of an unclaimed waiter
+// takes it out of the queue and, if the lease is free, wakes the new
+// head: a waiter that leaves passes the wake-up on. A claimed waiter
+// stays until settle, which takes a ghost (no calls left) out.
+func (l *lessor) quit(o *office, w *waiter) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.wakeIfFreeLocked(o, lease)
-}
-
-// leave removes w from the queue and, if the lease is free, wakes the new
-// head: a waiter that leaves passes the wake-up on. A claimed waiter does
-// not leave: leave returns false, and its outcome comes on w.result.
-func (l *lessor) leave(o *office, lease string, w *waiter) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if w.claimed {
-		return false
+	w.calls--
+	if w.calls <= 0 && !w.claimed {
+		l.dequeueLocked(o, w.cmd.Lease, w)
 	}
-	l.dequeueLocked(o, lease, w)
-	return true
 }
 
 func (l *lessor) dequeueLocked(o *office, lease string, w *waiter) {
@@ -221,46 +334,43 @@ func (l *lessor) dequeueLocked(o *office, lease string, w *waiter) {
 	l.wakeIfFreeLocked(o, lease)
 }
 
-// claimLocked marks the first waiter of lease that no freeing entry
-// carries yet as carried by one, and returns it; nil when there is none.
-// For an exclusive lease that is the head or nobody: one grant frees it at
-// a time, and a second entry carrying the next waiter could, applied
-// first, serve it before the head. A semaphore's slots free
-// independently, so each freeing entry carries the next unclaimed waiter.
-func (l *lessor) claimLocked(o *office, lease string) *waiter {
-	w := l.nextWaiterLocked(o, lease)
-	if w != nil {
-		w.claimed = true
+// claimLocked marks the head waiter of lease as carried by a freeing
+// entry, and returns it; nil when there is none or an entry in flight
+// carries the head already. Only the head is carried, for a semaphore
+// too: a second entry carrying the next waiter could, applied first (or
+// the head's entry freeing nothing), serve it before the head. A head
+// whose entry serves it leaves the queue and wakes the next; one whose
+// entry tried nothing is woken if the lease has room. One entry may carry
+// several waiters in queue order (an expiry freeing several slots of a
+// semaphore): carried is how many of the head's this entry carries
+// already, and the FSM tries them in that order.
+func (l *lessor) claimLocked(o *office, lease string, carried int) *waiter {
+	q := o.queues[lease]
+	if len(q) <= carried || q[carried].claimed {
+		return nil
 	}
+	w := q[carried]
+	w.claimed = true
 	return w
 }
 
-// nextWaiterLocked is the waiter of lease to serve next: the head, or for
-// a semaphore the first that is not claimed.
+// nextWaiterLocked is the waiter of lease to serve next: the head, unless
+// an entry in flight carries it.
 func (l *lessor) nextWaiterLocked(o *office, lease string) *waiter {
-	q := o.queues[lease]
-	if len(q) == 0 {
-		return nil
-	}
-	if !q[0].claimed {
+	if q := o.queues[lease]; len(q) > 0 && !q[0].claimed {
 		return q[0]
-	}
-	if !l.fsm.isSemaphore(lease) {
-		return nil
-	}
-	for _, w := range q[1:] {
-		if !w.claimed {
-			return w
-		}
 	}
 	return nil
 }
 
 // settle ends w's claim with the outcome h of the entry that carried it
 // (nil: the entry failed). A granted waiter, one refused with an error,
-// or a retry whose grant has ended gets its outcome and leaves the queue;
-// one whose Acquire was not tried or was refused waits on, and is woken if
-// the lease is free.
+// or a retry whose grant has ended gets its outcome, for every call of
+// its id, and leaves the queue; one whose Acquire was not tried or was
+// refused waits on and is woken if the lease is free, unless it is a
+// ghost (its calls all ended), which leaves and passes the wake-up on. A
+// ghost granted keeps its grant under its request id: a retry of that id
+// is answered it, and its sidecar gives back what it does not want.
 func (l *lessor) settle(o *office, w *waiter, h *handoff) {
 	if w == nil {
 		return
@@ -271,10 +381,18 @@ func (l *lessor) settle(o *office, w *waiter, h *handoff) {
 	if h != nil && h.Tried {
 		if r, ok := h.Res.(*acquireResult); !ok || r.Granted || r.Ended {
 			l.dequeueLocked(o, w.cmd.Lease, w)
-			w.result <- h.Res
+			if w.res == nil {
+				w.res = h.Res
+				close(w.done)
+			}
 			return
 		}
 	}
+	if w.calls <= 0 {
+		l.dequeueLocked(o, w.cmd.Lease, w)
+		return
+	}
+	poke(w.unclaimed)
 	l.wakeIfFreeLocked(o, w.cmd.Lease)
 }
 
@@ -289,7 +407,7 @@ func (l *lessor) wakeIfFreeLocked(o *office, lease string) {
 }
 
 // wakeHeadLocked wakes only the next waiter of lease (nextWaiterLocked),
-// none when a freeing entry carries the head of an exclusive lease.
+// none when an entry in flight carries the head.
 func (l *lessor) wakeHeadLocked(o *office, lease string) {
 	if w := l.nextWaiterLocked(o, lease); w != nil {
 		poke(w.wake)
@@ -299,7 +417,10 @@ func (l *lessor) wakeHeadLocked(o *office, lease string) {
 // release proposes a Release. When every server applies cmdRelease4 it
 // carries the Acquire of the lease's first waiter, which the same entry
 // grants if the release frees the lease (handoff.go); otherwise the freed
-// event wakes the head waiter.
+// event wakes the head waiter. Only a release that frees a grant when the
+// leader proposes it carries a waiter: one naming an older token, another
+// session's grant or a retried release changes nothing and must not hold
+// the head's place (review 9/12/13 S1).
 func (l *lessor) release(ctx context.Context, c releaseCmd) (*releaseResult, error) {
 	o, err := l.await(ctx)
 	if err != nil {
@@ -308,9 +429,9 @@ func (l *lessor) release(ctx context.Context, c releaseCmd) (*releaseResult, err
 	defer l.touch(o, c.ID.Session)()
 	allowed := l.prop.allowed()
 	var w *waiter
-	if allowed >= cmdRelease4 {
+	if allowed >= cmdRelease4 && l.frees(c) {
 		l.mu.Lock()
-		if w = l.claimLocked(o, c.Lease); w != nil {
+		if w = l.claimLocked(o, c.Lease, 0); w != nil {
 			next := w.cmd
 			c.Next = &next
 		}
@@ -335,4 +456,11 @@ func (l *lessor) release(ctx context.Context, c releaseCmd) (*releaseResult, err
 		return r, nil
 	}
 	panic("grantor: unexpected release result")
+}
+
+// frees reports whether c, applied now, would free a grant: its session
+// and owner hold the lease with the token c names, and c is not a retry.
+func (l *lessor) frees(c releaseCmd) bool {
+	cur, held := l.fsm.grant(c.Lease, c.Token)
+	return held && cur.Session == c.ID.Session && cur.Owner == c.Owner && !l.fsm.hasOutcome(c.ID.Session, c.ID.Seq)
 }

@@ -144,9 +144,11 @@ func (l *lessor) scan(o *office, now clockwatch.Instant) (expires []expireJob, r
 			continue
 		}
 		j := expireJob{session: d.name, grants: grants}
+		carried := map[string]int{} // per lease: waiters from the head this entry carries
 		for _, g := range grants {
-			if w := l.claimLocked(o, g.Lease); w != nil {
+			if w := l.claimLocked(o, g.Lease, carried[g.Lease]); w != nil {
 				j.waiters = append(j.waiters, w)
+				carried[g.Lease]++
 			}
 		}
 		expires = append(expires, j)

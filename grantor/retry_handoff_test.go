@@ -1,0 +1,171 @@
+package grantor
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// holdNextApply makes the next proposal wait before the FSM (as raft's
+// replication would) until release is closed; entered is closed once it
+// waits.
+func holdNextApply(h *harness) (entered, release chan struct{}) {
+	entered, release = make(chan struct{}), make(chan struct{})
+	var first atomic.Bool
+	h.raft.beforeFSM = func() {
+		if first.CompareAndSwap(false, true) {
+			close(entered)
+			<-release
+		}
+	}
+	return entered, release
+}
+
+// TestRetriedWaiterOfCarriedRequestIsToldItsGrant (review 9/12/13 S2): a
+// waiter whose call ends (its attempt's ctx:
+// a transport blip, the sidecar's attempt timeout, the requester leaving)
+// while a freeing entry carries it stays in the queue as claimed, and the
+// entry grants the lease under its (session, seq). The sidecar retries
+// the same request id (daemon/grantorconn.go acquire: retry with the same
+// id): the retry must attach to the waiter of its id and be told the
+// grant at once, not be queued again as a second waiter nor answered a
+// refusal naming its own grant's token.
+func TestRetriedWaiterOfCarriedRequestIsToldItsGrant(t *testing.T) {
+	h := newHarness(t)
+	h.takeOffice()
+	a := h.acquire(acq("a", 1, "L", 10*time.Second))
+	ctx1, cancel1 := context.WithCancel(h.ctx())
+	w := acq("w", 1, "L", 10*time.Second)
+	first := h.enqueueWaiter(ctx1, w, time.Minute)
+
+	entered, unblock := holdNextApply(h)
+	relDone := make(chan *releaseResult, 1)
+	go func() {
+		r, err := h.l.release(h.ctx(), releaseCmd{ID: requestID{Session: "a", Seq: 2}, Lease: "L", Owner: "o", Token: a.Token})
+		if err != nil {
+			t.Errorf("release: %v", err)
+		}
+		relDone <- r
+	}()
+	<-entered // the release's entry carries w's Acquire
+	cancel1() // w's attempt ends
+	if o := h.outcome(first); o.err == nil {
+		t.Fatalf("first attempt: %+v", o.res)
+	}
+	retry := h.enqueueWaiter(h.ctx(), w, time.Minute) // same (session, seq)
+	close(unblock)
+	if r := <-relDone; r == nil || !r.Released || r.Next == nil || !r.Next.Tried {
+		t.Fatalf("release: %+v", r)
+	}
+	granted := h.held("L")
+	if granted == 0 {
+		t.Fatal("the release handed the lease to nobody")
+	}
+	select {
+	case o := <-retry:
+		if o.err != nil || !o.res.Granted || o.res.Token != granted {
+			t.Fatalf("retry of the granted request: %+v %v, want granted with token %d", o.res, o.err, granted)
+		}
+		return
+	case <-time.After(2 * time.Second):
+	}
+	// Show what it gets in the end: its wait runs out.
+	advance(h.l, h.clock, time.Minute)
+	o := h.outcome(retry)
+	t.Fatalf("the retry of request (w,1), granted token %d in the release's entry, was not told for its whole wait; then: %+v %v", granted, o.res, o.err)
+}
+
+// TestAbandonedWaiterRetryWithoutWaitGetsTheHandoff: the sidecar's
+// abandon path (daemon/grantorconn.go acquire: cancel, then one wait-0
+// retry of the same id to learn the outcome) reaches the grantor while a
+// freeing entry carrying the first attempt is in flight. One request id
+// gets one answer: the retry waits for that entry and is answered the
+// grant it made, so the sidecar gives it back (review 9/12/13 S2).
+func TestAbandonedWaiterRetryWithoutWaitGetsTheHandoff(t *testing.T) {
+	h := newHarness(t)
+	h.takeOffice()
+	a := h.acquire(acq("a", 1, "L", 10*time.Second))
+	ctx1, cancel1 := context.WithCancel(h.ctx())
+	w := acq("w", 1, "L", 10*time.Second)
+	first := h.enqueueWaiter(ctx1, w, time.Minute)
+	entered, unblock := holdNextApply(h)
+	relDone := make(chan struct{})
+	go func() {
+		defer close(relDone)
+		if _, err := h.l.release(h.ctx(), releaseCmd{ID: requestID{Session: "a", Seq: 2}, Lease: "L", Owner: "o", Token: a.Token}); err != nil {
+			t.Errorf("release: %v", err)
+		}
+	}()
+	<-entered
+	cancel1()
+	h.outcome(first)
+	h.raft.beforeFSM = nil
+	probe := h.goAcquire(h.ctx(), w, 0)
+	select {
+	case o := <-probe:
+		t.Fatalf("the wait-0 retry was answered (%+v %v) while the entry carrying its request was in flight", o.res, o.err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(unblock)
+	<-relDone
+	rec, held := h.fsm.lease("L")
+	if !held || rec.Session != "w" {
+		t.Fatalf("the release did not hand L to w: %+v", rec)
+	}
+	if o := h.outcome(probe); o.err != nil || !o.res.Granted || o.res.Token != rec.Token {
+		t.Fatalf("request (w,1) was answered %+v %v, but granted token %d by the release's handoff", o.res, o.err, rec.Token)
+	}
+}
+
+// TestGhostWaiterPassesTheWakeUpOn: a waiter whose call ended while an
+// entry that turns out to free nothing carries it (here a release of a
+// token the holder replaced meanwhile) must leave the queue when that
+// entry settles: it must not stay at the head, unclaimed, taking the
+// wake-ups and the next handoff (a phantom grant) from the live waiter
+// behind it (review 9/12/13 S3).
+func TestGhostWaiterPassesTheWakeUpOn(t *testing.T) {
+	h := newHarness(t)
+	h.takeOffice()
+	cur := h.acquire(acq("a", 1, "L", 10*time.Second))
+	ctx1, cancel1 := context.WithCancel(h.ctx())
+	w1 := h.enqueueWaiter(ctx1, acq("w1", 1, "L", 10*time.Second), time.Minute)
+	w2 := h.enqueueWaiter(h.ctx(), acq("w2", 1, "L", 10*time.Second), time.Minute)
+
+	entered, unblock := holdNextApply(h)
+	relDone := make(chan struct{})
+	go func() {
+		defer close(relDone)
+		r, err := h.l.release(h.ctx(), releaseCmd{ID: requestID{Session: "a", Seq: 2}, Lease: "L", Owner: "o", Token: cur.Token})
+		if err != nil || r.Released {
+			t.Errorf("release of a replaced token: %+v %v", r, err)
+		}
+	}()
+	<-entered                                            // the release frees cur when proposed, and carries w1
+	again := h.acquire(acq("a", 3, "L", 10*time.Second)) // the holder asks again: cur ended
+	if !again.Granted {
+		t.Fatalf("holder asks again: %+v", again)
+	}
+	cancel1()
+	if o := h.outcome(w1); o.err == nil {
+		t.Fatalf("w1 after its call ended: %+v", o.res)
+	}
+	close(unblock)
+	<-relDone
+	r, err := h.l.release(h.ctx(), releaseCmd{ID: requestID{Session: "a", Seq: 4}, Lease: "L", Owner: "o", Token: again.Token})
+	if err != nil || !r.Released {
+		t.Fatalf("release: %+v %v", r, err)
+	}
+	select {
+	case o := <-w2:
+		if o.err != nil || !o.res.Granted {
+			t.Fatalf("w2: %+v %v", o.res, o.err)
+		}
+	case <-time.After(waitTimeout):
+		rec, _ := h.fsm.lease("L")
+		t.Fatalf("L released and w2, the only live waiter, is not served (L: %+v)", rec)
+	}
+	if rec, _ := h.fsm.lease("L"); rec.Session != "w2" {
+		t.Fatalf("L went to %+v, not to w2", rec)
+	}
+}
