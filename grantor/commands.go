@@ -31,6 +31,7 @@ const (
 	cmdRelease5                      // 14: releaseCmd as cmdRelease4, whose Next is applied as a cmdAcquire5
 	cmdExpireSession2                // 15: expireSessionCmd whose Next are applied as cmdAcquire5
 	cmdProclaim                      // 16: proclaimCmd, a holder's new value for its grant (semaphore.go)
+	cmdAcquire6                      // 17: acquireCmd as cmdAcquire5; a session the entry opened and a refusal left empty is not kept (fsm.dropEmptySession)
 )
 
 // Which command types a grantor may propose (versions.go). A grantor that
@@ -39,7 +40,7 @@ const (
 // that it applies it.
 const (
 	// newestCmd is the newest type this binary applies.
-	newestCmd = cmdProclaim
+	newestCmd = cmdAcquire6
 	// baselineCmd is what a server that registered nothing is taken to
 	// apply: the types of grantors built before registration.
 	baselineCmd = cmdRegisterNode
@@ -79,6 +80,8 @@ func (t cmdType) String() string {
 		return "expire-session2"
 	case cmdProclaim:
 		return "proclaim"
+	case cmdAcquire6:
+		return "acquire6"
 	}
 	return fmt.Sprintf("cmd(%d)", uint8(t))
 }
@@ -159,6 +162,9 @@ func encodeCmd(t cmdType, body any) []byte {
 // list (forgetting is a permission, not an order). A semaphore or a value
 // needs cmdAcquire5; the lessor refuses them before (ErrNotSupported).
 func acquireEntry(c acquireCmd, allowed cmdType) []byte {
+	if allowed >= cmdAcquire6 {
+		return encodeCmd(cmdAcquire6, c)
+	}
 	if allowed >= cmdAcquire5 {
 		return encodeCmd(cmdAcquire5, c)
 	}
@@ -213,7 +219,7 @@ func decodeCmd(data []byte) (cmdType, any, error) {
 	t := cmdType(data[0])
 	var body any
 	switch t {
-	case cmdAcquire, cmdAcquire2, cmdAcquire3, cmdAcquire4, cmdAcquire5:
+	case cmdAcquire, cmdAcquire2, cmdAcquire3, cmdAcquire4, cmdAcquire5, cmdAcquire6:
 		body = &acquireCmd{}
 	case cmdRelease, cmdRelease2, cmdRelease3, cmdRelease4, cmdRelease5:
 		body = &releaseCmd{}

@@ -196,7 +196,11 @@ func (f *fsm) Apply(l *raft.Log) any {
 		if t < cmdAcquire5 {
 			oldAcquire(c)
 		}
+		_, existed := f.st.Sessions[c.ID.Session]
 		res = f.applyAcquire(c, t >= cmdAcquire3)
+		if t >= cmdAcquire6 && !existed {
+			f.dropEmptySession(c.ID.Session)
+		}
 	case *releaseCmd:
 		if t == cmdRelease {
 			c.ID.AlsoReceived = nil
@@ -295,6 +299,18 @@ func (f *fsm) session(id requestID, identity string) (*sessionRecord, error) {
 	s.raiseFloor(min(id.FirstUnacked, id.Seq))
 	s.forget(id)
 	return s, nil
+}
+
+// dropEmptySession deletes the record of session, which the entry being
+// applied opened, when the entry left it nothing to remember: no outcome
+// (a refused Acquire remembers none) and no grant (review R8-2: each
+// refused Acquire under a fresh session id left a record for an hour, in
+// every replica and snapshot). Its floor and forgotten seqs go with it,
+// as when an idle session is closed. cmdAcquire6 and later.
+func (f *fsm) dropEmptySession(session string) {
+	if s := f.st.Sessions[session]; s != nil && len(s.Outcomes) == 0 && f.bySession[session] == nil {
+		delete(f.st.Sessions, session)
+	}
 }
 
 // applyAcquire grants c when the lease is free. When c's owner holds it

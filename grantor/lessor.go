@@ -525,5 +525,10 @@ func (l *lessor) touch(o *office, session string) func() {
 		defer l.mu.Unlock()
 		s.busy--
 		s.last = l.clock.Now()
+		if s.busy == 0 && s.expiry == 0 && o.sessions[session] == s && !l.fsm.hasSession(session) {
+			// The request left no session in the FSM (a refused
+			// Acquire, review R8-2): nothing to keep here either.
+			delete(o.sessions, session)
+		}
 	}
 }

@@ -1,0 +1,74 @@
+package grantor
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// Review finding R8-2: each refused Acquire under a fresh session id left
+// a session record in every replica's FSM (and a state at the leader) for
+// SessionIdleTimeout (before the fix: 20,000 refused acquires left 20,001
+// records). A cmdAcquire6 entry that opens a session and leaves it nothing
+// to remember keeps no record, and the leader keeps no state for it.
+func TestRefusedAcquiresUnderFreshSessionsLeaveNoSessions(t *testing.T) {
+	h := newHarness(t)
+	h.takeOffice()
+	o, err := h.l.await(h.ctx())
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder := acq("victim", 1, "popular", 10*time.Second)
+	holder.Identity = "h1"
+	if r := h.acquire(holder); !r.Granted {
+		t.Fatalf("%+v", r)
+	}
+	const n = 2000
+	for i := 0; i < n; i++ {
+		c := acq(fmt.Sprintf("attacker-%d", i), 5, "popular", 10*time.Second)
+		c.ID.FirstUnacked = 5
+		c.Identity = "evil"
+		c.Limit = DefaultMaxLeasesPerSidecar
+		if r := h.acquire(c); r.Granted {
+			t.Fatalf("granted %+v", r)
+		}
+	}
+	got := len(h.fsm.sessions())
+	h.l.mu.Lock()
+	states := len(o.sessions)
+	h.l.mu.Unlock()
+	t.Logf("%d refused acquires under fresh sessions: %d session records in the FSM, %d states at the leader", n, got, states)
+	if got != 1 || states != 1 {
+		t.Fatalf("refused acquires left %d records in the FSM and %d states at the leader, want only the holder's", got, states)
+	}
+}
+
+// The record is dropped only by cmdAcquire6 (replicas that apply an older
+// type keep it, as they did), only for a session the entry opened, and
+// never when the session got something to remember.
+func TestDropEmptySessionOnlyInAcquire6(t *testing.T) {
+	f := newTestFSM()
+	f.acquire(t, "victim", 1, "popular", "o")
+	refused := func(t cmdType, session string, seq uint64) {
+		c := acquireCmd{ID: requestID{Session: session, Seq: seq}, Lease: "popular", Owner: "x", TTL: 10 * time.Second, Identity: "evil"}
+		f.apply(t, c)
+	}
+	refused(cmdAcquire5, "old", 1)
+	if !f.hasSession("old") {
+		t.Fatal("a cmdAcquire5 refusal dropped its session: replicas of older versions would differ")
+	}
+	refused(cmdAcquire6, "new", 1)
+	if f.hasSession("new") {
+		t.Fatal("a cmdAcquire6 refusal kept the session it opened")
+	}
+	refused(cmdAcquire6, "old", 2)
+	if !f.hasSession("old") {
+		t.Fatal("a refusal dropped a session an earlier entry opened")
+	}
+	if r, ok := f.apply(cmdAcquire6, acquireCmd{ID: requestID{Session: "new", Seq: 1}, Lease: "free", Owner: "x", TTL: 10 * time.Second, Identity: "evil"}).(*acquireResult); !ok || !r.Granted {
+		t.Fatalf("acquire of a free lease: %+v", r)
+	}
+	if !f.hasSession("new") {
+		t.Fatal("a granting cmdAcquire6 kept no session")
+	}
+}
