@@ -25,8 +25,11 @@ import json
 import os
 import queue
 import socket
+import stat
+import struct
 import threading
 import time
+import warnings
 
 __all__ = ["Client", "Lease", "Leader", "LeasesideError", "default_socket_path", "boottime_ns",
            "SAFE", "JEOPARDY", "LOST"]
@@ -64,21 +67,99 @@ def _exists(path):
 
 def default_socket_path():
     """$LEASESIDE_SOCKET, else the daemon's default for this user; a
-    non-root user with no daemon of their own uses the system daemon
-    (as `leaseside` itself does)."""
+    non-root user with no daemon of their own they can trust uses the
+    system daemon (as `leaseside` itself does; see _pick_socket)."""
     path = os.environ.get("LEASESIDE_SOCKET")
     if path:
         return path
     if os.geteuid() == 0:
         return SYSTEM_SOCKET
+    return _pick_socket(os.geteuid(), _user_socket_path())[0]
+
+
+def _user_socket_path():
+    """Where this (non-root) user's own daemon listens by default."""
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     if runtime:
-        path = os.path.join(runtime, "leaseside", "leaseside.sock")
-    else:
-        path = os.path.join("/tmp", "leaseside-%d" % os.geteuid(), "leaseside.sock")
-    if not _exists(path) and _exists(SYSTEM_SOCKET):
-        return SYSTEM_SOCKET
-    return path
+        return os.path.join(runtime, "leaseside", "leaseside.sock")
+    tmp = os.environ.get("TMPDIR") or "/tmp"
+    return os.path.join(tmp, "leaseside-%d" % os.geteuid(), "leaseside.sock")
+
+
+def _pick_socket(euid, user):
+    """(path, distrust): the per-user socket user of a caller of uid euid,
+    or the system daemon's. A per-user socket is used only if its
+    directory is the caller's and writable by nobody else (any local user
+    may create /tmp/leaseside-UID first and run a daemon there that hands
+    out fake leases); distrust says why one that is there was not."""
+    if _exists(user):
+        why = _untrusted_dir(os.path.dirname(user), euid)
+        if why:
+            return SYSTEM_SOCKET, why
+        return user, None
+    if _exists(SYSTEM_SOCKET):
+        return SYSTEM_SOCKET, None
+    return user, None
+
+
+def _untrusted_dir(d, euid):
+    """Why directory d may hold another user's socket (not euid's, or
+    writable by its group or others), or None."""
+    try:
+        st = os.stat(d)
+    except OSError as e:
+        return "%s: %s" % (d, e)
+    if st.st_uid != euid:
+        return "%s belongs to uid %d, not to you (uid %d): another user's daemon may listen there" % (d, st.st_uid, euid)
+    if st.st_mode & 0o022:
+        return "%s is writable by its group or others (mode %#o): another user may have put a socket there" % (
+            d, stat.S_IMODE(st.st_mode))
+    return None
+
+
+def _untrusted_server(sock, euid):
+    """Why the daemon at the other end of sock is not to be trusted (it
+    runs as neither euid nor root, by SO_PEERCRED), or None."""
+    _, uid, _ = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    if uid not in (euid, 0):
+        return "the daemon at %s runs as uid %d, neither you (uid %d) nor root" % (sock.getpeername(), uid, euid)
+    return None
+
+
+def _warn_fallback(why):
+    warnings.warn("leaseside: not using the per-user socket: %s; using the system daemon's at %s" % (why, SYSTEM_SOCKET),
+                  RuntimeWarning, stacklevel=4)
+
+
+def _connect(path, euid=None):
+    """A socket connected to the daemon at path. euid set: path is a
+    per-user socket the client chose itself for a caller of that uid, and
+    a daemon there that runs as neither it nor root is refused, with a
+    warning, for the system daemon's."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(path)
+        why = _untrusted_server(sock, euid) if euid is not None else None
+    except BaseException:
+        sock.close()
+        raise
+    if why is None:
+        return sock
+    sock.close()
+    _warn_fallback(why)
+    return _connect(SYSTEM_SOCKET)
+
+
+def _connect_default():
+    """A socket connected to the daemon this user's client uses when given
+    no path (default_socket_path), with the per-user socket's checks."""
+    if os.environ.get("LEASESIDE_SOCKET") or os.geteuid() == 0:
+        return _connect(default_socket_path())
+    euid = os.geteuid()
+    path, distrust = _pick_socket(euid, _user_socket_path())
+    if distrust:
+        _warn_fallback(distrust)
+    return _connect(path, None if path == SYSTEM_SOCKET else euid)
 
 
 def boottime_ns():
@@ -200,8 +281,7 @@ class Client:
     """
 
     def __init__(self, path=None, on_event=None, timeout=30.0):
-        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._sock.connect(path or default_socket_path())
+        self._sock = _connect(path) if path else _connect_default()
         self._file = self._sock.makefile("rb")
         self._timeout = timeout
         self._ids = itertools.count(1)

@@ -7,11 +7,96 @@ integration test TestPythonClient does that as part of `make test`.
 import json
 import os
 import queue
+import shutil
 import socket
+import subprocess
+import tempfile
 import time
 import unittest
+import warnings
 
+import leaseside
 from leaseside import Client, Leader, LeasesideError, boottime_ns
+
+VICTIM, NOBODY = 4242, 65534
+
+
+@unittest.skipUnless(os.geteuid() == 0, "needs root, to give directories and a server to other users")
+class SocketTrustTest(unittest.TestCase):
+    """The per-user socket a client picks itself (review R8-6): used only
+    in the caller's own directory, writable by nobody else, with a daemon
+    of the caller's uid or root's on it; otherwise the client warns and
+    uses the system daemon's socket."""
+
+    def setUp(self):
+        base = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, base)
+        os.chmod(base, 0o755)
+        self.dir = os.path.join(base, "leaseside-%d" % VICTIM)
+        os.mkdir(self.dir, 0o700)
+        os.chown(self.dir, VICTIM, VICTIM)
+        self.user = os.path.join(self.dir, "leaseside.sock")
+        self.system = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.addCleanup(self.system.close)
+        self.system.bind(os.path.join(base, "system.sock"))
+        self.system.listen(8)
+        self.system.settimeout(10)
+        old = leaseside.SYSTEM_SOCKET
+        leaseside.SYSTEM_SOCKET = self.system.getsockname()
+        self.addCleanup(setattr, leaseside, "SYSTEM_SOCKET", old)
+
+    def serve_as(self, uid):
+        """A real process of uid listening on the per-user socket (bound
+        here, as root: SO_PEERCRED names whoever called listen)."""
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.bind(self.user)
+        code = "import socket,sys\ns=socket.socket(fileno=%d)\ns.listen(8)\nprint('ready',flush=True)\nsys.stdin.read()" % s.fileno()
+        p = subprocess.Popen(["/usr/bin/python3", "-c", code], pass_fds=[s.fileno()], user=uid, group=uid,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        s.close()
+        self.addCleanup(p.wait)
+        self.addCleanup(p.stdin.close)
+        self.addCleanup(p.stdout.close)
+        self.assertEqual(p.stdout.readline(), b"ready\n")
+
+    def test_untrusted_dirs(self):
+        self.serve_as(NOBODY)
+        for name, prep, want in [
+                ("another user's", lambda: os.chown(self.dir, NOBODY, NOBODY), "belongs to uid 65534"),
+                ("writable by others", lambda: os.chmod(self.dir, 0o777), "writable by its group or others"),
+                ("writable by its group", lambda: os.chmod(self.dir, 0o770), "writable by its group or others")]:
+            with self.subTest(name):
+                os.chown(self.dir, VICTIM, VICTIM)
+                os.chmod(self.dir, 0o700)
+                self.assertEqual(leaseside._pick_socket(VICTIM, self.user), (self.user, None))
+                prep()
+                path, why = leaseside._pick_socket(VICTIM, self.user)
+                self.assertEqual(path, leaseside.SYSTEM_SOCKET)
+                self.assertIn(want, why)
+
+    def test_server_of_another_uid(self):
+        self.serve_as(NOBODY)
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            sock = leaseside._connect(self.user, VICTIM)
+        self.addCleanup(sock.close)
+        self.assertEqual(sock.getpeername(), leaseside.SYSTEM_SOCKET)
+        self.system.accept()[0].close()
+        self.assertTrue(any("runs as uid 65534" in str(x.message) for x in w), [str(x.message) for x in w])
+
+    def test_server_of_caller_or_root(self):
+        for uid in (VICTIM, 0):
+            with self.subTest(uid=uid):
+                if os.path.exists(self.user):
+                    os.remove(self.user)
+                self.serve_as(uid)
+                with warnings.catch_warnings(record=True) as w:
+                    warnings.simplefilter("always")
+                    sock = leaseside._connect(self.user, VICTIM)
+                peer = sock.getpeername()
+                sock.close()
+                self.assertEqual(peer, self.user)
+                self.assertEqual([str(x.message) for x in w], [])
 
 
 @unittest.skipUnless(os.environ.get("LEASESIDE_SOCKET"), "needs LEASESIDE_SOCKET of a running daemon")
