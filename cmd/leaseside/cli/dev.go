@@ -43,7 +43,9 @@ counter across restarts.
 
 As root the socket is /run/leaseside/leaseside.sock; for other users it is
 $XDG_RUNTIME_DIR/leaseside/leaseside.sock, or /tmp/leaseside-UID/leaseside.sock
-without XDG_RUNTIME_DIR. Clients find it there too (or set $LEASESIDE_SOCKET).`,
+without XDG_RUNTIME_DIR. Clients find it there too (or set $LEASESIDE_SOCKET),
+but only in a directory of the user's that nobody else may write to, with a
+daemon of the user's or root's on it; otherwise they warn and use root's.`,
 		Example: `  leaseside dev
   sudo leaseside dev --socket-group leaseside
   leaseside dev --socket /tmp/demo.sock --data-dir /tmp/demo --config dev.json`,
