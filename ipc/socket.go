@@ -310,7 +310,7 @@ func Dial(ctx context.Context, path string) (*net.UnixConn, error) {
 	}
 	path, _, distrust := clientSocket()
 	if distrust != "" {
-		warnf("not using the per-user socket: %s; using the system daemon's at %s", distrust, systemSocket)
+		warnFallback(distrust)
 	}
 	if path == systemSocket || os.Getenv(SocketEnv) != "" {
 		return dial(ctx, path)
@@ -328,15 +328,16 @@ func dialUser(ctx context.Context, path string, euid int) (*net.UnixConn, error)
 	}
 	if err := checkServer(c, euid); err != nil {
 		c.Close()
-		warnf("not using the per-user socket: %v; using the system daemon's at %s", err, systemSocket)
+		warnFallback(err.Error())
 		return dial(ctx, systemSocket)
 	}
 	return c, nil
 }
 
-// warnf writes a client's warning to warnOut.
-func warnf(format string, a ...any) {
-	fmt.Fprintf(warnOut, "leaseside: warning: "+format+"\n", a...)
+// warnFallback warns, on warnOut, that the client does not use the
+// per-user socket, and why.
+func warnFallback(why string) {
+	fmt.Fprintf(warnOut, "leaseside: warning: not using the per-user socket: %s; using the system daemon's at %s\n", why, systemSocket)
 }
 
 // dial connects to the socket at path.
