@@ -421,10 +421,19 @@ func (l *lessor) wakeHeadLocked(o *office, lease string) {
 // leader proposes it carries a waiter: one naming an older token, another
 // session's grant or a retried release changes nothing and must not hold
 // the head's place (review 9/12/13 S1).
+//
+// A release under a session the FSM does not know (never opened, or
+// closed) can free nothing: it is answered not released without an entry,
+// which would open a session record kept for SessionIdleTimeout (review
+// R8-2). A retry of a release whose session has closed since got the same
+// answer from an entry.
 func (l *lessor) release(ctx context.Context, c releaseCmd) (*releaseResult, error) {
 	o, err := l.await(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if !l.fsm.hasSession(c.ID.Session) {
+		return &releaseResult{}, nil
 	}
 	defer l.touch(o, c.ID.Session)()
 	allowed := l.prop.allowed()

@@ -72,3 +72,38 @@ func TestDropEmptySessionOnlyInAcquire6(t *testing.T) {
 		t.Fatal("a granting cmdAcquire6 kept no session")
 	}
 }
+
+// R8-2, through Release: a release under a session nobody opened could
+// free nothing but its entry opened a session record (an outcome to
+// remember) kept for an hour. It is answered not released, with no entry
+// and no record; a release under a known session still releases.
+func TestReleaseUnderUnknownSessionsLeavesNoSessions(t *testing.T) {
+	h := newHarness(t)
+	h.takeOffice()
+	o, err := h.l.await(h.ctx())
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := h.acquire(acq("victim", 1, "popular", 10*time.Second))
+	if !g.Granted {
+		t.Fatalf("%+v", g)
+	}
+	const n = 2000
+	for i := 0; i < n; i++ {
+		r, err := h.l.release(h.ctx(), releaseCmd{ID: requestID{Session: fmt.Sprintf("attacker-%d", i), Seq: 1}, Lease: "popular", Owner: "o", Token: g.Token, Identity: "evil"})
+		if err != nil || r.Released {
+			t.Fatalf("release under an unknown session: %+v, %v", r, err)
+		}
+	}
+	got := len(h.fsm.sessions())
+	h.l.mu.Lock()
+	states := len(o.sessions)
+	h.l.mu.Unlock()
+	if got != 1 || states != 1 {
+		t.Fatalf("releases under unknown sessions left %d records in the FSM and %d states at the leader, want only the holder's", got, states)
+	}
+	r, err := h.l.release(h.ctx(), releaseCmd{ID: requestID{Session: "victim", Seq: 2}, Lease: "popular", Owner: "o", Token: g.Token})
+	if err != nil || !r.Released {
+		t.Fatalf("the holder's release: %+v, %v", r, err)
+	}
+}
