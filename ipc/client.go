@@ -427,6 +427,21 @@ func (c *Client) call(ctx context.Context, req *Request) (*Response, error) {
 	}
 }
 
+// SocketPath is the socket this client is connected to (the one Dial
+// chose, when Socket is ""), or, before its first call, the one it would
+// dial. Give it to a child that should reach the same daemon.
+func (c *Client) SocketPath() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.conn != nil {
+		return c.conn.RemoteAddr().String()
+	}
+	if c.Socket != "" {
+		return c.Socket
+	}
+	return ClientSocketPath()
+}
+
 func (c *Client) connect(ctx context.Context) (*net.UnixConn, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

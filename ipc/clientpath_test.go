@@ -162,3 +162,18 @@ func TestClientChecksUserSocketServer(t *testing.T) {
 		})
 	}
 }
+
+// A Client reports the socket it is connected to, for its children: the
+// one given, here.
+func TestClientSocketPath(t *testing.T) {
+	_, sys, _ := clientDirs(t)
+	c := &Client{Socket: systemSocket}
+	defer c.Close()
+	if _, err := c.connect(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	acceptedOn(t, sys)
+	if got := c.SocketPath(); got != systemSocket {
+		t.Fatalf("SocketPath %q, want %q", got, systemSocket)
+	}
+}

@@ -154,7 +154,7 @@ func runRun(ctx context.Context, e *env, o *runOptions, name string, argv []stri
 		EnvLease+"="+name,
 		EnvToken+"="+l.Token,
 		EnvDeadline+"="+strconv.FormatInt(l.DeadlineBoottimeNs, 10),
-		EnvSocket+"="+cf.socketPath(),
+		EnvSocket+"="+c.SocketPath(), // the daemon the lease is from
 	)
 	if o.value != nil {
 		cmd.Env = append(cmd.Env, EnvValue+"="+*o.value)
