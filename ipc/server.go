@@ -126,11 +126,11 @@ func (s *Server) serveConn(ctx context.Context, nc *net.UnixConn) {
 		nc.SetReadDeadline(time.Now())
 		nc.SetWriteDeadline(time.Now().Add(goneFlush))
 	}
+	c.onGone = stopRead // before the AfterFunc, which may run at once and read it
 	defer context.AfterFunc(ctx, func() {
 		c.markGone()
 		stopRead()
 	})()
-	c.onGone = stopRead
 
 	writerDone := make(chan struct{})
 	go func() {
