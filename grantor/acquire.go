@@ -67,7 +67,7 @@ func (l *lessor) acquire(ctx context.Context, c acquireCmd, wait time.Duration) 
 		}
 	} else {
 		if behind {
-			return l.fsm.standing(c.Lease), nil
+			return l.fsm.standing(c)
 		}
 		res, err := l.proposeAcquire(ctx, o, c)
 		if err != nil || res.Granted || res.Ended || wait == 0 {
@@ -149,7 +149,11 @@ func (l *lessor) answerNow(ctx context.Context, o *office, w *waiter) (*acquireR
 	l.mu.Lock()
 	if !w.claimed && w.res == nil {
 		l.dequeueLocked(o, w.cmd.Lease, w)
-		w.res = l.fsm.standing(w.cmd.Lease)
+		if r, err := l.fsm.standing(w.cmd); err != nil {
+			w.res = err
+		} else {
+			w.res = r
+		}
 		close(w.done)
 	}
 	l.mu.Unlock()
@@ -200,13 +204,17 @@ func (l *lessor) carried(w *waiter) bool {
 	return w.claimed
 }
 
-// standing answers an Acquire of lease that is not granted now: the oldest
-// holder's token and identity name, token 0 when the lease is free (and
-// others wait for it).
-func (f *fsm) standing(lease string) *acquireResult {
+// standing answers an Acquire c that is not granted now, as the FSM would
+// refuse it: a limit other than the one in force is refused as such;
+// else the oldest holder's token and identity name, token 0 when the
+// lease is free (and others wait for it).
+func (f *fsm) standing(c acquireCmd) (*acquireResult, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return f.refusalLocked(lease)
+	if inForce, _ := f.inForceLocked(c.Lease); inForce != 0 && inForce != max(c.MaxHolders, 1) {
+		return nil, &LimitMismatchError{Lease: c.Lease, Asked: max(c.MaxHolders, 1), InForce: inForce}
+	}
+	return f.refusalLocked(c.Lease), nil
 }
 
 // handedOff turns a handed-off Acquire's FSM result into acquire's.
@@ -232,7 +240,7 @@ func (l *lessor) lastTry(ctx context.Context, o *office, c acquireCmd) (*acquire
 		behind := l.queuedBehindLocked(o, c)
 		l.mu.Unlock()
 		if behind {
-			return l.fsm.standing(c.Lease), nil
+			return l.fsm.standing(c)
 		}
 	}
 	return l.proposeAcquire(ctx, o, c)

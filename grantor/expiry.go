@@ -231,6 +231,7 @@ func (l *lessor) expire(o *office, j expireJob) {
 	poke(o.kick)
 	l.metrics.revokes.Add(uint64(r.Freed))
 	l.audit.expireSession(j.session, c.Leases, r.Freed)
+	l.test(testEvent{what: "counted expiry"})
 	l.log.Debug("grantor: ended expired session", "session", j.session, "leases", r.Freed, "handoffs", len(r.Next))
 }
 

@@ -168,10 +168,14 @@ func TestNodeMetrics(t *testing.T) {
 	}
 	// The renewal moved a's expiry to tG + d(1+rho) + eps from the clock
 	// at renewal, which has not moved.
+	m = events.mark()
 	advanceTo(t, n.lessor, clock, events, cfg.Timing.GrantorExpiry(clock.Now(), ttl))
 	if r := <-waited; r == nil || !r.Granted {
 		t.Fatalf("waiter: %v", r)
 	}
+	// The waiter is answered when the entry applies, the revoke counted
+	// after the entry's proposer hears of it.
+	events.wait(t, m, "the expiry counted", func(e testEvent) bool { return e.what == "counted expiry" })
 	// The fake clock's jump is a stall to the clock watcher; the fake
 	// kernel is unsynchronised.
 	rec.wait(t, "grantor: clock event", "kind=pause")
