@@ -1,9 +1,7 @@
 package daemon
 
 import (
-	"context"
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,25 +16,7 @@ func runDaemon(t *testing.T, addr string) string {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.Grantors = []string{addr}
-	d, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sock := filepath.Join(t.TempDir(), "d.sock")
-	ln, err := ipc.Listen(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		d.Run(ctx, ln)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
+	_, sock := startDaemon(t, cfg)
 	return sock
 }
 
