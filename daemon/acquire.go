@@ -186,9 +186,11 @@ func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*i
 // stored, and rho and epsilon the larger of the daemon's and the
 // grantor's (TEAM.md decision 2). A grant's identity is its token: a
 // reply for a name whose listed grant has a higher token was superseded
-// at the grantor (tokens only grow), so it is dropped. A grant whose
-// owner ended before it came, or whose requester (ctx) left, is given
-// back at once and never listed.
+// at the grantor (tokens only grow; the reply came late), so the acquire
+// is answered lost and the grant given back, never the listed grant,
+// which may be another owner's. A grant whose owner ended before it
+// came, or whose requester (ctx) left, is given back at once and never
+// listed.
 func (d *Daemon) granted(ctx context.Context, l *lease, resp *grantorpb.AcquireResponse, t0 clockwatch.Instant) (*ipc.Grant, *ipc.Error) {
 	d.metrics.grants.Add(1)
 	d.learnTiming(resp.Rho, resp.EpsilonNs)
@@ -220,9 +222,19 @@ func (d *Daemon) granted(ctx context.Context, l *lease, resp *grantorpb.AcquireR
 		d.metrics.givenBack.Add(1)
 		d.log.Info("giving back a grant whose owner ended before it came", "lease", l.name, "token", l.token, "why", why)
 		return nil, ipc.Errorf(ipc.CodeLost, "lease %q was granted (token %d) after its owner ended (%s), and was given back", l.name, l.token, why)
-	case old != nil && old.token >= l.token:
-		// The same grant (a retry of this request got there first), or a
-		// later one: this reply's grant is the listed one or over.
+	case old != nil && old.token > l.token:
+		// A later grant of the name is listed (this reply was held up on
+		// the way while the grant ended and the name went on): the
+		// holder of this grant was never told of it. It is over at the
+		// grantor for an exclusive lease; the release makes sure of it
+		// for a semaphore's slot.
+		d.queueReleaseLocked(l, "superseded before its reply came")
+		d.mu.Unlock()
+		l.stopWatch()
+		return nil, ipc.Errorf(ipc.CodeLost, "lease %q was granted (token %d), and token %d was granted since, before this reply came", l.name, l.token, old.token)
+	case old != nil && old.token == l.token:
+		// The same grant, listed already (a retry of this request got
+		// there first).
 		l.stopWatch()
 		l = old
 		d.mu.Unlock()

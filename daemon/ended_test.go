@@ -122,6 +122,90 @@ func TestRetriedAcquireWhoseGrantEndedIsLost(t *testing.T) {
 	}
 }
 
+// latePeerProxy relays to a real grantor. The first Acquire of its lease
+// is applied there, and its reply is held up on the way (a segment a
+// partition delayed) while that grant ends at the grantor and the test
+// acquires the name for another owner on the same host; then the reply
+// arrives.
+type latePeerProxy struct {
+	*faultProxy
+	lease string
+	fired atomic.Bool
+	// held is closed once the first grant is made and ended; its reply
+	// waits for deliver. late is that grant's token.
+	held, deliver chan struct{}
+	late          atomic.Uint64
+}
+
+func (p *latePeerProxy) Acquire(ctx context.Context, req *grantorpb.AcquireRequest) (*grantorpb.AcquireResponse, error) {
+	resp, err := p.up.Acquire(ctx, req)
+	if err != nil || req.GetLease() != p.lease || !resp.GetGranted() || !p.fired.CompareAndSwap(false, true) {
+		return resp, err
+	}
+	p.late.Store(resp.Token)
+	rel, err := p.up.Release(ctx, &grantorpb.ReleaseRequest{Id: &grantorpb.RequestID{Session: req.Id.Session, Seq: 1 << 40},
+		Lease: req.Lease, Owner: req.Owner, Token: resp.Token})
+	if err != nil || !rel.Released {
+		return nil, status.Errorf(codes.Internal, "proxy: ending the grant: %v %v", rel, err)
+	}
+	close(p.held)
+	select {
+	case <-p.deliver:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return resp, nil
+}
+
+// Chaos finding F7, one of its candidate causes: an acquire's reply that
+// comes after the grant it names has ended and the name has gone to
+// another owner on the same host must not answer with that owner's grant.
+// (The daemon took a listed grant with a higher token for this reply's
+// own, and told the second owner it held the first one's token, with the
+// deadline the first one's t0 gave.) It is answered lost, naming its own
+// token, and the other owner's lease is untouched.
+func TestLateReplyIsNotAnotherOwnersGrant(t *testing.T) {
+	timing := clockwatch.DefaultTiming()
+	p := &latePeerProxy{faultProxy: newFaultProxy(t, startGrantor(t, clockwatch.System, timing), faults{}, 1), lease: "f7",
+		held: make(chan struct{}), deliver: make(chan struct{})}
+	cfg := DefaultConfig()
+	cfg.Grantors = []string{serveGrantorAPI(t, p)}
+	cfg.Timing = timing
+	_, sock := startDaemon(t, cfg)
+	late, other := &ipc.Client{Socket: sock}, &ipc.Client{Socket: sock}
+	t.Cleanup(func() { late.Close(); other.Close() })
+
+	first := acquireAsync(ctxT(t), late, "f7", ipc.AcquireOptions{TTL: 10 * time.Second})
+	select {
+	case <-p.held:
+	case a := <-first:
+		t.Fatalf("the first acquire returned (%v, %v) before the proxy held its reply", a.l, a.err)
+	case <-ctxT(t).Done():
+		t.Fatal("the first acquire never reached the grantor")
+	}
+	l, err := other.Acquire(ctxT(t), "f7", ipc.AcquireOptions{TTL: 10 * time.Second})
+	if err != nil {
+		t.Fatalf("the other owner's acquire, with the name free at the grantor: %v", err)
+	}
+	close(p.deliver)
+	a := <-first
+	var ie *ipc.Error
+	if !errors.As(a.err, &ie) || ie.Code != ipc.CodeLost {
+		tok := ""
+		if a.l != nil {
+			tok = a.l.Token
+		}
+		t.Fatalf("the late reply's acquire: grant token %q, err %v; want lost (its grant %d ended, and the other owner holds %s)", tok, a.err, p.late.Load(), l.Token)
+	}
+	if want := "token " + strconv.FormatUint(p.late.Load(), 10); !strings.Contains(ie.Message, want) {
+		t.Fatalf("message %q does not name the grant that ended (%s)", ie.Message, want)
+	}
+	g, err := other.Check(ctxT(t), "f7", l.Token)
+	if err != nil || g.Token != l.Token {
+		t.Fatalf("the other owner's lease after the late reply: %+v, %v", g, err)
+	}
+}
+
 // A lease_held refusal names the holder's token and its sidecar's name,
 // as the grantor reports them from the holder's certificate
 // (Error.Holder, which the CLI prints). Without TLS every caller is the
