@@ -118,6 +118,19 @@ func TestCheckIntervalsOverlap(t *testing.T) {
 	}
 }
 
+// Two holders told one token (chaos finding F7: a late reply answered
+// with another owner's grant) overlap as much as two tokens do; the
+// register accepts both, so only the intervals can tell.
+func TestCheckIntervalsOneTokenTwoHolders(t *testing.T) {
+	h := newHist().
+		hold("a.1.1", "x", 5, 0, 1*s, 10*s, 6*s).
+		hold("b.1.1", "x", 5, 0, 2*s, 10*s, 8*s)
+	vs := checkIntervals(grants(&h.h))
+	if len(vs) != 1 || vs[0].A.Holder == vs[0].B.Holder || vs[0].At != 2*s {
+		t.Fatalf("violations %+v; want one, two holders of token 5 at 2s", vs)
+	}
+}
+
 func TestCheckRegister(t *testing.T) {
 	b := newHist().hold("a.1.1", "x", 1, 0, 1*s, 10*s, 5*s)
 	// a's belief ends at its failed check at 4s (it releases at 5s):
@@ -504,6 +517,18 @@ func TestCheckT0(t *testing.T) {
 	if vs := checkT0(&late.h); len(vs) != 0 {
 		t.Fatalf("deadline set by a renewal: violations %v", vs)
 	}
+	// The watcher missed that renewed event; the reply says the grant was
+	// renewed, so its deadline may be as late as the read plus the term.
+	late.h.Events = nil
+	late.h.Records[1].Renewals, late.h.Records[1].Deadline = 1, 3850*msec // the read plus the term less eps
+	if vs := checkT0(&late.h); len(vs) != 0 {
+		t.Fatalf("a renewed grant: violations %v", vs)
+	}
+	late.h.Records[1].Deadline = 4100 * msec
+	if vs := checkT0(&late.h); len(vs) != 1 {
+		t.Fatalf("a renewed grant's deadline beyond the read plus its term: violations %v; want one", vs)
+	}
+	late.h.Records[1].Deadline, late.h.Records[1].Renewals = 3900*msec, 0
 	stalled := build(3900 * msec)
 	stalled.h.Faults = []Fault{{Kind: StallSidecar, Target: "s1", Start: 2 * s, End: 5 * s}}
 	if vs := checkT0(&stalled.h); len(vs) != 0 {
@@ -521,5 +546,20 @@ func TestCheckT0(t *testing.T) {
 	owing.h.Records = slices.Insert(owing.h.Records, 2, workload.Record{Kind: workload.KindReleased, Client: "s1c1", Op: "s1c1.1.0", Name: "x", Token: 6, At: 500 * msec})
 	if vs := checkT0(&owing.h); len(vs) != 1 {
 		t.Fatalf("the earlier grant released: violations %v; want one", vs)
+	}
+	// The same owner process's last acquire of x had no clear answer:
+	// its grant, if made, is given back before the next acquire.
+	unclear := func(code string) *hist {
+		b := newHist().
+			rec(workload.Record{Kind: workload.KindAcquire, Client: "s1c1", Op: "s1c1.1.0", Name: "x", Owner: ipc.OwnerPID, TTLMs: 1000, At: 0}).
+			rec(workload.Record{Kind: workload.KindAcquireFailed, Client: "s1c1", Op: "s1c1.1.0", Name: "x", Code: code, At: 10 * msec})
+		b.h.Records = append(b.h.Records, late.h.Records...)
+		return b
+	}
+	if vs := checkT0(&unclear(ipc.CodeUnavailable).h); len(vs) != 0 {
+		t.Fatalf("after an unanswered acquire: violations %v", vs)
+	}
+	if vs := checkT0(&unclear(ipc.CodeLeaseHeld).h); len(vs) != 1 {
+		t.Fatalf("after a refusal (nothing granted): violations %v; want one", vs)
 	}
 }

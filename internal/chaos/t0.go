@@ -26,15 +26,21 @@ const t0Slack = time.Second
 // epsilon, which the sidecar uses at least) plus t0Slack; unless a
 // renewal set it, which the sidecar also sends its watchers as a renewed
 // event with that very deadline (a grant that came late is confirmed by
-// a renewal before it is answered). A t0 read after the reply makes the
-// deadline of every grant that waited in the queue too late. Left out:
-// calls during which a fault hit the client or its sidecar (a stop delays
-// the sidecar's reading of the request); calls of an owner that held the
-// name before and did not see its release succeed (the sidecar first
-// sends what that grant left to release, as long as that takes, and only
-// then reads t0): an owner process (owner pid) until a release succeeds,
-// a connection until the client lets go of it; the commands of
-// `leaseside run` (the run's start comes in between).
+// a renewal before it is answered). The grant's reply says how many
+// renewals it had: the holder's record does not rely on the suite's
+// watcher, which the socket may spare a renewed event under backpressure.
+// Such a grant's deadline comes from a renewal sent before the reply,
+// so it is at most the read plus the term. A t0 read after the reply
+// makes the deadline of every grant that waited in the queue too late.
+// Left out: calls during which a fault hit the client or its sidecar (a
+// stop delays the sidecar's reading of the request); calls of an owner
+// that may have a grant of the name the sidecar must give back first (it
+// sends that release, under the owner's turn, as long as that takes, and
+// only then reads t0): one it held and did not see released, or one an
+// acquire without a clear answer may have made; an owner process (owner
+// pid) owes until a release succeeds, a connection until the client lets
+// go of it; the commands of `leaseside run` (the run's start comes in
+// between).
 func checkT0(h *History) []Violation {
 	renewed := map[string]bool{} // name/token/deadline told by a renewal
 	for _, e := range h.Events {
@@ -56,6 +62,11 @@ func checkT0(h *History) []Violation {
 		case workload.KindReleased:
 			delete(owed, owes(r.Op, r.Name))
 			continue
+		case workload.KindAcquireFailed:
+			if c, ok := calls[r.Op]; ok && c.Owner == ipc.OwnerPID && workload.Ambiguous(r.Code) {
+				owed[owes(r.Op, r.Name)] = true // its grant, if made, is given back first
+			}
+			continue
 		case workload.KindReleaseFailed, workload.KindClose, workload.KindGone:
 			if owner[r.Op] != ipc.OwnerPID {
 				delete(owed, owes(r.Op, r.Name)) // the client closes the connection, the owner
@@ -76,7 +87,11 @@ func checkT0(h *History) []Violation {
 			continue
 		}
 		d := time.Duration(c.TTLMs) * time.Millisecond
-		bound := c.At + t0Slack.Nanoseconds() + timing.HolderDeadline(0, d).Nanoseconds()
+		term := timing.HolderDeadline(0, d).Nanoseconds()
+		bound := c.At + t0Slack.Nanoseconds() + term
+		if r.Renewals > 0 {
+			bound = max(bound, r.At+term) // a renewal's t0, before the reply
+		}
 		tok := strconv.FormatUint(r.Token, 10)
 		if r.Deadline > bound && !renewed[r.Name+"/"+tok+"/"+strconv.FormatInt(r.Deadline, 10)] {
 			vs = append(vs, Violation{Checker: CheckT0, Name: r.Name, At: r.At,

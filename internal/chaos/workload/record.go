@@ -20,8 +20,8 @@ const (
 	// KindAcquire: an acquire is about to be sent (Op, Name, Owner, TTLMs,
 	// WaitMs).
 	KindAcquire = "acq"
-	// KindAcquired: it was granted (Token, Deadline) and the client read
-	// the grant at At.
+	// KindAcquired: it was granted (Token, Deadline, Renewals) and the
+	// client read the grant at At.
 	KindAcquired = "acq_ok"
 	// KindAcquireFailed: it failed (Code; Holder for lease_held).
 	KindAcquireFailed = "acq_fail"
@@ -101,8 +101,10 @@ type Record struct {
 	// refusal named.
 	Token  uint64 `json:"tok,omitempty"`
 	Holder uint64 `json:"holder,omitempty"`
-	// Deadline is the grant's deadline on CLOCK_BOOTTIME, in nanoseconds.
+	// Deadline is the grant's deadline on CLOCK_BOOTTIME, in nanoseconds;
+	// Renewals the count of renewals its reply said it had.
 	Deadline int64  `json:"dl,omitempty"`
+	Renewals int64  `json:"renewals,omitempty"`
 	Code     string `json:"code,omitempty"`
 	Err      string `json:"err,omitempty"`
 	Exit     int    `json:"exit,omitempty"`

@@ -363,7 +363,7 @@ func (c *client) get(name string, opts ipc.AcquireOptions, elect bool, call func
 		return op, nil
 	}
 	token, _ := strconv.ParseUint(lease.Token, 10, 64)
-	c.rec.add(Record{Kind: KindAcquired, Op: op, Name: name, Token: token, Deadline: lease.Deadline(), At: at})
+	c.rec.add(Record{Kind: KindAcquired, Op: op, Name: name, Token: token, Deadline: lease.Deadline(), Renewals: lease.Renewals, At: at})
 	return op, lease
 }
 
