@@ -135,7 +135,7 @@ func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*i
 	// An acquire that ends without an answer may have been granted all
 	// the same: its session is asked after until a keepalive reply says
 	// (giveback.go), once this acquire no longer accounts for it.
-	k := acquireKey{l.sess, l.name}
+	k := acquireKey{l.sess, l.name, id}
 	var unanswered bool
 	d.mu.Lock()
 	d.acquiring[k]++
@@ -186,11 +186,10 @@ func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*i
 // stored, and rho and epsilon the larger of the daemon's and the
 // grantor's (TEAM.md decision 2). A grant's identity is its token: a
 // reply for a name whose listed grant has a higher token was superseded
-// at the grantor (tokens only grow; the reply came late), so the acquire
-// is answered lost and the grant given back, never the listed grant,
-// which may be another owner's. A grant whose owner ended before it
-// came, or whose requester (ctx) left, is given back at once and never
-// listed.
+// at the grantor (tokens only grow; the reply came late): when the listed
+// grant is another owner's, the acquire is answered lost, never with that
+// owner's grant. A grant whose owner ended before it came, or whose
+// requester (ctx) left, is given back at once and never listed.
 func (d *Daemon) granted(ctx context.Context, l *lease, resp *grantorpb.AcquireResponse, t0 clockwatch.Instant) (*ipc.Grant, *ipc.Error) {
 	d.metrics.grants.Add(1)
 	d.learnTiming(resp.Rho, resp.EpsilonNs)
@@ -222,19 +221,20 @@ func (d *Daemon) granted(ctx context.Context, l *lease, resp *grantorpb.AcquireR
 		d.metrics.givenBack.Add(1)
 		d.log.Info("giving back a grant whose owner ended before it came", "lease", l.name, "token", l.token, "why", why)
 		return nil, ipc.Errorf(ipc.CodeLost, "lease %q was granted (token %d) after its owner ended (%s), and was given back", l.name, l.token, why)
-	case old != nil && old.token > l.token:
-		// A later grant of the name is listed (this reply was held up on
-		// the way while the grant ended and the name went on): the
-		// holder of this grant was never told of it. It is over at the
-		// grantor for an exclusive lease; the release makes sure of it
-		// for a semaphore's slot.
-		d.queueReleaseLocked(l, "superseded before its reply came")
+	case old != nil && old.token > l.token && old.ownerID != l.ownerID:
+		// Another owner's later grant of the name is listed: this reply
+		// was held up on the way while its grant ended at the grantor
+		// and the name went on. Tokens only grow, so this grant is over
+		// (the name is exclusive: a semaphore's slots are per owner),
+		// and its holder was never told of it.
 		d.mu.Unlock()
 		l.stopWatch()
+		d.log.Warn("an acquire's reply came after its grant was superseded by another owner's", "lease", l.name, "token", l.token, "listed", old.token)
 		return nil, ipc.Errorf(ipc.CodeLost, "lease %q was granted (token %d), and token %d was granted since, before this reply came", l.name, l.token, old.token)
-	case old != nil && old.token == l.token:
-		// The same grant, listed already (a retry of this request got
-		// there first).
+	case old != nil && old.token >= l.token:
+		// The same grant (a retry of this request got there first), or
+		// this owner's later one: this reply's grant is the listed one
+		// or over.
 		l.stopWatch()
 		l = old
 		d.mu.Unlock()

@@ -43,7 +43,7 @@ type Daemon struct {
 	// under mu.
 	turns      turns
 	unreleased map[turnKey][]queuedRelease
-	// acquiring counts the acquires in flight per session and name,
+	// acquiring counts the acquires in flight per session, name and owner,
 	// which keepalive replies must not take for grants to give back.
 	acquiring map[acquireKey]int
 	// settling holds the sessions that may hold grants the daemon does

@@ -163,7 +163,7 @@ func (p *latePeerProxy) Acquire(ctx context.Context, req *grantorpb.AcquireReque
 // (The daemon took a listed grant with a higher token for this reply's
 // own, and told the second owner it held the first one's token, with the
 // deadline the first one's t0 gave.) It is answered lost, naming its own
-// token, and the other owner's lease is untouched.
+// token, and the other owner's grant stands at the grantor: it renews.
 func TestLateReplyIsNotAnotherOwnersGrant(t *testing.T) {
 	timing := clockwatch.DefaultTiming()
 	p := &latePeerProxy{faultProxy: newFaultProxy(t, startGrantor(t, clockwatch.System, timing), faults{}, 1), lease: "f7",
@@ -200,9 +200,9 @@ func TestLateReplyIsNotAnotherOwnersGrant(t *testing.T) {
 	if want := "token " + strconv.FormatUint(p.late.Load(), 10); !strings.Contains(ie.Message, want) {
 		t.Fatalf("message %q does not name the grant that ended (%s)", ie.Message, want)
 	}
-	g, err := other.Check(ctxT(t), "f7", l.Token)
+	g, err := other.RenewToken(ctxT(t), "f7", l.Token)
 	if err != nil || g.Token != l.Token {
-		t.Fatalf("the other owner's lease after the late reply: %+v, %v", g, err)
+		t.Fatalf("the other owner's renewal after the late reply: %+v, %v", g, err)
 	}
 }
 

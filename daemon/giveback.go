@@ -63,17 +63,21 @@ func (d *Daemon) sendReleases(ctx context.Context, owner, name string) {
 
 // accountedLocked reports whether a grant of name that the grantor lists
 // in session s for owner, and that the table does not hold, may still be
-// accounted for by a request of this daemon: an acquire of name in s in
-// flight (its reply will list it, or give it back), or a queued release.
-// The caller holds d.mu.
+// accounted for by a request of this daemon: an acquire of name in s by
+// that owner in flight (its reply will list it, or give it back), or a
+// queued release. Another owner's acquire does not account for it: it
+// would keep the grant, which nobody holds, standing for as long as that
+// owner waits for it. The caller holds d.mu.
 func (d *Daemon) accountedLocked(s *gsession, name, owner string) bool {
-	return d.acquiring[acquireKey{s, name}] > 0 || len(d.unreleased[turnKey{owner, name}]) > 0
+	return d.acquiring[acquireKey{s, name, owner}] > 0 || len(d.unreleased[turnKey{owner, name}]) > 0
 }
 
-// acquireKey names the acquires of one lease name in one grantor session.
+// acquireKey names the acquires of one owner for one lease name in one
+// grantor session.
 type acquireKey struct {
-	s    *gsession
-	name string
+	s     *gsession
+	name  string
+	owner string
 }
 
 // A grantor session may hold grants the daemon does not know: an acquire

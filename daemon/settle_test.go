@@ -100,6 +100,69 @@ func TestUnansweredAcquireGrantIsGivenBack(t *testing.T) {
 	}
 }
 
+// ownerLateProxy is a lateProxy for the first owner that asks for its
+// lease only: other owners' acquires pass. granted is closed once the
+// grantor granted the held-back acquire.
+type ownerLateProxy struct {
+	*lateProxy
+	owner   atomic.Pointer[string]
+	granted chan struct{}
+}
+
+func (p *ownerLateProxy) Acquire(ctx context.Context, req *grantorpb.AcquireRequest) (*grantorpb.AcquireResponse, error) {
+	first := req.Owner
+	if req.GetLease() != p.lease || !p.owner.CompareAndSwap(nil, &first) && *p.owner.Load() != req.Owner {
+		return p.up.Acquire(ctx, req)
+	}
+	resp, err := p.up.Acquire(ctx, req)
+	if err != nil || !resp.GetGranted() {
+		return resp, err
+	}
+	if p.token.CompareAndSwap(0, resp.Token) {
+		close(p.granted)
+	}
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// Review R4-2: the grant of an acquire whose reply never came (owner A)
+// is given back even while another owner B of the same host waits for
+// the name in the same grantor session. (B's acquire in flight counted
+// as accounting for A's grant, since acquires were counted per session
+// and name: the grant, which nobody holds, stood through B's whole wait,
+// and B was refused naming it.) The term is a minute and B waits 20 s:
+// what frees the name is the give-back.
+func TestUnansweredGrantIsGivenBackWhileAnotherOwnerWaits(t *testing.T) {
+	timing := clockwatch.DefaultTiming()
+	p := &ownerLateProxy{lateProxy: &lateProxy{faultProxy: newFaultProxy(t, startGrantor(t, clockwatch.System, timing), faults{}, 1), lease: "orph",
+		released: make(chan uint64, 16)}, granted: make(chan struct{})}
+	cfg := DefaultConfig()
+	cfg.Grantors = []string{serveGrantorAPI(t, p)}
+	cfg.Timing = timing
+	cfg.RequestTimeout = 500 * time.Millisecond
+	_, sock := startDaemon(t, cfg)
+	a, b := &ipc.Client{Socket: sock}, &ipc.Client{Socket: sock}
+	t.Cleanup(func() { a.Close(); b.Close() })
+
+	first := acquireAsync(ctxT(t), a, "orph", ipc.AcquireOptions{TTL: time.Minute})
+	select {
+	case <-p.granted:
+	case r := <-first:
+		t.Fatalf("A's acquire returned (%v, %v) before the grantor granted it", r.l, r.err)
+	case <-ctxT(t).Done():
+		t.Fatal("A's acquire was never granted")
+	}
+	second := acquireAsync(ctxT(t), b, "orph", ipc.AcquireOptions{TTL: time.Minute, Wait: 20 * time.Second})
+	r := <-first
+	var ie *ipc.Error
+	if !errors.As(r.err, &ie) || ie.Code != ipc.CodeUnavailable {
+		t.Fatalf("A's acquire: %v, want unavailable (its reply was held back)", r.err)
+	}
+	if r = <-second; r.err != nil {
+		t.Fatalf("B's acquire, waiting behind A's grant %d that nobody holds: %v", p.token.Load(), r.err)
+	}
+}
+
 // dropProxy relays to a real grantor, and while drop is set answers every
 // release Unavailable without passing it on. It reports the releases it
 // passes on.
