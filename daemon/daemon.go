@@ -49,6 +49,9 @@ type Daemon struct {
 	// settling holds the sessions that may hold grants the daemon does
 	// not know (giveback.go), under mu.
 	settling map[*gsession]*settling
+	// delayed holds the lost grants sitting out their lock-delay, with
+	// the instant it ends (giveback.go), under mu.
+	delayed map[grantKey]clockwatch.Instant
 	// uids counts each local user's leases (limits.go), under mu.
 	uids map[int]*perUID
 	// floor is the largest timing model assumed in the daemon's life.
@@ -110,6 +113,7 @@ func New(cfg Config) (*Daemon, error) {
 		uids:      map[int]*perUID{},
 		watchers:  map[*ipc.Conn]string{},
 		acquiring: map[acquireKey]int{},
+		delayed:   map[grantKey]clockwatch.Instant{},
 		kick:      make(chan struct{}, 1),
 		hw:        newHolderWatch(g, cfg.Logger),
 	}

@@ -234,9 +234,17 @@ func (d *Daemon) loseLocked(l *lease, reason string) {
 	if l.lockDelay > 0 {
 		// Its owner may still be acting on a resource that does not
 		// check tokens: nobody else may have the lease before the
-		// lock-delay is over. It is not freed early; the grantor keeps
-		// it until its own expiry (which comes after the lock-delay
-		// only when that is shorter than the time left there).
+		// lock-delay is over (counted from the loss, or from its
+		// owner's end if that came first). It is not freed early: the
+		// grantor keeps it while this host's session is renewed, and
+		// keepalive lists that show it do not make it a grant to give
+		// back until then (giveback.go); if nothing renews the session,
+		// until the grantor's own expiry.
+		until := l.releaseAt
+		if until == never {
+			until = d.clock.Now().Add(l.lockDelay)
+		}
+		d.delayed[grantKey{l.name, l.token}] = until
 		return
 	}
 	// Best effort: the lease is over for us, so freeing it at the grantor

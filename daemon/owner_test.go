@@ -228,6 +228,67 @@ func TestLostLeaseKeepsItsLockDelay(t *testing.T) {
 	}
 }
 
+// Review R5-1: a lease lost while another lease keeps this host's grantor
+// session renewed. The grantor renews sessions as a whole, so it keeps the
+// lost grant, and the keepalive replies list it (the daemon's digest no
+// longer counts it). The daemon must not give it back as a grant it does
+// not know (another owner would get the name during the lock-delay) until
+// the lock-delay, counted from the loss, is over; then it does.
+func TestLostLeaseInRenewedSessionKeepsItsLockDelay(t *testing.T) {
+	r := newRig(t)
+	const lockDelay = 2 * ttl
+	keep, err := r.c.Acquire(ctxT(t), "keep", ipc.AcquireOptions{TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, _ := r.client(t)
+	db, err := owner.Acquire(ctxT(t), "db/primary", ipc.AcquireOptions{TTL: ttl, Owner: ipc.OwnerDetached, LockDelay: lockDelay, NoRenew: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.d.mu.Lock()
+	refs := []*grantorpb.LeaseRef{
+		{Lease: "keep", Token: tokenOf(t, keep), TtlNs: int64(ttl), Owner: r.d.leases["keep"].ownerID},
+		{Lease: "db/primary", Token: tokenOf(t, db), TtlNs: int64(ttl), Owner: r.d.leases["db/primary"].ownerID},
+	}
+	r.d.mu.Unlock()
+	r.g.set(func() {
+		r.g.sessionReply = func(req *grantorpb.SessionRenewal, res *grantorpb.SessionRenewed) {
+			res.Listed, res.Leases = true, refs
+		}
+	})
+	var lostAt time.Duration = -1 // since start, once db/primary was lost
+	for step := 0; step < 3*int(lockDelay/(ttl/3)); step++ {
+		// A third of the term: keep's renewal is due, and its reply
+		// lists both grants.
+		r.clock.Advance(ttl / 3)
+		r.waitLeaseEvent(t, ipc.EventRenewed, "keep")
+		r.d.mu.Lock() // the reply is applied: a give-back is queued by now
+		r.d.mu.Unlock()
+		r.d.bg.Wait() // and sent
+		if lostAt < 0 {
+			for _, ev := range r.backlog {
+				if ev.Event == ipc.EventLost && ev.Lease == "db/primary" {
+					lostAt = r.clock.Now().Sub(start)
+				}
+			}
+		}
+		select {
+		case rel := <-r.g.releases:
+			if rel.Lease != "db/primary" || rel.Token != tokenOf(t, db) {
+				t.Fatalf("release %v, want db/primary's lost grant", rel)
+			}
+			if lostAt < 0 || r.clock.Now().Sub(start)-lostAt < lockDelay {
+				t.Fatalf("db/primary's lost grant was given back %v after its loss (at %v), within its lock-delay of %v",
+					r.clock.Now().Sub(start)-lostAt, lostAt, lockDelay)
+			}
+			return
+		default:
+		}
+	}
+	t.Fatalf("db/primary's lost grant (lost at %v) was not given back after its lock-delay of %v", lostAt, lockDelay)
+}
+
 // Issue 9, item 2, on the sidecar's side: the release of a lost lease is a
 // request of its owner for the name, and takes the owner's turn. While it
 // is still on its way (here: the grantor holds its answer), the same

@@ -269,7 +269,7 @@ func (d *Daemon) applySessionLocked(b *batch, sb *sessionBatch, r *grantorpb.Ses
 	accounted := false
 	for k, ref := range listed {
 		name := k.lease
-		if d.knownLocked(name, ref.Token) {
+		if d.knownLocked(name, ref.Token) || d.delayingLocked(name, ref.Token, now) {
 			continue
 		}
 		if d.accountedLocked(sb.s, name, ref.Owner) {
@@ -304,6 +304,7 @@ func (d *Daemon) finishBatch(b *batch) {
 func (d *Daemon) expire(now clockwatch.Instant, failing bool) {
 	var release []*lease
 	d.mu.Lock()
+	d.sweepDelayedLocked(now)
 	for _, l := range d.leases {
 		switch {
 		case l.pending:

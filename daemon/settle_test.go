@@ -326,3 +326,35 @@ func TestFailedReleaseIsAskedAfterOncePaused(t *testing.T) {
 		t.Fatalf("the keepalive after the failed release names %v, %v after it: want its session, once %v are over", names, at.Sub(failed), pause)
 	}
 }
+
+// Review R5-1 through the real grantor: a detached no_renew lease with a
+// one-hour lock-delay lapses at its deadline while another lease of its
+// term keeps the session renewed, and another owner of the host waits for
+// the name meanwhile. The lost grant stands at the grantor through the
+// lock-delay: the waiter is refused after its whole wait, naming it.
+func TestLockDelayHoldsWhileAnotherOwnerWaits(t *testing.T) {
+	timing := clockwatch.DefaultTiming()
+	cfg := DefaultConfig()
+	cfg.Grantors = []string{startGrantor(t, clockwatch.System, timing)}
+	cfg.Timing = timing
+	_, sock := startDaemon(t, cfg)
+	a, k, b := &ipc.Client{Socket: sock}, &ipc.Client{Socket: sock}, &ipc.Client{Socket: sock}
+	t.Cleanup(func() { a.Close(); k.Close(); b.Close() })
+
+	const ttl = 2 * time.Second
+	la, err := a.Acquire(ctxT(t), "ld/db", ipc.AcquireOptions{TTL: ttl, Owner: ipc.OwnerDetached, NoRenew: true, LockDelay: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Acquire(ctxT(t), "ld/keeper", ipc.AcquireOptions{TTL: ttl}); err != nil {
+		t.Fatal(err)
+	}
+	r := <-acquireAsync(ctxT(t), b, "ld/db", ipc.AcquireOptions{TTL: ttl, Wait: 3 * ttl})
+	var ie *ipc.Error
+	if r.err == nil {
+		t.Fatalf("B got ld/db (token %s) within A's one-hour lock-delay (A's token %s)", r.l.Token, la.Token)
+	}
+	if !errors.As(r.err, &ie) || ie.Code != ipc.CodeLeaseHeld || ie.HolderToken != la.Token {
+		t.Fatalf("B's acquire: %v, want lease_held naming A's token %s", r.err, la.Token)
+	}
+}
