@@ -233,8 +233,10 @@ func (d *Daemon) granted(ctx context.Context, l *lease, resp *grantorpb.AcquireR
 		return nil, ipc.Errorf(ipc.CodeLost, "lease %q was granted (token %d), and token %d was granted since, before this reply came", l.name, l.token, old.token)
 	case old != nil && old.token >= l.token:
 		// The same grant (a retry of this request got there first), or
-		// this owner's later one: this reply's grant is the listed one
-		// or over.
+		// this owner's later one. Turns keep one owner's acquires of a
+		// name one at a time, so the later one cannot come from an
+		// acquire in flight beside this one: this reply's grant is the
+		// listed one or over.
 		l.stopWatch()
 		l = old
 		d.mu.Unlock()
