@@ -214,10 +214,17 @@ func (d *Daemon) granted(ctx context.Context, l *lease, resp *grantorpb.AcquireR
 		if why == "" {
 			why = "requester_left"
 		}
-		// Nobody was told of it: no lock-delay to keep.
-		d.queueReleaseLocked(l, "owner ended before the grant came: "+why)
+		// Nobody was told of it: no lock-delay of its own to keep; but
+		// it may stand for its owner's lost grant's (lockdelay.go).
+		kept := d.keptForDelayLocked(l)
+		if !kept {
+			d.queueReleaseLocked(l, "owner ended before the grant came: "+why)
+		}
 		d.mu.Unlock()
 		l.stopWatch()
+		if kept {
+			return nil, ipc.Errorf(ipc.CodeLost, "lease %q was granted (token %d) after its owner ended (%s); it is given back when the lock-delay of the owner's lost grant is over", l.name, l.token, why)
+		}
 		d.metrics.givenBack.Add(1)
 		d.log.Info("giving back a grant whose owner ended before it came", "lease", l.name, "token", l.token, "why", why)
 		return nil, ipc.Errorf(ipc.CodeLost, "lease %q was granted (token %d) after its owner ended (%s), and was given back", l.name, l.token, why)
@@ -257,11 +264,14 @@ func (d *Daemon) granted(ctx context.Context, l *lease, resp *grantorpb.AcquireR
 	d.mu.Unlock()
 	if pending {
 		if err := d.renewNow(ctx, l); err != nil {
-			// Nobody was told of this grant: give it back.
+			// Nobody was told of this grant: give it back, unless it
+			// stands for its owner's lost grant's lock-delay.
 			d.mu.Lock()
 			if d.leases[l.tableKey()] == l {
 				d.forgetLocked(l)
-				d.queueReleaseLocked(l, "grant not confirmed")
+				if !d.keptForDelayLocked(l) {
+					d.queueReleaseLocked(l, "grant not confirmed")
+				}
 			}
 			d.mu.Unlock()
 			return nil, ipc.Errorf(ipc.CodeUnavailable, "%q was granted, but the grantor did not confirm it in time, so it was given back: %s", l.name, err.Message)
@@ -273,5 +283,6 @@ func (d *Daemon) granted(ctx context.Context, l *lease, resp *grantorpb.AcquireR
 	if d.validLocked(l.tableKey(), now) != l {
 		return nil, ipc.Errorf(ipc.CodeLost, "lease %q was lost before the reply could be sent", l.name)
 	}
+	d.toldLocked(l)
 	return l.grant(now), nil
 }

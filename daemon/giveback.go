@@ -72,26 +72,6 @@ func (d *Daemon) accountedLocked(s *gsession, name, owner string) bool {
 	return d.acquiring[acquireKey{s, name, owner}] > 0 || len(d.unreleased[turnKey{owner, name}]) > 0
 }
 
-// delayingLocked reports whether the grant token of name, which a
-// keepalive reply lists and the table does not hold, is a lost lease
-// still sitting out its lock-delay at now: not a grant to give back yet.
-// The caller holds d.mu.
-func (d *Daemon) delayingLocked(name string, token uint64, now clockwatch.Instant) bool {
-	until, ok := d.delayed[grantKey{name, token}]
-	return ok && now.Before(until)
-}
-
-// sweepDelayedLocked forgets the lost grants whose lock-delay is over at
-// now: from then on a keepalive list that shows one gives it back. The
-// caller holds d.mu.
-func (d *Daemon) sweepDelayedLocked(now clockwatch.Instant) {
-	for k, until := range d.delayed {
-		if !now.Before(until) {
-			delete(d.delayed, k)
-		}
-	}
-}
-
 // acquireKey names the acquires of one owner for one lease name in one
 // grantor session.
 type acquireKey struct {

@@ -238,13 +238,13 @@ func (d *Daemon) loseLocked(l *lease, reason string) {
 		// owner's end if that came first). It is not freed early: the
 		// grantor keeps it while this host's session is renewed, and
 		// keepalive lists that show it do not make it a grant to give
-		// back until then (giveback.go); if nothing renews the session,
-		// until the grantor's own expiry.
+		// back until then (lockdelay.go); if nothing renews the
+		// session, until the grantor's own expiry.
 		until := l.releaseAt
 		if until == never {
 			until = d.clock.Now().Add(l.lockDelay)
 		}
-		d.delayed[grantKey{l.name, l.token}] = until
+		d.delayLocked(l, until)
 		return
 	}
 	// Best effort: the lease is over for us, so freeing it at the grantor

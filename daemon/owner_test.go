@@ -3,7 +3,9 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os/exec"
+	"sync"
 	"testing"
 	"time"
 
@@ -230,11 +232,21 @@ func TestLostLeaseKeepsItsLockDelay(t *testing.T) {
 
 // Review R5-1: a lease lost while another lease keeps this host's grantor
 // session renewed. The grantor renews sessions as a whole, so it keeps the
-// lost grant, and the keepalive replies list it (the daemon's digest no
-// longer counts it). The daemon must not give it back as a grant it does
-// not know (another owner would get the name during the lock-delay) until
-// the lock-delay, counted from the loss, is over; then it does.
+// lost grant, and the keepalive replies list it. The daemon must not give
+// it back as a grant it does not know (another owner would get the name
+// during the lock-delay) until the lock-delay, counted from the loss, is
+// over; then it does. The same holds when the list shows a later grant of
+// the same owner in its place, one that the owner was never told of (an
+// acquire whose answer never came: review R6-C).
 func TestLostLeaseInRenewedSessionKeepsItsLockDelay(t *testing.T) {
+	for _, later := range []uint64{0, 100} {
+		t.Run(fmt.Sprintf("token+%d", later), func(t *testing.T) { lostLeaseKeepsItsLockDelay(t, later) })
+	}
+}
+
+// lostLeaseKeepsItsLockDelay is TestLostLeaseInRenewedSessionKeepsItsLockDelay
+// with the lost grant listed as token+later.
+func lostLeaseKeepsItsLockDelay(t *testing.T, later uint64) {
 	r := newRig(t)
 	const lockDelay = 2 * ttl
 	keep, err := r.c.Acquire(ctxT(t), "keep", ipc.AcquireOptions{TTL: ttl})
@@ -252,9 +264,12 @@ func TestLostLeaseInRenewedSessionKeepsItsLockDelay(t *testing.T) {
 		{Lease: "db/primary", Token: tokenOf(t, db), TtlNs: int64(ttl), Owner: r.d.leases["db/primary"].ownerID},
 	}
 	r.d.mu.Unlock()
+	var mu sync.Mutex
 	r.g.set(func() {
 		r.g.sessionReply = func(req *grantorpb.SessionRenewal, res *grantorpb.SessionRenewed) {
-			res.Listed, res.Leases = true, refs
+			mu.Lock()
+			defer mu.Unlock()
+			res.Listed, res.Leases = true, append([]*grantorpb.LeaseRef(nil), refs...)
 		}
 	})
 	var lostAt time.Duration = -1 // since start, once db/primary was lost
@@ -272,10 +287,17 @@ func TestLostLeaseInRenewedSessionKeepsItsLockDelay(t *testing.T) {
 					lostAt = r.clock.Now().Sub(start)
 				}
 			}
+			if lostAt >= 0 && later > 0 {
+				// The owner asked again: the later grant stands in the
+				// lost one's place.
+				mu.Lock()
+				refs[1] = &grantorpb.LeaseRef{Lease: "db/primary", Token: tokenOf(t, db) + later, TtlNs: int64(ttl), Owner: refs[1].Owner}
+				mu.Unlock()
+			}
 		}
 		select {
 		case rel := <-r.g.releases:
-			if rel.Lease != "db/primary" || rel.Token != tokenOf(t, db) {
+			if rel.Lease != "db/primary" || rel.Token != tokenOf(t, db)+later {
 				t.Fatalf("release %v, want db/primary's lost grant", rel)
 			}
 			if lostAt < 0 || r.clock.Now().Sub(start)-lostAt < lockDelay {

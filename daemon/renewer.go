@@ -165,7 +165,8 @@ func (d *Daemon) dueSessions(now clockwatch.Instant) []*sessionBatch {
 		sb.digest += grantorpb.TokenDigest(l.token)
 	}
 	for s := range due {
-		batchOf(s) // a settling session in which the daemon knows nothing
+		// Also a settling session in which the daemon knows nothing.
+		batchOf(s).digest += d.delayedDigestLocked(s)
 	}
 	return out
 }
@@ -265,11 +266,21 @@ func (d *Daemon) applySessionLocked(b *batch, sb *sessionBatch, r *grantorpb.Ses
 	// Grants of the session the daemon does not know: an acquire whose
 	// reply never came. One that a request in flight (an acquire, or a
 	// release queued) may still account for is left for the next list.
+	// A grant standing for a lost grant's lock-delay is kept until the
+	// delay is over (lockdelay.go).
 	var orphans []*lease
 	accounted := false
+	var delays map[*delayEntry]uint64
 	for k, ref := range listed {
 		name := k.lease
-		if d.knownLocked(name, ref.Token) || d.delayingLocked(name, ref.Token, now) {
+		if d.knownLocked(name, ref.Token) {
+			continue
+		}
+		if dl := d.delayingLocked(sb.s, name, ref.Owner, now); dl != nil {
+			if delays == nil {
+				delays = map[*delayEntry]uint64{}
+			}
+			delays[dl] = ref.Token
 			continue
 		}
 		if d.accountedLocked(sb.s, name, ref.Owner) {
@@ -278,6 +289,9 @@ func (d *Daemon) applySessionLocked(b *batch, sb *sessionBatch, r *grantorpb.Ses
 		}
 		orphans = append(orphans, &lease{name: name, token: ref.Token, ttl: time.Duration(ref.TtlNs), ownerID: ref.Owner,
 			sess: sb.s, releaseAt: never, renewed: make(chan struct{}), stopWatch: func() {}})
+	}
+	if r.Listed {
+		d.delayedListedLocked(sb.s, delays)
 	}
 	d.settledLocked(sb.s, b.t0, len(orphans) == 0 && !accounted)
 	return orphans
