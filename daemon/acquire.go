@@ -216,13 +216,10 @@ func (d *Daemon) granted(ctx context.Context, l *lease, resp *grantorpb.AcquireR
 		}
 		// Nobody was told of it: no lock-delay of its own to keep; but
 		// it may stand for its owner's lost grant's (lockdelay.go).
-		kept := d.keptForDelayLocked(l)
-		if !kept {
-			d.queueReleaseLocked(l, "owner ended before the grant came: "+why)
-		}
+		queued := d.queueReleaseLocked(l, "owner ended before the grant came: "+why)
 		d.mu.Unlock()
 		l.stopWatch()
-		if kept {
+		if !queued {
 			return nil, ipc.Errorf(ipc.CodeLost, "lease %q was granted (token %d) after its owner ended (%s); it is given back when the lock-delay of the owner's lost grant is over", l.name, l.token, why)
 		}
 		d.metrics.givenBack.Add(1)
@@ -267,13 +264,15 @@ func (d *Daemon) granted(ctx context.Context, l *lease, resp *grantorpb.AcquireR
 			// Nobody was told of this grant: give it back, unless it
 			// stands for its owner's lost grant's lock-delay.
 			d.mu.Lock()
+			queued := true
 			if d.leases[l.tableKey()] == l {
 				d.forgetLocked(l)
-				if !d.keptForDelayLocked(l) {
-					d.queueReleaseLocked(l, "grant not confirmed")
-				}
+				queued = d.queueReleaseLocked(l, "grant not confirmed")
 			}
 			d.mu.Unlock()
+			if !queued {
+				return nil, ipc.Errorf(ipc.CodeUnavailable, "%q was granted, but the grantor did not confirm it in time; it is given back when the lock-delay of this owner's lost grant is over: %s", l.name, err.Message)
+			}
 			return nil, ipc.Errorf(ipc.CodeUnavailable, "%q was granted, but the grantor did not confirm it in time, so it was given back: %s", l.name, err.Message)
 		}
 	}

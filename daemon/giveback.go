@@ -17,8 +17,14 @@ import (
 // else.
 
 // queueReleaseLocked queues l's release at the grantor and starts a sender
-// that waits for the turn. The caller holds d.mu.
-func (d *Daemon) queueReleaseLocked(l *lease, why string) {
+// that waits for the turn, and reports true; unless l, a grant its owner
+// was never told of, stands in for the lock-delay of the owner's lost
+// grant of the name (lockdelay.go): then it is kept until that is over,
+// and false is reported. The caller holds d.mu.
+func (d *Daemon) queueReleaseLocked(l *lease, why string) bool {
+	if d.keptForDelayLocked(l) {
+		return false
+	}
 	k := turnKey{l.ownerID, l.name}
 	if d.unreleased == nil {
 		d.unreleased = map[turnKey][]queuedRelease{}
@@ -36,6 +42,7 @@ func (d *Daemon) queueReleaseLocked(l *lease, why string) {
 		defer cancel()
 		d.sendReleases(ctx, k.owner, k.name)
 	}()
+	return true
 }
 
 // queuedRelease is a release waiting for its owner's turn.

@@ -46,6 +46,10 @@ type lease struct {
 	// releaseAt is when that ends (never while the owner lives).
 	lockDelay time.Duration
 	releaseAt clockwatch.Instant
+	// delayFloor is the end of the lock-delay of this owner's lost grant
+	// of the name, which l took over when its owner was told of it
+	// (lockdelay.go); zero for none.
+	delayFloor clockwatch.Instant
 	// noRenew leases are renewed only on request.
 	noRenew bool
 	// listed is set when the lease entered the table; until then, an
@@ -130,6 +134,17 @@ func renewInterval(ttl time.Duration) time.Duration { return ttl / 3 }
 
 // signalRenewed wakes whoever waits for l's next keepalive to complete,
 // and records whether it renewed l.
+// holdUntil is until when the name stays held if l's owner ends, or l
+// is lost, at now: its lock-delay from now, and no earlier than the end of
+// the lock-delay it took over. Not after now: released at once.
+func (l *lease) holdUntil(now clockwatch.Instant) clockwatch.Instant {
+	hold := l.delayFloor
+	if l.lockDelay > 0 {
+		hold = max(hold, now.Add(l.lockDelay))
+	}
+	return hold
+}
+
 func (l *lease) signalRenewed(ok bool) {
 	l.renewOK = ok
 	close(l.renewed)

@@ -5,7 +5,8 @@ import (
 )
 
 // perUID counts what one local user holds in the daemon: leases listed
-// and acquires in flight (which may become leases), for MaxLeasesPerUID.
+// and lost leases in their lock-delay (held), and acquires in flight
+// (which may become leases), for MaxLeasesPerUID.
 // Guarded by d.mu.
 type perUID struct {
 	held, acquiring int
@@ -19,7 +20,7 @@ func (d *Daemon) reserveLease(uid int) (done func(), err *ipc.Error) {
 	defer d.mu.Unlock()
 	u := d.uidUse(uid)
 	if max := d.cfg.MaxLeasesPerUID; max > 0 && u.held+u.acquiring >= max {
-		return nil, ipc.Errorf(ipc.CodeResourceExhausted, "uid %d holds or is acquiring %d leases, the most the daemon allows one user (max_leases_per_uid)", uid, u.held+u.acquiring)
+		return nil, ipc.Errorf(ipc.CodeResourceExhausted, "uid %d holds, is acquiring, or keeps in a lock-delay %d leases, the most the daemon allows one user (max_leases_per_uid)", uid, u.held+u.acquiring)
 	}
 	u.acquiring++
 	return func() {

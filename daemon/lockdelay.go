@@ -18,7 +18,8 @@ import (
 // delay counts as a lease of its user (max_leases_per_uid), and the grant
 // standing for it is in its session's digest, so that keepalive replies
 // do not list the whole session while it lasts. It ends when its time is
-// over, or when its owner is told a new grant of the name.
+// over, or when its owner is told a new grant of the name, which takes it
+// over (an end of that grant keeps the name held until it is over).
 
 // delayKey names the delay of one owner's lost grant of one name in a
 // session.
@@ -74,11 +75,15 @@ func (d *Daemon) keptForDelayLocked(l *lease) bool {
 	return true
 }
 
-// toldLocked ends the delay of l's owner for l's name: the owner was told
-// l, a new grant of it. The caller holds d.mu.
+// toldLocked hands the delay of l's owner for l's name over to l: the
+// owner was told l, a new grant of the name, which holds it at the grantor
+// now. When l ends, its own lock-delay applies, and not before the delay
+// it took over is over. The caller holds d.mu.
 func (d *Daemon) toldLocked(l *lease) {
 	k := delayKey{l.name, l.ownerID}
 	if dl := d.delayed[l.sess][k]; dl != nil {
+		l.delayFloor = max(l.delayFloor, dl.until)
+		dl.token = 0 // l's token is in the digest as a lease's
 		d.endDelayLocked(l.sess, k, dl)
 	}
 }

@@ -4,42 +4,58 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/leaseside/leaseside/clockwatch"
 	"github.com/leaseside/leaseside/grantor/grantorpb"
 	"github.com/leaseside/leaseside/ipc"
 )
 
+// standingGrants is what the scripted grantor of listAll holds.
+type standingGrants struct {
+	mu   sync.Mutex
+	refs []*grantorpb.LeaseRef
+}
+
+// add registers a grant as standing.
+func (g *standingGrants) add(ref *grantorpb.LeaseRef) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.refs = append(g.refs, ref)
+}
+
+// drop ends the standing grants of name.
+func (g *standingGrants) drop(name string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.refs = slices.DeleteFunc(g.refs, func(ref *grantorpb.LeaseRef) bool { return ref.Lease == name })
+}
+
 // listAll makes the scripted grantor answer every keepalive as the real
 // one does when the digests differ (grantor/keepalive.go): renewed,
-// listing every grant standing in the session. add registers a grant as
-// standing.
-func listAll(r *rig) (add func(ref *grantorpb.LeaseRef)) {
-	var mu sync.Mutex
-	var refs []*grantorpb.LeaseRef
+// listing every grant standing in the session.
+func listAll(r *rig) *standingGrants {
+	g := &standingGrants{}
 	r.g.set(func() {
 		r.g.sessionReply = func(req *grantorpb.SessionRenewal, res *grantorpb.SessionRenewed) {
-			mu.Lock()
-			defer mu.Unlock()
-			res.Listed, res.Leases = true, append([]*grantorpb.LeaseRef(nil), refs...)
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			res.Listed, res.Leases = true, slices.Clone(g.refs)
 		}
 	})
-	return func(ref *grantorpb.LeaseRef) {
-		mu.Lock()
-		defer mu.Unlock()
-		refs = append(refs, ref)
-	}
+	return g
 }
 
 // standing registers the lease the daemon holds as name with the
 // scripted grantor of listAll.
-func (r *rig) standing(t *testing.T, add func(*grantorpb.LeaseRef), name string, g *ipc.Lease) {
+func (r *rig) standing(t *testing.T, g *standingGrants, name string, l *ipc.Lease) {
 	t.Helper()
 	r.d.mu.Lock()
 	defer r.d.mu.Unlock()
-	add(&grantorpb.LeaseRef{Lease: name, Token: tokenOf(t, g), TtlNs: int64(ttl), Owner: r.d.leases[name].ownerID})
+	g.add(&grantorpb.LeaseRef{Lease: name, Token: tokenOf(t, l), TtlNs: int64(ttl), Owner: r.d.leases[name].ownerID})
 }
 
 // lapse walks the fake clock one term in thirds, each third a renewal of
@@ -64,12 +80,12 @@ func lapse(t *testing.T, r *rig) {
 func TestLostLeaseInLockDelayCountsAgainstTheUsersLimit(t *testing.T) {
 	const limit = 3
 	r := newRigWith(t, func(c *Config) { c.MaxLeasesPerUID = limit })
-	add := listAll(r)
+	grants := listAll(r)
 	keep, err := r.c.Acquire(ctxT(t), "keep", ipc.AcquireOptions{TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.standing(t, add, "keep", keep)
+	r.standing(t, grants, "keep", keep)
 	owner, _ := r.client(t)
 	standing := 1 // keep
 	for i := 0; i < 2*limit; i++ {
@@ -81,7 +97,7 @@ func TestLostLeaseInLockDelayCountsAgainstTheUsersLimit(t *testing.T) {
 			}
 			return
 		}
-		r.standing(t, add, name, l)
+		r.standing(t, grants, name, l)
 		standing++
 		lapse(t, r)
 		if len(r.g.releases) > 0 {
@@ -97,7 +113,7 @@ func TestLostLeaseInLockDelayCountsAgainstTheUsersLimit(t *testing.T) {
 // per host, not per lease: DESIGN.md section 2, Sessions).
 func TestKeepaliveDigestCountsTheDelayedGrant(t *testing.T) {
 	r := newRig(t)
-	add := listAll(r)
+	grants := listAll(r)
 	keep, err := r.c.Acquire(ctxT(t), "keep", ipc.AcquireOptions{TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
@@ -107,8 +123,8 @@ func TestKeepaliveDigestCountsTheDelayedGrant(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.standing(t, add, "keep", keep)
-	r.standing(t, add, "db/primary", db)
+	r.standing(t, grants, "keep", keep)
+	r.standing(t, grants, "db/primary", db)
 	lapse(t, r)
 	r.d.mu.Lock()
 	_, known := r.d.leases["db/primary"]
@@ -121,6 +137,18 @@ func TestKeepaliveDigestCountsTheDelayedGrant(t *testing.T) {
 	want := grantorpb.TokenDigest(tokenOf(t, keep)) + grantorpb.TokenDigest(tokenOf(t, db))
 	if len(ka.Sessions) != 1 || ka.Sessions[0].LeaseSetVersion != want {
 		t.Fatalf("keepalive during db/primary's lock-delay: %v, want one session with digest %d (keep and the lost grant the grantor holds)", ka.Sessions, want)
+	}
+	// The grantor no longer holds it (an operator revoked it, say): once
+	// a reply lists the session without it, the digest leaves it out.
+	r.waitLeaseEvent(t, ipc.EventRenewed, "keep")
+	grants.drop("db/primary")
+	r.clock.Advance(ttl / 3)
+	r.waitKeepAlive(t)
+	r.waitLeaseEvent(t, ipc.EventRenewed, "keep") // its reply listed keep alone
+	r.clock.Advance(ttl / 3)
+	ka = r.waitKeepAlive(t)
+	if want := grantorpb.TokenDigest(tokenOf(t, keep)); len(ka.Sessions) != 1 || ka.Sessions[0].LeaseSetVersion != want {
+		t.Fatalf("keepalive after the grantor listed the session without the lost grant: %v, want digest %d (keep alone)", ka.Sessions, want)
 	}
 }
 
@@ -191,5 +219,185 @@ func TestReacquireDuringOwnLockDelayKeepsTheName(t *testing.T) {
 	r.clock.Advance(until.Sub(r.clock.Now()))
 	if rel := r.waitRelease(t); rel.Lease != "db/primary" || rel.Token != newToken {
 		t.Fatalf("release %v, want db/primary token %d", rel, newToken)
+	}
+}
+
+// waitLeaseEvents returns the next event about the named lease of one of
+// the given kinds, dropping the others about it.
+func (r *rig) waitLeaseEvents(t *testing.T, lease string, kinds ...string) *ipc.Event {
+	t.Helper()
+	ctx := ctxT(t)
+	for {
+		select {
+		case ev := <-r.events:
+			if ev.Lease == lease && slices.Contains(kinds, ev.Event) {
+				return ev
+			}
+		case <-ctx.Done():
+			t.Fatalf("no %v event about %s", kinds, lease)
+		}
+	}
+}
+
+// loseWithLockDelay has owner acquire db/primary with opt (a lock-delay),
+// lets its renewals go unanswered past its deadline, and returns it once
+// it is lost and kept for its lock-delay, with the instant of the loss.
+func loseWithLockDelay(t *testing.T, r *rig, owner *ipc.Client, opt ipc.AcquireOptions) (*ipc.Lease, clockwatch.Instant) {
+	t.Helper()
+	db, err := owner.Acquire(ctxT(t), "db/primary", opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.g.set(func() { r.g.silent = true })
+	r.clock.Advance(ttl)
+	r.waitLeaseEvent(t, ipc.EventLost, "db/primary")
+	r.d.bg.Wait()
+	if len(r.g.releases) > 0 {
+		t.Fatalf("released within the lock-delay: %v", <-r.g.releases)
+	}
+	return db, r.clock.Now()
+}
+
+// noReleaseWithin fails the test if the daemon sent or queued a release
+// of name. The caller waited for the request that could have.
+func (r *rig) noReleaseWithin(t *testing.T, name string, why string) {
+	t.Helper()
+	r.d.bg.Wait()
+	r.d.mu.Lock()
+	queued := 0
+	for k, qs := range r.d.unreleased {
+		if k.name == name {
+			queued += len(qs)
+		}
+	}
+	r.d.mu.Unlock()
+	if len(r.g.releases) > 0 || queued > 0 {
+		t.Fatalf("%s: released within the lost grant's lock-delay (%d queued)", why, queued)
+	}
+}
+
+// Review R7-1: a pid owner's lease with a lock-delay is lost, and the same
+// process asks for the name again in that time. Its new grant comes late,
+// so it is pending (nobody is told of it until a renewal confirms it),
+// and the process dies before that. The new grant holds the name in the
+// lost one's place, so its owner's end must not free it before the lost
+// grant's lock-delay is over.
+func TestPendingReacquireOfDeadPIDOwnerKeepsTheLockDelay(t *testing.T) {
+	r := newRig(t)
+	owner := startSleeper(t)
+	opt := ipc.AcquireOptions{TTL: ttl, Owner: ipc.OwnerPID, OwnerPID: owner.Process.Pid, LockDelay: time.Hour}
+	db, _ := loseWithLockDelay(t, r, r.c, opt)
+
+	// The same pid asks again from a connection of its own; the grant
+	// comes late (pending), and its confirming renewal goes unanswered.
+	r.g.set(func() { r.g.acquireDelay = 2 * ttl })
+	requester, _ := r.client(t)
+	res := acquireAsync(context.Background(), requester, "db/primary", opt)
+	r.waitLeaseEvent(t, ipc.EventAcquired, "db/primary") // pending in the table
+	r.d.mu.Lock()
+	l := r.d.leases["db/primary"]
+	r.d.mu.Unlock()
+	if l == nil || !l.pending {
+		t.Fatalf("the re-acquire's grant is not pending: %+v", l)
+	}
+	owner.Process.Kill() // dies before it is told of the new grant
+	owner.Wait()
+	r.waitLeaseEvent(t, ipc.EventReleased, "db/primary")
+	requester.Close()
+	<-res
+	done, err := r.d.turns.take(ctxT(t), l.ownerID, "db/primary") // the acquire is over
+	if err != nil {
+		t.Fatal(err)
+	}
+	done()
+	r.noReleaseWithin(t, "db/primary", "the pending re-acquire of a pid owner that died")
+	r.d.mu.Lock()
+	dl := r.d.delayed[l.sess][delayKey{"db/primary", l.ownerID}]
+	r.d.mu.Unlock()
+	if dl == nil || dl.token != l.token || l.token <= tokenOf(t, db) {
+		t.Fatalf("the lock-delay does not stand on the new grant %d: %+v", l.token, dl)
+	}
+}
+
+// Review R7-5: the same with a connection owner whose re-acquire's grant
+// is never confirmed: the acquire answers unavailable, and the grant is
+// kept for the lost grant's lock-delay.
+func TestUnconfirmedReacquireKeepsTheLockDelay(t *testing.T) {
+	r := newRig(t)
+	owner, _ := r.client(t)
+	db, _ := loseWithLockDelay(t, r, owner, ipc.AcquireOptions{TTL: ttl, LockDelay: time.Hour})
+	r.g.set(func() { r.g.acquireDelay = 2 * ttl })
+	for len(r.g.keepalives) > 0 {
+		<-r.g.keepalives
+	}
+	res := acquireAsync(ctxT(t), owner, "db/primary", ipc.AcquireOptions{TTL: ttl})
+	for ev := r.waitLeaseEvent(t, ipc.EventAcquired, "db/primary"); ev.Token == db.Token; {
+		ev = r.waitLeaseEvent(t, ipc.EventAcquired, "db/primary") // the new grant, pending in the table
+	}
+	r.d.mu.Lock()
+	l := r.d.leases["db/primary"]
+	r.d.mu.Unlock()
+	if l == nil || !l.pending {
+		t.Fatalf("the re-acquire's grant is not pending: %+v", l)
+	}
+	r.waitKeepAlive(t)                    // its renewal
+	r.clock.Advance(r.d.cfg.RenewTimeout) // goes unanswered
+	if a := <-res; !errors.Is(a.err, &ipc.Error{Code: ipc.CodeUnavailable}) {
+		t.Fatalf("re-acquire whose grant was not confirmed: %v, %v; want unavailable", a.l, a.err)
+	}
+	r.noReleaseWithin(t, "db/primary", "an unconfirmed re-acquire")
+	r.d.mu.Lock()
+	dl := r.d.delayed[l.sess][delayKey{"db/primary", l.ownerID}]
+	r.d.mu.Unlock()
+	if dl == nil || dl.token != l.token || l.token <= tokenOf(t, db) {
+		t.Fatalf("the lock-delay does not stand on the new grant %d: %+v", l.token, dl)
+	}
+}
+
+// Review R7-2: an owner whose lease with a lock-delay was lost asks for
+// the name again with no lock-delay, is told the new grant, and ends. The
+// new grant took over the lost grant's lock-delay: the name stays held
+// until that is over, and is released then.
+func TestToldReacquireKeepsTheLostGrantsLockDelay(t *testing.T) {
+	r := newRig(t)
+	const lockDelay = time.Hour
+	owner, _ := r.client(t)
+	_, lostAt := loseWithLockDelay(t, r, owner, ipc.AcquireOptions{TTL: ttl, LockDelay: lockDelay})
+	r.g.set(func() { r.g.silent = false })
+	again, err := owner.Acquire(ctxT(t), "db/primary", ipc.AcquireOptions{TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner.Close()
+	if ev := r.waitLeaseEvents(t, "db/primary", ipc.EventOwnerGone, ipc.EventReleased); ev.Event != ipc.EventOwnerGone {
+		t.Fatalf("the re-acquired lease's owner ended %v after the loss of a grant with a lock-delay of %v: %s, want %s",
+			r.clock.Now().Sub(lostAt), lockDelay, ev.Event, ipc.EventOwnerGone)
+	}
+	r.noReleaseWithin(t, "db/primary", "a told re-acquire whose owner ended")
+	r.clock.Advance(lostAt.Add(lockDelay).Sub(r.clock.Now()))
+	if rel := r.waitRelease(t); rel.Lease != "db/primary" || rel.Token != tokenOf(t, again) {
+		t.Fatalf("release %v after the lock-delay, want db/primary token %s", rel, again.Token)
+	}
+}
+
+// Review R7-3: a pid owner ends while its acquire's grant is pending. The
+// acquire is answered (not left waiting on a renewal for as long as the
+// requesting connection stays), and the grant is given back.
+func TestPendingGrantOfEndedPIDOwnerIsAnsweredAndGivenBack(t *testing.T) {
+	r := newRig(t)
+	owner := startSleeper(t)
+	opt := ipc.AcquireOptions{TTL: ttl, Owner: ipc.OwnerPID, OwnerPID: owner.Process.Pid}
+	r.g.set(func() { r.g.acquireDelay, r.g.silent = 2*ttl, true })
+	requester, _ := r.client(t)
+	res := acquireAsync(ctxT(t), requester, "jobs/x", opt)
+	r.waitLeaseEvent(t, ipc.EventAcquired, "jobs/x")
+	owner.Process.Kill()
+	owner.Wait()
+	r.waitLeaseEvent(t, ipc.EventReleased, "jobs/x")
+	if a := <-res; a.err == nil {
+		t.Fatalf("the acquire of an owner that ended before its grant was confirmed succeeded: %v", a.l)
+	}
+	if rel := r.waitRelease(t); rel.Lease != "jobs/x" {
+		t.Fatalf("released %q, want jobs/x", rel.Lease)
 	}
 }

@@ -183,16 +183,18 @@ func (d *Daemon) ownerStopped(l *lease) {
 // it stays held and renewed.
 func (d *Daemon) ownerEnded(l *lease, why string) {
 	d.mu.Lock()
+	now := d.clock.Now()
+	hold := l.holdUntil(now)
 	pending := l.pending // nobody was told of it: no lock-delay to keep
 	d.mu.Unlock()
-	if l.lockDelay <= 0 || pending {
+	if !hold.After(now) || pending {
 		d.releaseLease(l, why)
 		return
 	}
 	d.mu.Lock()
 	if d.leases[l.tableKey()] == l && l.releaseAt == never {
-		l.releaseAt = d.clock.Now().Add(l.lockDelay)
-		d.log.Info("owner ended; holding the lease for its lock-delay", "lease", l.name, "why", why, "lock_delay", l.lockDelay)
+		l.releaseAt = hold
+		d.log.Info("owner ended; holding the lease for its lock-delay", "lease", l.name, "why", why, "lock_delay", hold.Sub(now))
 		d.emitLocked(l, &ipc.Event{Event: ipc.EventOwnerGone, Reason: why})
 	}
 	d.mu.Unlock()
@@ -208,8 +210,10 @@ func (d *Daemon) releaseLease(l *lease, why string) {
 	}
 	d.forgetLocked(l)
 	d.emitLocked(l, &ipc.Event{Event: ipc.EventReleased, Reason: why})
-	d.log.Info("releasing lease", "lease", l.name, "token", l.token, "why", why)
-	d.queueReleaseLocked(l, why)
+	l.signalRenewed(false) // an acquire waiting on its first renewal
+	if d.queueReleaseLocked(l, why) {
+		d.log.Info("releasing lease", "lease", l.name, "token", l.token, "why", why)
+	}
 	d.mu.Unlock()
 }
 
@@ -231,19 +235,20 @@ func (d *Daemon) loseLocked(l *lease, reason string) {
 	d.log.Warn("lease lost", "lease", l.name, "token", l.token, "reason", reason, "late_ms", ev.LateMs)
 	d.emitLocked(l, ev)
 	l.signalRenewed(false)
-	if l.lockDelay > 0 {
-		// Its owner may still be acting on a resource that does not
-		// check tokens: nobody else may have the lease before the
-		// lock-delay is over (counted from the loss, or from its
-		// owner's end if that came first). It is not freed early: the
-		// grantor keeps it while this host's session is renewed, and
-		// keepalive lists that show it do not make it a grant to give
-		// back until then (lockdelay.go); if nothing renews the
-		// session, until the grantor's own expiry.
-		until := l.releaseAt
-		if until == never {
-			until = d.clock.Now().Add(l.lockDelay)
-		}
+	// Its owner may still be acting on a resource that does not check
+	// tokens: nobody else may have the lease before its lock-delay is over
+	// (counted from the loss, or from its owner's end if that came first;
+	// and no earlier than the end of a lock-delay it took over). It is not
+	// freed early: the grantor keeps it while this host's session is
+	// renewed, and keepalive lists that show it do not make it a grant to
+	// give back until then (lockdelay.go); if nothing renews the session,
+	// until the grantor's own expiry.
+	now := d.clock.Now()
+	until := l.releaseAt
+	if until == never {
+		until = l.holdUntil(now)
+	}
+	if until.After(now) {
 		d.delayLocked(l, until)
 		return
 	}
