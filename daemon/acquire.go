@@ -264,13 +264,15 @@ func (d *Daemon) granted(ctx context.Context, l *lease, resp *grantorpb.AcquireR
 			// Nobody was told of this grant: give it back, unless it
 			// stands for its owner's lost grant's lock-delay.
 			d.mu.Lock()
-			queued := true
+			kept := false
 			if d.leases[l.tableKey()] == l {
 				d.forgetLocked(l)
-				queued = d.queueReleaseLocked(l, "grant not confirmed")
+				kept = !d.queueReleaseLocked(l, "grant not confirmed")
+			} else if dl := d.delayingLocked(l.sess, l.name, l.ownerID, d.clock.Now()); dl != nil && dl.token == l.token {
+				kept = true // its owner ended, and it was kept then
 			}
 			d.mu.Unlock()
-			if !queued {
+			if kept {
 				return nil, ipc.Errorf(ipc.CodeUnavailable, "%q was granted, but the grantor did not confirm it in time; it is given back when the lock-delay of this owner's lost grant is over: %s", l.name, err.Message)
 			}
 			return nil, ipc.Errorf(ipc.CodeUnavailable, "%q was granted, but the grantor did not confirm it in time, so it was given back: %s", l.name, err.Message)

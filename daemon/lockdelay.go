@@ -83,6 +83,10 @@ func (d *Daemon) toldLocked(l *lease) {
 	k := delayKey{l.name, l.ownerID}
 	if dl := d.delayed[l.sess][k]; dl != nil {
 		l.delayFloor = max(l.delayFloor, dl.until)
+		if l.releaseAt != never {
+			// Its owner ended between the listing and the telling.
+			l.releaseAt = max(l.releaseAt, dl.until)
+		}
 		dl.token = 0 // l's token is in the digest as a lease's
 		d.endDelayLocked(l.sess, k, dl)
 	}

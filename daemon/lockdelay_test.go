@@ -401,3 +401,47 @@ func TestPendingGrantOfEndedPIDOwnerIsAnsweredAndGivenBack(t *testing.T) {
 		t.Fatalf("released %q, want jobs/x", rel.Lease)
 	}
 }
+
+// Review R8-1: an owner whose lease with a lock-delay of an hour was lost
+// asks for the name again with a lock-delay of a second. Its new grant is
+// not pending, so granted() lists it and only then, after d.mu was let go,
+// tells it (toldLocked). The owner ends in that window (its connection
+// closes, or its process dies): ownerEnded sets releaseAt from the grant's
+// own lock-delay, as delayFloor is still zero. toldLocked then ends the
+// lost grant's delay and raises delayFloor, but not releaseAt: expire
+// releases the name a second later, an hour early (R7-2 in a window).
+// The steps below are granted()'s and ownerEnded's, in that interleaving.
+func TestOwnerEndBetweenListingAndTellingKeepsTheLostGrantsLockDelay(t *testing.T) {
+	r := newRig(t)
+	owner, _ := r.client(t)
+	_, lostAt := loseWithLockDelay(t, r, owner, ipc.AcquireOptions{TTL: ttl, LockDelay: time.Hour})
+
+	r.d.mu.Lock()
+	var b *lease
+	for s, m := range r.d.delayed {
+		for k, dl := range m {
+			now := r.clock.Now()
+			// the re-acquire's grant, as granted() lists it (not pending)
+			b = &lease{name: k.name, ttl: ttl, sess: s, owner: ipc.OwnerConnection, ownerID: k.owner, uid: dl.uid,
+				token: dl.token + 1, t0: now, deadline: now.Add(ttl / 2), lockDelay: time.Second,
+				releaseAt: never, renewed: make(chan struct{}), stopWatch: func() {}}
+		}
+	}
+	if b == nil {
+		r.d.mu.Unlock()
+		t.Fatal("no delay kept for the lost lease")
+	}
+	r.d.listLocked(b)
+	r.d.mu.Unlock()
+
+	r.d.ownerEnded(b, ipc.ReasonOwnerDisconnected) // before the acquire tells it
+
+	r.d.mu.Lock()
+	r.d.toldLocked(b) // the acquire's answer
+	releaseAt := b.releaseAt
+	r.d.mu.Unlock()
+	if want := lostAt.Add(time.Hour); releaseAt.Before(want) {
+		t.Fatalf("the re-acquired grant is released %v after the loss, want no earlier than the lost grant's lock-delay (%v)",
+			releaseAt.Sub(lostAt), time.Hour)
+	}
+}
