@@ -132,8 +132,6 @@ func (l *lease) scheduleRenewal(t0 clockwatch.Instant) {
 // renewInterval is rule 4 of the timing model.
 func renewInterval(ttl time.Duration) time.Duration { return ttl / 3 }
 
-// signalRenewed wakes whoever waits for l's next keepalive to complete,
-// and records whether it renewed l.
 // holdUntil is until when the name stays held if l's owner ends, or l
 // is lost, at now: its lock-delay from now, and no earlier than the end of
 // the lock-delay it took over. Not after now: released at once.
@@ -145,6 +143,8 @@ func (l *lease) holdUntil(now clockwatch.Instant) clockwatch.Instant {
 	return hold
 }
 
+// signalRenewed wakes whoever waits for l's next keepalive to complete,
+// and records whether it renewed l.
 func (l *lease) signalRenewed(ok bool) {
 	l.renewOK = ok
 	close(l.renewed)
