@@ -90,7 +90,10 @@ func (l *lessor) acquire(ctx context.Context, c acquireCmd, wait time.Duration) 
 				return handedOff(w.res)
 			default:
 			}
-			return l.lastTry(ctx, o, c)
+			if res, err, final := l.lastTry(ctx, o, c, w); final {
+				return res, err
+			}
+			overdue = w.unclaimed // claimed meanwhile: its entry answers
 		case <-w.wake:
 			if res, err, final := l.proposeAsWaiter(ctx, o, w); final {
 				return res, err
@@ -110,7 +113,10 @@ func (l *lessor) acquire(ctx context.Context, c acquireCmd, wait time.Duration) 
 				return handedOff(w.res)
 			default:
 			}
-			return l.lastTry(ctx, o, c)
+			if res, err, final := l.lastTry(ctx, o, c, w); final {
+				return res, err
+			}
+			overdue = w.unclaimed // claimed meanwhile: its entry answers
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-o.ctx.Done():
@@ -228,22 +234,50 @@ func handedOff(r any) (*acquireResult, error) {
 	panic("grantor: unexpected handoff result")
 }
 
-// lastTry answers a wait that ran out: with the holder; or, if the lease
-// happens to have room right now and no one else waits, with one more
-// proposal; a retry whose outcome the FSM remembers is answered that.
-func (l *lessor) lastTry(ctx context.Context, o *office, c acquireCmd) (*acquireResult, error) {
+// lastTry answers call c of waiter w, whose wait ran out: with the holder;
+// or, if the lease happens to have room right now and no one else waits,
+// with one more proposal; a retry whose outcome the FSM remembers is
+// answered that. A refusal that no entry made is w's answer for every
+// call of its request id (withdraw), so that no later entry grants a
+// request one of its calls was told was refused. final is false when an
+// entry claimed w meanwhile: its outcome is the answer.
+func (l *lessor) lastTry(ctx context.Context, o *office, c acquireCmd, w *waiter) (res *acquireResult, err error, final bool) {
 	if !l.fsm.hasOutcome(c.ID.Session, c.ID.Seq) {
 		if r, held := l.fsm.refusal(c.Lease); held {
-			return r, nil
+			return l.withdraw(o, w, r, nil)
 		}
 		l.mu.Lock()
 		behind := l.queuedBehindLocked(o, c)
 		l.mu.Unlock()
 		if behind {
-			return l.fsm.standing(c)
+			r, err := l.fsm.standing(c)
+			return l.withdraw(o, w, r, err)
 		}
 	}
-	return l.proposeAcquire(ctx, o, c)
+	res, err = l.proposeAcquire(ctx, o, c)
+	return res, err, true
+}
+
+// withdraw takes w out of the queue with the answer r or err for every
+// call of its request id, and returns w's answer (another call's, if it
+// had one already); unless an entry in flight carries w (final false).
+func (l *lessor) withdraw(o *office, w *waiter, r *acquireResult, err error) (*acquireResult, error, bool) {
+	l.mu.Lock()
+	if w.claimed {
+		l.mu.Unlock()
+		return nil, nil, false
+	}
+	if w.res == nil {
+		l.dequeueLocked(o, w.cmd.Lease, w)
+		w.res = r
+		if err != nil {
+			w.res = err
+		}
+		close(w.done)
+	}
+	l.mu.Unlock()
+	res, err := handedOff(w.res)
+	return res, err, true
 }
 
 // proposeAcquire proposes c holding the lease's slot, and on a grant moves

@@ -169,3 +169,36 @@ func TestGhostWaiterPassesTheWakeUpOn(t *testing.T) {
 		t.Fatalf("L went to %+v, not to w2", rec)
 	}
 }
+
+// TestRefusedRequestIsNeverGrantedLater: one request id, one answer. Two
+// calls of one Acquire wait at the leader (the sidecar's first attempt,
+// whose cancel the leader has not seen under a partition or a slow
+// disk, and its retry with what is left of the wait). The retry's wait
+// runs out first and it is answered a refusal that no entry made; the
+// other call stayed queued, and the next release handed it the lease: a
+// grant of a request its sidecar had answered refused, which nobody
+// held until the sidecar's session expired (chaos run at 0d6a6f7, seed
+// 797397612635). A refusal given at the end of a wait withdraws the
+// request for every call of its id.
+func TestRefusedRequestIsNeverGrantedLater(t *testing.T) {
+	h := newHarness(t)
+	h.takeOffice()
+	a := h.acquire(acq("a", 1, "L", 10*time.Second))
+	w := acq("w", 1, "L", 10*time.Second)
+	first := h.enqueueWaiter(h.ctx(), w, time.Minute)
+	retry := h.enqueueWaiter(h.ctx(), w, time.Second)
+	advance(h.l, h.clock, 2*time.Second) // the retry's wait runs out
+	o := h.outcome(retry)
+	if o.err != nil || o.res.Granted {
+		t.Fatalf("the retry whose wait ran out: %+v %v, want refused", o.res, o.err)
+	}
+	if _, err := h.l.release(h.ctx(), releaseCmd{ID: requestID{Session: "a", Seq: 2}, Lease: "L", Owner: "o", Token: a.Token}); err != nil {
+		t.Fatal(err)
+	}
+	if rec, held := h.fsm.lease("L"); held && rec.Session == "w" {
+		t.Fatalf("request (w,1), answered refused, was granted token %d by the next release", rec.Token)
+	}
+	if o := h.outcome(first); o.err == nil && o.res.Granted {
+		t.Fatalf("the other call of request (w,1), answered refused, was told granted: %+v", o.res)
+	}
+}
