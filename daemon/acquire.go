@@ -47,8 +47,8 @@ const insecureIdentity = "insecure"
 func (d *Daemon) ownerEndedEarly(l *lease, why string, abandon func()) {
 	d.mu.Lock()
 	if l.listed {
+		d.ownerEndedLocked(l, why)
 		d.mu.Unlock()
-		d.ownerEnded(l, why)
 		return
 	}
 	l.endedEarly = why
@@ -98,13 +98,14 @@ func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*i
 		return l.grant(now), nil // this owner holds it already: a no-op
 	}
 	d.mu.Unlock()
-	reserved, rerr := d.reserveLease(c.Cred.UID)
+	sess := d.g.sessionFor(ttl)
+	reserved, rerr := d.reserveLease(c.Cred.UID, sess, req.Lease, id)
 	if rerr != nil {
 		return nil, rerr
 	}
 	defer reserved()
 
-	l := &lease{name: req.Lease, key: key, limit: limit, value: value, ttl: ttl, sess: d.g.sessionFor(ttl), owner: owner, ownerID: id, ownerPID: req.OwnerPID, uid: c.Cred.UID,
+	l := &lease{name: req.Lease, key: key, limit: limit, value: value, ttl: ttl, sess: sess, owner: owner, ownerID: id, ownerPID: req.OwnerPID, uid: c.Cred.UID,
 		conn: c, lockDelay: req.LockDelay(), releaseAt: never, noRenew: req.NoRenew, renewed: make(chan struct{}), stopWatch: func() {}}
 	// abandon is closed when nobody can take the grant any more: the
 	// owner ended, or the requester left.

@@ -7,9 +7,10 @@ import (
 
 // A lost lease with a lock-delay is not released (ops.go loseLocked): its
 // owner may still be acting on a resource that does not check tokens, so
-// its name stays held at the grantor until the lock-delay is over, for as
-// long as this host's session is renewed. The daemon keeps a delay for it,
-// per session, name and owner. While the delay lasts, what the grantor
+// its name stays held at the grantor until the lock-delay is over: the
+// daemon keeps a delay for it, per session, name and owner, and keeps that
+// session renewed while a delay in it lasts (while the grantors can be
+// reached; if they cannot, the grantor's own expiry frees the name). While the delay lasts, what the grantor
 // lists in that session for that name and owner is not a grant to give
 // back: the lost grant, or a later grant of the same owner that the owner
 // was never told of (when an owner asks again, the grantor ends its lost
@@ -19,7 +20,8 @@ import (
 // standing for it is in its session's digest, so that keepalive replies
 // do not list the whole session while it lasts. It ends when its time is
 // over, or when its owner is told a new grant of the name, which takes it
-// over (an end of that grant keeps the name held until it is over).
+// over (an end of that grant, by its owner or by a release, keeps the
+// name held until it is over).
 
 // delayKey names the delay of one owner's lost grant of one name in a
 // session.
@@ -33,6 +35,10 @@ type delayEntry struct {
 	// told of), 0 when the grantor listed none.
 	token uint64
 	uid   int
+	// renewAt is when its session's next keepalive is due for it: the
+	// session must stay renewed for the grantor to keep the name (zero:
+	// at once).
+	renewAt clockwatch.Instant
 }
 
 // delayLocked starts the lock-delay of the lost lease l, to end at until.
@@ -104,6 +110,38 @@ func (d *Daemon) endDelayLocked(s *gsession, k delayKey, dl *delayEntry) {
 	d.dropUIDLocked(dl.uid)
 	if dl.token != 0 {
 		d.unsettledLocked(s, 0)
+	}
+}
+
+// delaysDueLocked adds to due the sessions whose delays need a keepalive
+// at now. The caller holds d.mu.
+func (d *Daemon) delaysDueLocked(now clockwatch.Instant, due map[*gsession]bool) {
+	for s, m := range d.delayed {
+		for _, dl := range m {
+			if !now.Before(dl.renewAt) {
+				due[s] = true
+			}
+		}
+	}
+}
+
+// delaysAskedLocked takes in that a keepalive of s, sent at t0, was
+// answered: its delays are due again a renewal interval later (renewed
+// or not: a session the grantor ended is asked after at that pace, not
+// in a loop, until the delays are over). The caller holds d.mu.
+func (d *Daemon) delaysAskedLocked(s *gsession, t0 clockwatch.Instant) {
+	for _, dl := range d.delayed[s] {
+		dl.renewAt = max(dl.renewAt, t0.Add(renewInterval(s.ttl)))
+	}
+}
+
+// delaysWakeLocked lowers deadline and renew to the earliest end and
+// keepalive due of the delays. The caller holds d.mu.
+func (d *Daemon) delaysWakeLocked(deadline, renew *clockwatch.Instant) {
+	for _, m := range d.delayed {
+		for _, dl := range m {
+			*deadline, *renew = min(*deadline, dl.until), min(*renew, dl.renewAt)
+		}
 	}
 }
 

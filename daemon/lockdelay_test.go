@@ -217,7 +217,9 @@ func TestReacquireDuringOwnLockDelayKeepsTheName(t *testing.T) {
 		}
 	})
 	r.clock.Advance(until.Sub(r.clock.Now()))
-	if rel := r.waitRelease(t); rel.Lease != "db/primary" || rel.Token != newToken {
+	// The keepalives of the delay's session that went unanswered time
+	// out, and the session is asked after.
+	if rel := r.advanceUntilRelease(t, 2*r.d.cfg.RenewTimeout); rel.Lease != "db/primary" || rel.Token != newToken {
 		t.Fatalf("release %v, want db/primary token %d", rel, newToken)
 	}
 }
@@ -256,6 +258,23 @@ func loseWithLockDelay(t *testing.T, r *rig, owner *ipc.Client, opt ipc.AcquireO
 		t.Fatalf("released within the lock-delay: %v", <-r.g.releases)
 	}
 	return db, r.clock.Now()
+}
+
+// advanceUntilRelease walks the fake clock forward in small steps, at
+// most limit, until a release arrives, and returns it (as
+// advanceUntilKeepAlive does for keepalives).
+func (r *rig) advanceUntilRelease(t *testing.T, limit time.Duration) *grantorpb.ReleaseRequest {
+	t.Helper()
+	const step = 100 * time.Millisecond
+	for walked := time.Duration(0); walked <= limit; walked += step {
+		select {
+		case rel := <-r.g.releases:
+			return rel
+		case <-time.After(20 * time.Millisecond):
+		}
+		r.clock.Advance(step)
+	}
+	return r.waitRelease(t)
 }
 
 // noReleaseWithin fails the test if the daemon sent or queued a release
@@ -340,9 +359,19 @@ func TestUnconfirmedReacquireKeepsTheLockDelay(t *testing.T) {
 	if l == nil || !l.pending {
 		t.Fatalf("the re-acquire's grant is not pending: %+v", l)
 	}
-	r.waitKeepAlive(t)                    // its renewal
-	r.clock.Advance(r.d.cfg.RenewTimeout) // goes unanswered
-	if a := <-res; !errors.Is(a.err, &ipc.Error{Code: ipc.CodeUnavailable}) {
+	// Its renewal goes unanswered (as do the keepalives kept for the
+	// lost grant's delay in the same session, before and with it).
+	var a acquired
+	for answered := false; !answered; {
+		r.advanceUntilKeepAlive(t, 2*r.d.cfg.RenewTimeout)
+		r.clock.Advance(r.d.cfg.RenewTimeout)
+		select {
+		case a = <-res:
+			answered = true
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if !errors.Is(a.err, &ipc.Error{Code: ipc.CodeUnavailable}) {
 		t.Fatalf("re-acquire whose grant was not confirmed: %v, %v; want unavailable", a.l, a.err)
 	}
 	r.noReleaseWithin(t, "db/primary", "an unconfirmed re-acquire")
@@ -443,5 +472,132 @@ func TestOwnerEndBetweenListingAndTellingKeepsTheLostGrantsLockDelay(t *testing.
 	if want := lostAt.Add(time.Hour); releaseAt.Before(want) {
 		t.Fatalf("the re-acquired grant is released %v after the loss, want no earlier than the lost grant's lock-delay (%v)",
 			releaseAt.Sub(lostAt), time.Hour)
+	}
+}
+
+// reacquired lists, as granted() does before it tells it, the owner's new
+// grant of the name of its one lost grant sitting out a lock-delay, with
+// the lock-delay of its own given.
+func reacquired(t *testing.T, r *rig, lockDelay time.Duration) *lease {
+	t.Helper()
+	r.d.mu.Lock()
+	defer r.d.mu.Unlock()
+	var b *lease
+	for s, m := range r.d.delayed {
+		for k, dl := range m {
+			now := r.clock.Now()
+			b = &lease{name: k.name, ttl: ttl, sess: s, owner: ipc.OwnerConnection, ownerID: k.owner, uid: dl.uid,
+				token: dl.token + 1, t0: now, deadline: now.Add(ttl / 2), lockDelay: lockDelay,
+				releaseAt: never, renewed: make(chan struct{}), stopWatch: func() {}}
+		}
+	}
+	if b == nil {
+		t.Fatal("no delay kept for the lost lease")
+	}
+	r.d.listLocked(b)
+	r.g.set(func() { r.g.silent = false }) // releases get through
+	return b
+}
+
+// Review 17, D1: the R8-1 window the other way round. An owner whose
+// lost lease has a lock-delay of an hour asks for the name again with no
+// lock-delay of its own; granted() lists the new grant, lets d.mu go and
+// tells it (toldLocked raises its delayFloor); the owner ends around the
+// telling. ownerEnded read, under d.mu, that the grant had nothing to
+// hold for, let d.mu go and released it by that stale reading, an hour
+// early. It now decides and acts in one critical section
+// (ownerEndedLocked; the expire path likewise), so a telling comes
+// wholly before or after; this test runs the "after" order, and
+// TestOwnerEndBetweenListingAndTellingKeepsTheLostGrantsLockDelay the
+// "before".
+func TestOwnerEndRacingTheTellingKeepsTheLostGrantsLockDelay(t *testing.T) {
+	r := newRig(t)
+	owner, _ := r.client(t)
+	loseWithLockDelay(t, r, owner, ipc.AcquireOptions{TTL: ttl, LockDelay: time.Hour})
+	b := reacquired(t, r, 0)
+	r.d.mu.Lock() // granted(), once b is listed and valid
+	r.d.toldLocked(b)
+	r.d.mu.Unlock()
+	r.d.ownerEnded(b, ipc.ReasonOwnerDisconnected)
+	r.noReleaseWithin(t, "db/primary", "a re-acquire whose owner ended once it was told")
+}
+
+// Review 17, D2: PROTOCOL.md says of an owner told a new grant during its
+// lost grant's lock-delay that "when the new grant ends, the name stays
+// held until it is over". An explicit release of the new grant ends it at
+// the grantor at once. (For a pid owner any process of its uid may
+// acquire as that pid and release, so a stopped owner's lock-delay is one
+// acquire+release long.)
+func TestReleaseOfToldReacquireKeepsTheLostGrantsLockDelay(t *testing.T) {
+	r := newRig(t)
+	owner, _ := r.client(t)
+	loseWithLockDelay(t, r, owner, ipc.AcquireOptions{TTL: ttl, LockDelay: time.Hour})
+	r.g.set(func() { r.g.silent = false })
+	if _, err := owner.Acquire(ctxT(t), "db/primary", ipc.AcquireOptions{TTL: ttl}); err != nil {
+		t.Fatal(err)
+	}
+	if err := owner.Release(ctxT(t), "db/primary"); err != nil {
+		t.Fatal(err)
+	}
+	r.noReleaseWithin(t, "db/primary", "an explicit release of a told re-acquire")
+}
+
+// Review 17, D3 (liveness): the owner of a lost grant in its lock-delay
+// asks for the name again. Its new grant would take the lost grant's
+// place at the grantor (same session and owner: nothing more stands),
+// but reserveLease counts the delay and the acquire both: a user at
+// max_leases_per_uid cannot take back its own name until the delay is
+// over.
+func TestReacquireDuringOwnLockDelayAtTheUsersLimit(t *testing.T) {
+	r := newRigWith(t, func(c *Config) { c.MaxLeasesPerUID = 1 })
+	owner, _ := r.client(t)
+	loseWithLockDelay(t, r, owner, ipc.AcquireOptions{TTL: ttl, LockDelay: time.Hour})
+	r.g.set(func() { r.g.silent = false })
+	if _, err := owner.Acquire(ctxT(t), "db/primary", ipc.AcquireOptions{TTL: ttl}); err != nil {
+		t.Fatalf("the owner's re-acquire of its own name during its lock-delay, at max_leases_per_uid 1: %v", err)
+	}
+}
+
+// Review 17, D4: a lost lease with a lock-delay stays held at the grantor
+// only while its session is renewed. Sessions are per term (sessionFor):
+// a lease of another ttl_ms on the host rides another session, so the
+// lost grant's session was renewed by nothing while the delay ran, and
+// the grantor freed the name a term after the loss. The daemon now keeps
+// a session with delays renewed itself.
+func TestOtherLeaseOfTheHostKeepsTheDelayedGrantsSessionRenewed(t *testing.T) {
+	r := newRig(t)
+	if _, err := r.c.Acquire(ctxT(t), "keep", ipc.AcquireOptions{TTL: 2 * ttl}); err != nil {
+		t.Fatal(err)
+	}
+	owner, _ := r.client(t)
+	if _, err := owner.Acquire(ctxT(t), "db/primary", ipc.AcquireOptions{TTL: ttl, Owner: ipc.OwnerDetached, NoRenew: true, LockDelay: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	r.d.mu.Lock()
+	lost := r.d.leases["db/primary"].sess
+	r.d.mu.Unlock()
+	// keep is renewed every 2ttl/3; db/primary lapses after ttl and sits
+	// out its lock-delay of an hour.
+	sent := 0
+	for i := 0; i < 6; i++ {
+		r.clock.Advance(2 * ttl / 3)
+		r.waitLeaseEvent(t, ipc.EventRenewed, "keep")
+		for len(r.g.keepalives) > 0 {
+			for _, s := range (<-r.g.keepalives).Sessions {
+				if s.Session == lost.id && i >= 2 {
+					sent++
+				}
+			}
+		}
+	}
+	r.d.mu.Lock()
+	_, held := r.d.leases["db/primary"]
+	delays := len(r.d.delayed[lost])
+	r.d.mu.Unlock()
+	if held || delays != 1 {
+		t.Fatalf("db/primary did not lapse into its lock-delay (held %v, delays %d)", held, delays)
+	}
+	if sent == 0 {
+		t.Fatalf("keep (ttl %v) was renewed four times after db/primary (ttl %v) lapsed, its session %s (lock-delay of an hour) not once: the grantor frees the name a term after the loss", 2*ttl, ttl, lost.id)
 	}
 }

@@ -120,7 +120,9 @@ func (d *Daemon) renewNow(ctx context.Context, l *lease) *ipc.Error {
 
 // release ends a lease this host holds at a caller's request. It takes
 // the turn of the lease's owner for the name, as the owner's acquires do,
-// so that it cannot land after a newer grant of the same owner.
+// so that it cannot land after a newer grant of the same owner. A lease
+// that took over the lock-delay of its owner's lost grant leaves the
+// table, but its name stays held until that delay is over.
 func (d *Daemon) release(ctx context.Context, c *ipc.Conn, name, token string) *ipc.Error {
 	rctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
 	defer cancel()
@@ -151,6 +153,13 @@ func (d *Daemon) release(ctx context.Context, c *ipc.Conn, name, token string) *
 		l.conn = nil
 	}
 	d.emitLocked(l, &ipc.Event{Event: ipc.EventReleased, Reason: ipc.ReasonExplicitRelease})
+	if l.delayFloor.After(d.clock.Now()) {
+		// l took over the lock-delay of its owner's lost grant: the name
+		// stays held at the grantor until that is over (lockdelay.go).
+		d.delayLocked(l, l.delayFloor)
+		d.mu.Unlock()
+		return nil
+	}
 	d.mu.Unlock()
 
 	if _, err := d.g.release(rctx, l.sess, l.name, l.ownerID, l.token); err != nil {
@@ -183,29 +192,37 @@ func (d *Daemon) ownerStopped(l *lease) {
 // it stays held and renewed.
 func (d *Daemon) ownerEnded(l *lease, why string) {
 	d.mu.Lock()
-	now := d.clock.Now()
-	hold := l.holdUntil(now)
-	pending := l.pending // nobody was told of it: no lock-delay to keep
-	d.mu.Unlock()
-	if !hold.After(now) || pending {
-		d.releaseLease(l, why)
+	defer d.mu.Unlock()
+	d.ownerEndedLocked(l, why)
+}
+
+// ownerEndedLocked decides what the end of l's owner does and does it in
+// one critical section, so that the telling of l (toldLocked, which may
+// raise what l must hold for) comes wholly before or wholly after: a
+// decision taken before the telling is never acted on after it. The
+// caller holds d.mu.
+func (d *Daemon) ownerEndedLocked(l *lease, why string) {
+	if d.leases[l.tableKey()] != l {
 		return
 	}
-	d.mu.Lock()
-	if d.leases[l.tableKey()] == l && l.releaseAt == never {
+	now := d.clock.Now()
+	hold := l.holdUntil(now)
+	if !hold.After(now) || l.pending { // pending: nobody was told of it, no lock-delay to keep
+		d.releaseLeaseLocked(l, why)
+		return
+	}
+	if l.releaseAt == never {
 		l.releaseAt = hold
 		d.log.Info("owner ended; holding the lease for its lock-delay", "lease", l.name, "why", why, "lock_delay", hold.Sub(now))
 		d.emitLocked(l, &ipc.Event{Event: ipc.EventOwnerGone, Reason: why})
+		d.wake() // the renew loop releases it at releaseAt
 	}
-	d.mu.Unlock()
-	d.wake()
 }
 
-// releaseLease ends l because its owner is gone, and tells the grantor.
-func (d *Daemon) releaseLease(l *lease, why string) {
-	d.mu.Lock()
+// releaseLeaseLocked ends l because its owner is gone, and tells the
+// grantor. The caller holds d.mu.
+func (d *Daemon) releaseLeaseLocked(l *lease, why string) {
 	if d.leases[l.tableKey()] != l {
-		d.mu.Unlock()
 		return
 	}
 	d.forgetLocked(l)
@@ -214,7 +231,6 @@ func (d *Daemon) releaseLease(l *lease, why string) {
 	if d.queueReleaseLocked(l, why) {
 		d.log.Info("releasing lease", "lease", l.name, "token", l.token, "why", why)
 	}
-	d.mu.Unlock()
 }
 
 // loseLocked ends l at once and tells its owner (rule 5). The caller

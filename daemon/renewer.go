@@ -125,9 +125,9 @@ func (d *Daemon) renewLoop(ctx context.Context) {
 
 // dueSessions returns the grantor sessions to renew now: those with a
 // lease whose renewal is due (renewAt passed: d/3 after the t0 of its
-// last renewal or grant, or at once when asked for), and the settling
-// sessions whose probe is due (giveback.go), each with every lease it
-// holds.
+// last renewal or grant, or at once when asked for), the settling
+// sessions whose probe is due (giveback.go), and those whose lost grants
+// sit out a lock-delay (lockdelay.go), each with every lease it holds.
 func (d *Daemon) dueSessions(now clockwatch.Instant) []*sessionBatch {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -142,6 +142,7 @@ func (d *Daemon) dueSessions(now clockwatch.Instant) []*sessionBatch {
 			due[s] = true
 		}
 	}
+	d.delaysDueLocked(now, due)
 	if len(due) == 0 {
 		return nil
 	}
@@ -165,7 +166,8 @@ func (d *Daemon) dueSessions(now clockwatch.Instant) []*sessionBatch {
 		sb.digest += grantorpb.TokenDigest(l.token)
 	}
 	for s := range due {
-		// Also a settling session in which the daemon knows nothing.
+		// Also a settling session, or one kept for a lock-delay, in which
+		// the daemon knows no lease.
 		batchOf(s).digest += d.delayedDigestLocked(s)
 	}
 	return out
@@ -293,6 +295,7 @@ func (d *Daemon) applySessionLocked(b *batch, sb *sessionBatch, r *grantorpb.Ses
 	if r.Listed {
 		d.delayedListedLocked(sb.s, delays)
 	}
+	d.delaysAskedLocked(sb.s, b.t0)
 	d.settledLocked(sb.s, b.t0, len(orphans) == 0 && !accounted)
 	return orphans
 }
@@ -316,7 +319,6 @@ func (d *Daemon) finishBatch(b *batch) {
 // expire ends every lease whose deadline has passed (rule 5), and
 // releases those whose owner ended and whose lock-delay is over.
 func (d *Daemon) expire(now clockwatch.Instant, failing bool) {
-	var release []*lease
 	d.mu.Lock()
 	d.sweepDelayedLocked(now)
 	for _, l := range d.leases {
@@ -326,16 +328,14 @@ func (d *Daemon) expire(now clockwatch.Instant, failing bool) {
 		case !now.Before(l.deadline):
 			d.loseLocked(l, d.lostReason(l, failing))
 		case !now.Before(l.releaseAt):
-			release = append(release, l)
-			fallthrough
+			// Under d.mu with the decision: a telling that raised
+			// releaseAt meanwhile cannot be overtaken.
+			d.releaseLeaseLocked(l, ipc.ReasonLockDelayOver)
 		default:
 			d.checkJeopardyLocked(l, now) // jeopardy.go
 		}
 	}
 	d.mu.Unlock()
-	for _, l := range release {
-		d.releaseLease(l, ipc.ReasonLockDelayOver)
-	}
 }
 
 // nextWake is the earliest instant the loop has something to do: a
@@ -353,6 +353,7 @@ func (d *Daemon) nextWake(now clockwatch.Instant, inflight *batch, retryAt clock
 	for _, st := range d.settling {
 		renew = min(renew, st.probeAt)
 	}
+	d.delaysWakeLocked(&deadline, &renew)
 	d.mu.Unlock()
 	next := deadline
 	if inflight != nil {
