@@ -42,7 +42,9 @@ type waiter struct {
 // refused (etcd's TryLock), unless its caller holds the lease or it is a
 // retry the FSM remembers. A call whose request id is queued already
 // attaches to that waiter; without wait it is answered the outcome of the
-// entry that carries it, if one does, else the waiter is withdrawn.
+// entry that carries it, if one does, else the waiter is withdrawn. A call
+// whose request id this office answered refused is answered that refusal
+// at once (refused.go): one request id, one answer.
 func (l *lessor) acquire(ctx context.Context, c acquireCmd, wait time.Duration) (*acquireResult, error) {
 	o, err := l.await(ctx)
 	if err != nil {
@@ -59,23 +61,28 @@ func (l *lessor) acquire(ctx context.Context, c acquireCmd, wait time.Duration) 
 		defer t.Stop()
 		expired = t.C()
 	}
-	w, behind := l.join(o, c, wait)
-	if w != nil {
+	w, ans := l.join(o, c, wait)
+	switch {
+	case ans != nil:
+		return handedOff(ans)
+	case w != nil:
 		defer l.quit(o, w)
 		if wait == 0 {
 			return l.answerNow(ctx, o, w)
 		}
-	} else {
-		if behind {
-			return l.fsm.standing(c)
-		}
+	default:
 		res, err := l.proposeAcquire(ctx, o, c)
-		if err != nil || res.Granted || res.Ended || wait == 0 {
+		if err != nil || res.Granted || res.Ended {
 			// Ended: a retry of a grant that has ended; waiting
 			// would not change that answer.
 			return res, err
 		}
-		w = l.enqueue(o, c)
+		if wait == 0 {
+			return l.refusedNow(ctx, o, c, res)
+		}
+		if w, ans = l.enqueue(o, c); ans != nil {
+			return handedOff(ans)
+		}
 		defer l.quit(o, w)
 	}
 	var overdue <-chan struct{} // the wait ran out while an entry carried w
@@ -127,25 +134,73 @@ func (l *lessor) acquire(ctx context.Context, c acquireCmd, wait time.Duration) 
 
 // join attaches c to the waiter of its request id if there is one
 // (counted in its calls), or, when wait > 0 and c must queue behind
-// others, queues a new waiter for it. behind reports, when no waiter is
-// returned, that c may not take the lease ahead of the waiters queued.
-func (l *lessor) join(o *office, c acquireCmd, wait time.Duration) (w *waiter, behind bool) {
+// others, queues a new waiter for it. ans, when not nil, is c's answer
+// (*acquireResult or error), given without an entry: the refusal this
+// office gave c's request id already, or, without wait, the refusal of
+// an Acquire that may not take the lease ahead of the waiters queued,
+// which is remembered as its id's answer. Neither: c is to be proposed.
+func (l *lessor) join(o *office, c acquireCmd, wait time.Duration) (w *waiter, ans any) {
 	l.mu.Lock()
-	for _, q := range o.queues[c.Lease] {
-		if q.cmd.ID.Session == c.ID.Session && q.cmd.ID.Seq == c.ID.Seq {
-			q.calls++
-			l.wakeIfFreeLocked(o, c.Lease)
-			l.mu.Unlock()
-			l.test(testEvent{what: "queued", lease: c.Lease})
-			return q, false
-		}
+	if q := l.waiterLocked(o, c); q != nil {
+		q.calls++
+		l.wakeIfFreeLocked(o, c.Lease)
+		l.mu.Unlock()
+		l.test(testEvent{what: "queued", lease: c.Lease})
+		return q, nil
 	}
-	behind = l.queuedBehindLocked(o, c)
+	if r, ok := l.refusedLocked(o, c.ID); ok {
+		l.mu.Unlock()
+		l.test(testEvent{what: "refused again", lease: c.Lease})
+		return nil, r
+	}
+	behind := l.queuedBehindLocked(o, c)
+	if behind && wait == 0 {
+		r, err := l.fsm.standing(c)
+		ans = r
+		if err != nil {
+			ans = err
+		}
+		l.rememberRefusalLocked(o, c.ID, ans)
+	}
 	l.mu.Unlock()
 	if behind && wait > 0 {
-		return l.enqueue(o, c), false
+		return l.enqueue(o, c)
 	}
-	return nil, behind
+	return nil, ans
+}
+
+// waiterLocked returns the waiter of c's request id, nil if none is
+// queued.
+func (l *lessor) waiterLocked(o *office, c acquireCmd) *waiter {
+	for _, q := range o.queues[c.Lease] {
+		if q.cmd.ID.Session == c.ID.Session && q.cmd.ID.Seq == c.ID.Seq {
+			return q
+		}
+	}
+	return nil
+}
+
+// refusedNow answers call c, without wait, that its own entry refused
+// (r). The refusal is its request id's answer for every call of it: a
+// waiter of the id that another call queued meanwhile is answered as a
+// call without wait is (answerNow: withdrawn, or the outcome of an entry
+// that carries it), and the refusal is remembered (refused.go), so that
+// no later call of the id queues afresh.
+func (l *lessor) refusedNow(ctx context.Context, o *office, c acquireCmd, r *acquireResult) (*acquireResult, error) {
+	l.mu.Lock()
+	if q := l.waiterLocked(o, c); q != nil {
+		q.calls++
+		l.mu.Unlock()
+		defer l.quit(o, q)
+		return l.answerNow(ctx, o, q)
+	}
+	if ans, ok := l.refusedLocked(o, c.ID); ok {
+		l.mu.Unlock()
+		return handedOff(ans)
+	}
+	l.rememberRefusalLocked(o, c.ID, r)
+	l.mu.Unlock()
+	return r, nil
 }
 
 // answerNow answers a call without wait whose request id is queued: the
@@ -160,6 +215,7 @@ func (l *lessor) answerNow(ctx context.Context, o *office, w *waiter) (*acquireR
 		} else {
 			w.res = r
 		}
+		l.rememberRefusalLocked(o, w.cmd.ID, w.res)
 		close(w.done)
 	}
 	l.mu.Unlock()
@@ -236,11 +292,13 @@ func handedOff(r any) (*acquireResult, error) {
 
 // lastTry answers call c of waiter w, whose wait ran out: with the holder;
 // or, if the lease happens to have room right now and no one else waits,
-// with one more proposal; a retry whose outcome the FSM remembers is
-// answered that. A refusal that no entry made is w's answer for every
-// call of its request id (withdraw), so that no later entry grants a
-// request one of its calls was told was refused. final is false when an
-// entry claimed w meanwhile: its outcome is the answer.
+// with one more proposal, which carries w (claimed); a retry whose
+// outcome the FSM remembers is answered that. A refusal, made by that
+// entry or by none, is w's answer for every call of its request id
+// (withdraw), and the office remembers it (refused.go), so that no later
+// entry grants a request one of its calls was told was refused, whether
+// that entry carries w or a call of the id that comes later. final is
+// false when an entry claimed w meanwhile: its outcome is the answer.
 func (l *lessor) lastTry(ctx context.Context, o *office, c acquireCmd, w *waiter) (res *acquireResult, err error, final bool) {
 	if !l.fsm.hasOutcome(c.ID.Session, c.ID.Seq) {
 		if r, held := l.fsm.refusal(c.Lease); held {
@@ -254,7 +312,43 @@ func (l *lessor) lastTry(ctx context.Context, o *office, c acquireCmd, w *waiter
 			return l.withdraw(o, w, r, err)
 		}
 	}
+	l.mu.Lock()
+	if w.claimed {
+		l.mu.Unlock()
+		return nil, nil, false
+	}
+	if w.res != nil {
+		l.mu.Unlock()
+		res, err = handedOff(w.res)
+		return res, err, true
+	}
+	w.claimed = true
+	l.mu.Unlock()
 	res, err = l.proposeAcquire(ctx, o, c)
+	switch {
+	case err != nil:
+		// The entry's fate is unknown, or it answered this call with an
+		// error: the id's other calls wait on.
+		l.settle(o, w, nil)
+		return nil, err, true
+	case res.Granted || res.Ended:
+		l.settle(o, w, &handoff{Lease: c.Lease, Tried: true, Res: res})
+	default:
+		// Refused, and this call's wait is over: the refusal is the
+		// answer of every call of the id (withdraw, with the claim
+		// ended under the same lock, so no entry claims w in between).
+		l.mu.Lock()
+		w.claimed = false
+		if w.res == nil {
+			l.dequeueLocked(o, w.cmd.Lease, w)
+			w.res = res
+			l.rememberRefusalLocked(o, w.cmd.ID, w.res)
+			close(w.done)
+		}
+		l.mu.Unlock()
+	}
+	<-w.done // answered above or by settle
+	res, err = handedOff(w.res)
 	return res, err, true
 }
 
@@ -273,6 +367,7 @@ func (l *lessor) withdraw(o *office, w *waiter, r *acquireResult, err error) (*a
 		if err != nil {
 			w.res = err
 		}
+		l.rememberRefusalLocked(o, w.cmd.ID, w.res)
 		close(w.done)
 	}
 	l.mu.Unlock()
@@ -339,15 +434,25 @@ func (l *lessor) queuedBehindLocked(o *office, c acquireCmd) bool {
 }
 
 // enqueue adds a waiter for c, with one call, at the tail of the lease's
-// queue.
-func (l *lessor) enqueue(o *office, c acquireCmd) *waiter {
-	w := &waiter{cmd: c, wake: make(chan struct{}, 1), calls: 1, done: make(chan struct{}), unclaimed: make(chan struct{}, 1)}
+// queue; or attaches c to the waiter of its request id, if another call
+// of it queued one meanwhile. ans, when not nil, is c's answer instead:
+// the refusal this office gave c's request id meanwhile (refused.go).
+func (l *lessor) enqueue(o *office, c acquireCmd) (w *waiter, ans any) {
 	l.mu.Lock()
-	o.queues[c.Lease] = append(o.queues[c.Lease], w)
+	if w = l.waiterLocked(o, c); w != nil {
+		w.calls++
+	} else if r, ok := l.refusedLocked(o, c.ID); ok {
+		l.mu.Unlock()
+		l.test(testEvent{what: "refused again", lease: c.Lease})
+		return nil, r
+	} else {
+		w = &waiter{cmd: c, wake: make(chan struct{}, 1), calls: 1, done: make(chan struct{}), unclaimed: make(chan struct{}, 1)}
+		o.queues[c.Lease] = append(o.queues[c.Lease], w)
+	}
 	l.wakeIfFreeLocked(o, c.Lease)
 	l.mu.Unlock()
 	l.test(testEvent{what: "queued", lease: c.Lease})
-	return w
+	return w, nil
 }
 
 // quit ends one call's wait on w. The last call of an unclaimed waiter

@@ -54,7 +54,7 @@ type lessorConfig struct {
 
 // testEvent is a milestone reported to lessorConfig.hook.
 type testEvent struct {
-	what  string // "sleep", "queued", "pending", "registered", "applied ..." (fakeRaft)
+	what  string // "sleep", "queued", "refused again", "pending", "registered", "applied ..." (fakeRaft)
 	now   clockwatch.Instant
 	lease string
 }
@@ -142,6 +142,10 @@ type office struct {
 	// from each grant's event). The FSM applies a grant before its event
 	// reaches the office: an expiry decision leaves out grants above seen.
 	seen uint64
+	// refused are the request ids this office answered refused, so that a
+	// later call of one is answered the same (refused.go). Guarded by
+	// lessor.mu.
+	refused refusals
 }
 
 // sessionState is the leader's view of one session: its expiry while it

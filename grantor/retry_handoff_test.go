@@ -202,3 +202,68 @@ func TestRefusedRequestIsNeverGrantedLater(t *testing.T) {
 		t.Fatalf("the other call of request (w,1), answered refused, was told granted: %+v", o.res)
 	}
 }
+
+// Review 17, G1: one request id, one answer, for a call that reaches the
+// leader after its id was answered refused. The sidecar's first attempt
+// of an Acquire with a wait is held up on the way (a partition that
+// heals, a slow link); its retry, on another connection, waits out what
+// is left of the wait and is answered refused (withdraw takes the waiter
+// out of the queue). Then the first attempt arrives, with the full wait:
+// the FSM remembers no refusal, so it queues afresh, and the next
+// release hands it the lease: a grant of a request its sidecar was told
+// was refused. The office remembers the refusal and answers the late call
+// with it, without queueing it (refused.go).
+func TestLateCallOfARefusedRequestIsNotGranted(t *testing.T) {
+	h := newHarness(t)
+	h.takeOffice()
+	a := h.acquire(acq("a", 1, "L", 10*time.Second))
+	w := acq("w", 1, "L", 10*time.Second)
+	retry := h.enqueueWaiter(h.ctx(), w, time.Second)
+	advance(h.l, h.clock, 2*time.Second) // the retry's wait runs out
+	if o := h.outcome(retry); o.err != nil || o.res.Granted {
+		t.Fatalf("the retry whose wait ran out: %+v %v, want refused", o.res, o.err)
+	}
+	m := h.events.mark()
+	late := h.goAcquire(h.ctx(), w, time.Minute) // the first attempt, late
+	h.events.wait(t, m, "the late call queued or refused", func(e testEvent) bool {
+		return (e.what == "queued" || e.what == "refused again") && e.lease == "L"
+	})
+	if _, err := h.l.release(h.ctx(), releaseCmd{ID: requestID{Session: "a", Seq: 2}, Lease: "L", Owner: "o", Token: a.Token}); err != nil {
+		t.Fatal(err)
+	}
+	if rec, held := h.fsm.lease("L"); held && rec.Session == "w" {
+		t.Fatalf("request (w,1), answered refused, was granted token %d by the next release", rec.Token)
+	}
+	if o := h.outcome(late); o.err == nil && o.res.Granted {
+		t.Fatalf("a late call of request (w,1), answered refused, was told granted: %+v", o.res)
+	}
+}
+
+// Review 17, G1, a refusal an entry made: a call of (w,1) without wait
+// (the sidecar's retry with nothing left of its wait) is refused by its
+// own entry; the first attempt of (w,1), with its full wait, comes after
+// and must be answered that refusal too, not queued to be granted by the
+// next release.
+func TestCallAfterAnEntryRefusedItsRequestIsNotGranted(t *testing.T) {
+	h := newHarness(t)
+	h.takeOffice()
+	a := h.acquire(acq("a", 1, "L", 10*time.Second))
+	w := acq("w", 1, "L", 10*time.Second)
+	if o := h.outcome(h.goAcquire(h.ctx(), w, 0)); o.err != nil || o.res.Granted {
+		t.Fatalf("the call without wait: %+v %v, want refused", o.res, o.err)
+	}
+	m := h.events.mark()
+	late := h.goAcquire(h.ctx(), w, time.Minute)
+	h.events.wait(t, m, "the late call queued or refused", func(e testEvent) bool {
+		return (e.what == "queued" || e.what == "refused again") && e.lease == "L"
+	})
+	if _, err := h.l.release(h.ctx(), releaseCmd{ID: requestID{Session: "a", Seq: 2}, Lease: "L", Owner: "o", Token: a.Token}); err != nil {
+		t.Fatal(err)
+	}
+	if rec, held := h.fsm.lease("L"); held && rec.Session == "w" {
+		t.Fatalf("request (w,1), answered refused, was granted token %d by the next release", rec.Token)
+	}
+	if o := h.outcome(late); o.err != nil || o.res.Granted {
+		t.Fatalf("a later call of request (w,1), answered refused, was answered %+v %v", o.res, o.err)
+	}
+}
