@@ -601,3 +601,59 @@ func TestOtherLeaseOfTheHostKeepsTheDelayedGrantsSessionRenewed(t *testing.T) {
 		t.Fatalf("keep (ttl %v) was renewed four times after db/primary (ttl %v) lapsed, its session %s (lock-delay of an hour) not once: the grantor frees the name a term after the loss", 2*ttl, ttl, lost.id)
 	}
 }
+
+// Review 18, finding D-a (liveness): since D4 a session whose only
+// content is a lost grant sitting out its lock-delay is put in every
+// keepalive batch at a third of its term (delaysDueLocked), and
+// batchTimeout gives a batch the smallest ttl/4 of its sessions. A lost
+// lease of the shortest term (MinTTL 1 s: 250 ms) with a lock-delay of an
+// hour thus makes every keepalive of the host, the live leases' too,
+// time out after 250 ms for that hour, instead of RenewTimeout (2 s):
+// with a grantor answering in 300 ms (the slowness that lost the short
+// lease in the first place) no live lease of any user on the host is
+// renewed again, and all are lost at their deadlines. Before D4 the dead
+// session left the batches when its lease was lost.
+func TestDelayedShortTermSessionDoesNotShortenLiveRenewals(t *testing.T) {
+	r := newRig(t)
+	if _, err := r.c.Acquire(ctxT(t), "keep", ipc.AcquireOptions{TTL: ttl}); err != nil {
+		t.Fatal(err)
+	}
+	owner, _ := r.client(t)
+	const short = time.Second // MinTTL
+	if _, err := owner.Acquire(ctxT(t), "db/primary", ipc.AcquireOptions{TTL: short, Owner: ipc.OwnerDetached, NoRenew: true, LockDelay: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	r.clock.Advance(short)
+	r.waitLeaseEvent(t, ipc.EventLost, "db/primary")
+	r.d.bg.Wait()
+
+	r.d.mu.Lock()
+	keep := r.d.leases["keep"]
+	at := keep.renewAt
+	delays := 0
+	for _, m := range r.d.delayed {
+		for _, dl := range m {
+			delays++
+			at = max(at, dl.renewAt)
+		}
+	}
+	r.d.mu.Unlock()
+	if delays != 1 {
+		t.Fatalf("%d delays, want db/primary's", delays)
+	}
+	at = max(at, r.clock.Now()).Add(time.Millisecond)
+	due := r.d.dueSessions(at) // what the renew loop sends at keep's next renewal
+	carriesKeep := false
+	for _, sb := range due {
+		for _, l := range sb.leases {
+			carriesKeep = carriesKeep || l == keep
+		}
+	}
+	if !carriesKeep {
+		t.Fatalf("keep's renewal is not due at %v", at)
+	}
+	want := min(r.d.cfg.RenewTimeout, ttl/4)
+	if got := batchTimeout(r.d.cfg.RenewTimeout, due); got < want {
+		t.Fatalf("the keepalive renewing keep (ttl %v) times out after %v, not %v: a lost lease's session (ttl %v) kept for its lock-delay rides with it", ttl, got, want, short)
+	}
+}

@@ -368,9 +368,15 @@ func (d *Daemon) nextWake(now clockwatch.Instant, inflight *batch, retryAt clock
 // stopped.
 const ownerCheckInterval = time.Second
 
+// batchTimeout is how long a keepalive of ss may take: limit, and no
+// more than a quarter of the shortest term of a session with a lease in
+// it. A session in the batch only to be asked after, or for a lost
+// grant's lock-delay (no lease to renew in time), does not shorten it.
 func batchTimeout(limit time.Duration, ss []*sessionBatch) time.Duration {
 	for _, sb := range ss {
-		limit = min(limit, sb.s.ttl/4)
+		if len(sb.leases) > 0 {
+			limit = min(limit, sb.s.ttl/4)
+		}
 	}
 	return limit
 }

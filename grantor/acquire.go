@@ -53,6 +53,12 @@ func (l *lessor) acquire(ctx context.Context, c acquireCmd, wait time.Duration) 
 	if (c.MaxHolders > 1 || c.Value != "") && l.prop.allowed() < cmdAcquire5 {
 		return nil, ErrNotSupported
 	}
+	// A session belongs to its identity (ownership.go): a call of another
+	// identity is refused here, before it can attach to the session's
+	// waiters or be answered from what this office remembers of it.
+	if err := checkOwner(&sessionRecord{Owner: l.fsm.sessionOwner(c.ID.Session)}, c.ID.Session, c.Identity); err != nil {
+		return nil, err
+	}
 	defer l.touch(o, c.ID.Session)()
 
 	var expired <-chan struct{}
@@ -148,7 +154,7 @@ func (l *lessor) join(o *office, c acquireCmd, wait time.Duration) (w *waiter, a
 		l.test(testEvent{what: "queued", lease: c.Lease})
 		return q, nil
 	}
-	if r, ok := l.refusedLocked(o, c.ID); ok {
+	if r, ok := l.refusedLocked(o, c); ok {
 		l.mu.Unlock()
 		l.test(testEvent{what: "refused again", lease: c.Lease})
 		return nil, r
@@ -160,7 +166,7 @@ func (l *lessor) join(o *office, c acquireCmd, wait time.Duration) (w *waiter, a
 		if err != nil {
 			ans = err
 		}
-		l.rememberRefusalLocked(o, c.ID, ans)
+		l.rememberRefusalLocked(o, c, ans)
 	}
 	l.mu.Unlock()
 	if behind && wait > 0 {
@@ -169,11 +175,11 @@ func (l *lessor) join(o *office, c acquireCmd, wait time.Duration) (w *waiter, a
 	return nil, ans
 }
 
-// waiterLocked returns the waiter of c's request id, nil if none is
-// queued.
+// waiterLocked returns the waiter of c's request id and identity, nil if
+// none is queued.
 func (l *lessor) waiterLocked(o *office, c acquireCmd) *waiter {
 	for _, q := range o.queues[c.Lease] {
-		if q.cmd.ID.Session == c.ID.Session && q.cmd.ID.Seq == c.ID.Seq {
+		if q.cmd.ID.Session == c.ID.Session && q.cmd.ID.Seq == c.ID.Seq && q.cmd.Identity == c.Identity {
 			return q
 		}
 	}
@@ -194,11 +200,11 @@ func (l *lessor) refusedNow(ctx context.Context, o *office, c acquireCmd, r *acq
 		defer l.quit(o, q)
 		return l.answerNow(ctx, o, q)
 	}
-	if ans, ok := l.refusedLocked(o, c.ID); ok {
+	if ans, ok := l.refusedLocked(o, c); ok {
 		l.mu.Unlock()
 		return handedOff(ans)
 	}
-	l.rememberRefusalLocked(o, c.ID, r)
+	l.rememberRefusalLocked(o, c, r)
 	l.mu.Unlock()
 	return r, nil
 }
@@ -208,6 +214,16 @@ func (l *lessor) refusedNow(ctx context.Context, o *office, c acquireCmd, r *acq
 // is withdrawn, and every call of that id is told it was not granted.
 func (l *lessor) answerNow(ctx context.Context, o *office, w *waiter) (*acquireResult, error) {
 	l.mu.Lock()
+	if !w.claimed && w.res == nil && l.fsm.hasOutcome(w.cmd.ID.Session, w.cmd.ID.Seq) {
+		// Another call's entry granted the id while this waiter queued
+		// (its call had been refused before): a proposal is answered
+		// that grant, which the FSM remembers.
+		l.mu.Unlock()
+		if res, err, final := l.proposeAsWaiter(ctx, o, w); final {
+			return res, err
+		}
+		l.mu.Lock()
+	}
 	if !w.claimed && w.res == nil {
 		l.dequeueLocked(o, w.cmd.Lease, w)
 		if r, err := l.fsm.standing(w.cmd); err != nil {
@@ -215,7 +231,7 @@ func (l *lessor) answerNow(ctx context.Context, o *office, w *waiter) (*acquireR
 		} else {
 			w.res = r
 		}
-		l.rememberRefusalLocked(o, w.cmd.ID, w.res)
+		l.rememberRefusalLocked(o, w.cmd, w.res)
 		close(w.done)
 	}
 	l.mu.Unlock()
@@ -342,7 +358,7 @@ func (l *lessor) lastTry(ctx context.Context, o *office, c acquireCmd, w *waiter
 		if w.res == nil {
 			l.dequeueLocked(o, w.cmd.Lease, w)
 			w.res = res
-			l.rememberRefusalLocked(o, w.cmd.ID, w.res)
+			l.rememberRefusalLocked(o, w.cmd, w.res)
 			close(w.done)
 		}
 		l.mu.Unlock()
@@ -367,7 +383,7 @@ func (l *lessor) withdraw(o *office, w *waiter, r *acquireResult, err error) (*a
 		if err != nil {
 			w.res = err
 		}
-		l.rememberRefusalLocked(o, w.cmd.ID, w.res)
+		l.rememberRefusalLocked(o, w.cmd, w.res)
 		close(w.done)
 	}
 	l.mu.Unlock()
@@ -441,13 +457,18 @@ func (l *lessor) enqueue(o *office, c acquireCmd) (w *waiter, ans any) {
 	l.mu.Lock()
 	if w = l.waiterLocked(o, c); w != nil {
 		w.calls++
-	} else if r, ok := l.refusedLocked(o, c.ID); ok {
+	} else if r, ok := l.refusedLocked(o, c); ok {
 		l.mu.Unlock()
 		l.test(testEvent{what: "refused again", lease: c.Lease})
 		return nil, r
 	} else {
 		w = &waiter{cmd: c, wake: make(chan struct{}, 1), calls: 1, done: make(chan struct{}), unclaimed: make(chan struct{}, 1)}
 		o.queues[c.Lease] = append(o.queues[c.Lease], w)
+		if l.fsm.hasOutcome(c.ID.Session, c.ID.Seq) {
+			// Another call's entry granted the id since c's own entry
+			// was refused: c proposes at once, and is answered that.
+			poke(w.wake)
+		}
 	}
 	l.wakeIfFreeLocked(o, c.Lease)
 	l.mu.Unlock()

@@ -42,10 +42,12 @@ const (
 	// to spare. A call sent before its id was answered refused has been
 	// given up by its sidecar by then.
 	refusedKept = MaxWait + time.Minute
-	// maxRefusedPerSession bounds the refusals remembered for one
-	// session, as maxOutstanding bounds its outcomes in the FSM: past it,
-	// the session's lowest seq is forgotten.
-	maxRefusedPerSession = maxOutstanding
+	// maxRefusedPerSession bounds the refusals remembered for one session
+	// and identity: past it, the lowest seq is forgotten (a sidecar numbers
+	// its requests upwards, and a late call comes within seconds), and one
+	// lower than every seq remembered is not remembered. Small, so that
+	// finding the lowest costs little under lessor.mu.
+	maxRefusedPerSession = 256
 	// maxRefused bounds the refusals an office remembers in all (about
 	// 100 bytes each); past it, the oldest is forgotten.
 	maxRefused = 1 << 16
@@ -58,18 +60,32 @@ type refusal struct {
 	at  clockwatch.Instant
 }
 
+// refusedBucket names the refusals of one session given to one identity.
+// Keyed by identity too, so that a caller of another identity that names
+// a session (acquire refuses it when the session is owned; not yet, when
+// it is not) remembers nothing for the session's own calls.
+type refusedBucket struct{ session, identity string }
+
+// refusedSession is the refusals of one bucket, by seq.
+type refusedSession struct {
+	bySeq map[uint64]refusal
+	// floor is the session's floor in the FSM when the seqs below it
+	// were last dropped (the FSM answers a call of those stale).
+	floor uint64
+}
+
 // refusedRef names a remembered refusal in answer order.
 type refusedRef struct {
-	session string
-	seq     uint64
-	at      clockwatch.Instant
+	bucket refusedBucket
+	seq    uint64
+	at     clockwatch.Instant
 }
 
 // refusals is an office's memory of the request ids it answered refused.
 // Guarded by lessor.mu.
 type refusals struct {
-	bySession map[string]map[uint64]refusal
-	order     []refusedRef // oldest first; refs to forgotten ones are skipped
+	buckets map[refusedBucket]*refusedSession
+	order   []refusedRef // oldest first; refs to forgotten ones are skipped
 }
 
 // isRefusal reports whether res, a call's answer, refuses the request:
@@ -86,53 +102,69 @@ func isRefusal(res any) bool {
 	return false
 }
 
-// refusedLocked returns the answer o gave request id, if it remembers
-// having refused it.
-func (l *lessor) refusedLocked(o *office, id requestID) (any, bool) {
+// refusedLocked returns the answer o gave the request id of c, if it
+// remembers having refused it to c's identity. What the FSM remembers of
+// the id comes first: an entry of another call of it that granted it
+// after the refusal (an entry in flight, see above) makes the refusal
+// void, and a proposal of c is answered that grant.
+func (l *lessor) refusedLocked(o *office, c acquireCmd) (any, bool) {
 	l.forgetOldRefusalsLocked(o, l.clock.Now())
-	r, ok := o.refused.bySession[id.Session][id.Seq]
+	b := refusedBucket{c.ID.Session, c.Identity}
+	rs := o.refused.buckets[b]
+	if rs == nil {
+		return nil, false
+	}
+	r, ok := rs.bySeq[c.ID.Seq]
+	if ok && l.fsm.hasOutcome(c.ID.Session, c.ID.Seq) {
+		l.forgetLocked(o, b, rs, c.ID.Seq)
+		return nil, false
+	}
 	return r.res, ok
 }
 
-// rememberRefusalLocked records res as the answer of request id, if it
-// is a refusal and id has no answer remembered yet (the first stands).
-// The session's refusals below its floor in the FSM are forgotten: the
-// FSM answers a call of those stale.
-func (l *lessor) rememberRefusalLocked(o *office, id requestID, res any) {
-	if !isRefusal(res) {
+// rememberRefusalLocked records res as the answer of c's request id to
+// c's identity, if it is a refusal, the FSM remembers no outcome of the
+// id, and no answer is remembered yet (the first stands).
+func (l *lessor) rememberRefusalLocked(o *office, c acquireCmd, res any) {
+	if !isRefusal(res) || l.fsm.hasOutcome(c.ID.Session, c.ID.Seq) {
 		return
 	}
 	now := l.clock.Now()
 	l.forgetOldRefusalsLocked(o, now)
-	rs := &o.refused
-	m := rs.bySession[id.Session]
-	if _, ok := m[id.Seq]; ok {
+	b, seq := refusedBucket{c.ID.Session, c.Identity}, c.ID.Seq
+	all := &o.refused
+	rs := all.buckets[b]
+	if rs == nil {
+		if all.buckets == nil {
+			all.buckets = map[refusedBucket]*refusedSession{}
+		}
+		rs = &refusedSession{bySeq: map[uint64]refusal{}}
+		all.buckets[b] = rs
+	}
+	if _, ok := rs.bySeq[seq]; ok {
 		return
 	}
-	if m == nil {
-		if rs.bySession == nil {
-			rs.bySession = map[string]map[uint64]refusal{}
-		}
-		m = map[uint64]refusal{}
-		rs.bySession[id.Session] = m
-	}
-	if floor := l.fsm.sessionFloor(id.Session); floor > 0 {
-		for seq := range m {
-			if seq < floor {
-				delete(m, seq)
+	if floor := l.fsm.sessionFloor(c.ID.Session); floor > rs.floor {
+		rs.floor = floor
+		for s := range rs.bySeq {
+			if s < floor {
+				delete(rs.bySeq, s)
 			}
 		}
 	}
-	if len(m) >= maxRefusedPerSession {
-		lowest := id.Seq
-		for seq := range m {
-			lowest = min(lowest, seq)
+	if len(rs.bySeq) >= maxRefusedPerSession {
+		lowest := seq
+		for s := range rs.bySeq {
+			lowest = min(lowest, s)
 		}
-		delete(m, lowest)
+		if lowest == seq {
+			return // below every seq remembered: the oldest, forgotten first
+		}
+		delete(rs.bySeq, lowest)
 	}
-	m[id.Seq] = refusal{res: res, at: now}
-	rs.order = append(rs.order, refusedRef{session: id.Session, seq: id.Seq, at: now})
-	for len(rs.order) > maxRefused {
+	rs.bySeq[seq] = refusal{res: res, at: now}
+	all.order = append(all.order, refusedRef{bucket: b, seq: seq, at: now})
+	for len(all.order) > maxRefused {
 		l.forgetOldestRefusalLocked(o)
 	}
 }
@@ -146,15 +178,21 @@ func (l *lessor) forgetOldRefusalsLocked(o *office, now clockwatch.Instant) {
 }
 
 func (l *lessor) forgetOldestRefusalLocked(o *office) {
-	rs := &o.refused
-	ref := rs.order[0]
-	rs.order = rs.order[1:]
-	m := rs.bySession[ref.session]
-	if r, ok := m[ref.seq]; ok && r.at == ref.at {
-		delete(m, ref.seq)
-		if len(m) == 0 {
-			delete(rs.bySession, ref.session)
+	all := &o.refused
+	ref := all.order[0]
+	all.order = all.order[1:]
+	if rs := all.buckets[ref.bucket]; rs != nil {
+		if r, ok := rs.bySeq[ref.seq]; ok && r.at == ref.at {
+			l.forgetLocked(o, ref.bucket, rs, ref.seq)
 		}
+	}
+}
+
+// forgetLocked forgets the refusal of seq in bucket b (rs).
+func (l *lessor) forgetLocked(o *office, b refusedBucket, rs *refusedSession, seq uint64) {
+	delete(rs.bySeq, seq)
+	if len(rs.bySeq) == 0 {
+		delete(o.refused.buckets, b)
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/leaseside/leaseside/clockwatch"
 )
 
 // holdNextApply makes the next proposal wait before the FSM (as raft's
@@ -265,5 +267,112 @@ func TestCallAfterAnEntryRefusedItsRequestIsNotGranted(t *testing.T) {
 	}
 	if o := h.outcome(late); o.err != nil || o.res.Granted {
 		t.Fatalf("a later call of request (w,1), answered refused, was answered %+v %v", o.res, o.err)
+	}
+}
+
+// Review 18, finding G-a: the refusal memory outranks what the FSM
+// remembers. Two calls of one Acquire (w,1) race: call A (wait > 0)
+// proposes while the lease is held and is refused; the holder releases;
+// call B, which joined before A queued, proposes and is granted; then A
+// queues its waiter (enqueue, acquire.go: it finds no waiter and no
+// refusal, and the lease has no room: nobody is woken). The sidecar's
+// next call of (w,1) without wait (its abandon probe, or a retry with
+// nothing left of its wait) finds A's waiter: answerNow answers it the
+// FSM's refusal of the lease, naming (w,1)'s own token, and the office
+// now remembers that as (w,1)'s answer, so every later call of (w,1) is
+// "refused again" for refusedKept (61 min) while the FSM holds the
+// lease under (w,1): one request id, two answers, and the second sticks
+// (before c8e4fc7 a later call was proposed and answered the FSM's
+// remembered grant). The test takes the race's outcome (B granted, then
+// A's enqueue) and runs the real enqueue.
+func TestRefusalMemoryDoesNotHideTheRequestsOwnGrant(t *testing.T) {
+	h := newHarness(t)
+	h.takeOffice()
+	x := acq("w", 1, "L", 10*time.Second)
+	b := h.acquire(x) // call B of (w,1): granted
+	if !b.Granted {
+		t.Fatalf("call B: %+v", b)
+	}
+	w, ans := h.l.enqueue(h.l.cur, x) // call A's enqueue after its refused proposal
+	if ans != nil || w == nil {
+		t.Fatalf("enqueue: %v %v", w, ans)
+	}
+	c, err := h.l.acquire(h.ctx(), x, 0) // the sidecar's wait-0 call of (w,1)
+	if err != nil || !c.Granted || c.Token != b.Token {
+		t.Errorf("a wait-0 call of (w,1), which the FSM granted token %d: %+v %v, want that grant", b.Token, c, err)
+	}
+	d, err := h.l.acquire(h.ctx(), x, 0) // and the next
+	if err != nil || !d.Granted || d.Token != b.Token {
+		t.Fatalf("a later call of (w,1), which the FSM granted token %d: %+v %v, want that grant (the office's refusal memory answers it refused)", b.Token, d, err)
+	}
+}
+
+// Review 18, finding G-b: the refusal memory is keyed by request id only
+// and filled without the session-ownership check (ownership.go) that
+// every entry makes: a wait-0 Acquire that join refuses behind the queue
+// (no entry) is remembered under the session it names, whoever sent it.
+// A caller of another identity that knows a session id plants refusals
+// under that session's next seqs, and the session's own calls of those
+// ids, for any lease, even a free one, are answered "refused again".
+func TestRefusalOfAnotherIdentitysCallDoesNotPoisonTheSession(t *testing.T) {
+	h := newHarness(t)
+	h.takeOffice()
+	own := acq("a", 1, "N", 10*time.Second)
+	own.Identity = "A"
+	if r := h.acquire(own); !r.Granted { // session a belongs to A
+		t.Fatalf("A's acquire: %+v", r)
+	}
+	if r := h.acquire(acq("m", 1, "M", 10*time.Second)); !r.Granted {
+		t.Fatalf("M: %+v", r)
+	}
+	h.enqueueWaiter(h.ctx(), acq("q", 1, "M", 10*time.Second), time.Minute) // M has a queue
+	forged := acq("a", 2, "M", 10*time.Second)
+	forged.Identity = "B"
+	if r, err := h.l.acquire(h.ctx(), forged, 0); err == nil && r.Granted {
+		t.Fatalf("B's call under A's session: %+v", r)
+	}
+	mine := acq("a", 2, "P", 10*time.Second) // A's own next request, of a free lease
+	mine.Identity = "A"
+	r, err := h.l.acquire(h.ctx(), mine, 0)
+	if err != nil || !r.Granted {
+		t.Fatalf("A's acquire (a,2) of the free lease P, after identity B's call named (a,2): %+v %v, want granted", r, err)
+	}
+}
+
+// Review 18, finding G-c: maxRefusedPerSession is not a bound for a
+// session whose refusals come in descending seq order: at the cap,
+// rememberRefusalLocked deletes the lowest of the session's seqs and the
+// new one, which is the lowest (a no-op), and adds the new one. join's
+// behind-the-queue refusal needs no entry, so nothing checks the seq
+// against the session's floor first.
+func TestRefusalsPerSessionStayBoundedForDescendingSeqs(t *testing.T) {
+	h := newHarness(t)
+	h.takeOffice()
+	o := h.l.cur
+	h.l.mu.Lock()
+	defer h.l.mu.Unlock()
+	for seq := uint64(maxRefusedPerSession + 100); seq > 0; seq-- {
+		h.l.rememberRefusalLocked(o, acquireCmd{ID: requestID{Session: "s", Seq: seq}}, &acquireResult{Token: 1})
+	}
+	if n := len(o.refused.buckets[refusedBucket{session: "s"}].bySeq); n > maxRefusedPerSession {
+		t.Fatalf("session s has %d refusals remembered, maxRefusedPerSession %d", n, maxRefusedPerSession)
+	}
+}
+
+// BenchmarkRememberRefusalAtTheSessionCap is the cost, under lessor.mu,
+// of one refusal of a session holding maxRefusedPerSession of them (a
+// TryLock poller behind a queue: join refuses without an entry, so the
+// FSM floor does not move): a walk of its maxRefusedPerSession seqs to find the lowest.
+func BenchmarkRememberRefusalAtTheSessionCap(b *testing.B) {
+	l := newLessor(lessorConfig{clock: clockwatch.NewFake(clockwatch.Instant(1000 * time.Second))}, newFSM(), nil)
+	o := &office{}
+	seq := uint64(1)
+	for ; seq <= maxRefusedPerSession; seq++ {
+		l.rememberRefusalLocked(o, acquireCmd{ID: requestID{Session: "s", Seq: seq}}, &acquireResult{Token: 1})
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		l.rememberRefusalLocked(o, acquireCmd{ID: requestID{Session: "s", Seq: seq}}, &acquireResult{Token: 1})
+		seq++
 	}
 }
