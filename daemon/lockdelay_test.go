@@ -657,3 +657,43 @@ func TestDelayedShortTermSessionDoesNotShortenLiveRenewals(t *testing.T) {
 		t.Fatalf("the keepalive renewing keep (ttl %v) times out after %v, not %v: a lost lease's session (ttl %v) kept for its lock-delay rides with it", ttl, got, want, short)
 	}
 }
+
+// Review 19, D-a': since 2a2c7e8 a keepalive that carries only a session
+// kept for a lost grant's lock-delay times out after RenewTimeout (2 s),
+// not a quarter of the session's term: for a 1 s session renewed every
+// 333 ms one unanswered keepalive (a lost reply, a leader change) is not
+// retried before the grantor's expiry of the session (~1.1 s), which
+// frees the name in the middle of its lock-delay though the grantor could
+// be reached. At 2cd0b4f this batch timed out after 250 ms.
+func TestDelayedSessionAloneKeepsAKeepaliveTimeoutWithinItsTerm(t *testing.T) {
+	r := newRig(t)
+	owner, _ := r.client(t)
+	const short = time.Second // MinTTL
+	if _, err := owner.Acquire(ctxT(t), "db/primary", ipc.AcquireOptions{TTL: short, Owner: ipc.OwnerDetached, NoRenew: true, LockDelay: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	r.clock.Advance(short)
+	r.waitLeaseEvent(t, ipc.EventLost, "db/primary")
+	r.d.bg.Wait()
+
+	r.d.mu.Lock()
+	at := r.clock.Now()
+	delays := 0
+	for _, m := range r.d.delayed {
+		for _, dl := range m {
+			delays++
+			at = max(at, dl.renewAt)
+		}
+	}
+	r.d.mu.Unlock()
+	if delays != 1 {
+		t.Fatalf("%d delays, want db/primary's", delays)
+	}
+	due := r.d.dueSessions(at.Add(time.Millisecond))
+	if len(due) == 0 {
+		t.Fatalf("the delayed session is not due at %v", at)
+	}
+	if got := batchTimeout(r.d.cfg.RenewTimeout, due); got > short/4 {
+		t.Fatalf("a keepalive carrying only the delayed session (ttl %v) times out after %v: one lost reply and the grantor frees the name within its lock-delay", short, got)
+	}
+}

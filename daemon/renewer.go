@@ -370,15 +370,22 @@ const ownerCheckInterval = time.Second
 
 // batchTimeout is how long a keepalive of ss may take: limit, and no
 // more than a quarter of the shortest term of a session with a lease in
-// it. A session in the batch only to be asked after, or for a lost
-// grant's lock-delay (no lease to renew in time), does not shorten it.
+// it; a session in the batch only to be asked after, or for a lost
+// grant's lock-delay, does not shorten the renewal of live leases. A
+// batch of such sessions alone takes a quarter of their shortest term,
+// so that a lost reply is retried before the grantor's expiry.
 func batchTimeout(limit time.Duration, ss []*sessionBatch) time.Duration {
+	live, all, hasLive := limit, limit, false
 	for _, sb := range ss {
 		if len(sb.leases) > 0 {
-			limit = min(limit, sb.s.ttl/4)
+			live, hasLive = min(live, sb.s.ttl/4), true
 		}
+		all = min(all, sb.s.ttl/4)
 	}
-	return limit
+	if hasLive {
+		return live
+	}
+	return all
 }
 
 func backoff(failures int) time.Duration {

@@ -150,6 +150,9 @@ func (l *lessor) join(o *office, c acquireCmd, wait time.Duration) (w *waiter, a
 	if q := l.waiterLocked(o, c); q != nil {
 		q.calls++
 		l.wakeIfFreeLocked(o, c.Lease)
+		if l.fsm.hasOutcome(c.ID.Session, c.ID.Seq) {
+			poke(q.wake) // granted by another call's entry: proposing answers it
+		}
 		l.mu.Unlock()
 		l.test(testEvent{what: "queued", lease: c.Lease})
 		return q, nil

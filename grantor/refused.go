@@ -34,6 +34,15 @@ import (
 // calls that both found no waiter of the id and no refusal, one of them
 // proposing while the other queued and its wait ran out): that entry may
 // still grant.
+//
+// The memory is kept per identity (the caller's certificate name): one
+// identity's refusals never push out another's, and a call is answered
+// only from its own identity's. Each identity keeps at most
+// maxRefusedPerIdentity, oldest forgotten first, and each for
+// refusedKept; so the office holds at most that many per identity that
+// was refused (about 100 bytes each), and the identities are the
+// certificates the cluster's CA issued. Without TLS every caller is one
+// identity and shares one budget.
 
 const (
 	// refusedKept is how long an office remembers a refusal: the longest
@@ -42,15 +51,11 @@ const (
 	// to spare. A call sent before its id was answered refused has been
 	// given up by its sidecar by then.
 	refusedKept = MaxWait + time.Minute
-	// maxRefusedPerSession bounds the refusals remembered for one session
-	// and identity: past it, the lowest seq is forgotten (a sidecar numbers
-	// its requests upwards, and a late call comes within seconds), and one
-	// lower than every seq remembered is not remembered. Small, so that
-	// finding the lowest costs little under lessor.mu.
-	maxRefusedPerSession = 256
-	// maxRefused bounds the refusals an office remembers in all (about
-	// 100 bytes each); past it, the oldest is forgotten.
-	maxRefused = 1 << 16
+	// maxRefusedPerIdentity bounds the refusals an office remembers for
+	// one identity; past it, that identity's oldest is forgotten. A late
+	// call comes within seconds of its retry's refusal, so only an
+	// identity refused this many times in those seconds loses one.
+	maxRefusedPerIdentity = 1 << 16
 )
 
 // refusal is the answer an office gave a request id: *acquireResult or
@@ -60,33 +65,27 @@ type refusal struct {
 	at  clockwatch.Instant
 }
 
-// refusedBucket names the refusals of one session given to one identity.
-// Keyed by identity too, so that a caller of another identity that names
-// a session (acquire refuses it when the session is owned; not yet, when
-// it is not) remembers nothing for the session's own calls.
-type refusedBucket struct{ session, identity string }
-
-// refusedSession is the refusals of one bucket, by seq.
-type refusedSession struct {
-	bySeq map[uint64]refusal
-	// floor is the session's floor in the FSM when the seqs below it
-	// were last dropped (the FSM answers a call of those stale).
-	floor uint64
-}
-
-// refusedRef names a remembered refusal in answer order.
-type refusedRef struct {
-	bucket refusedBucket
-	seq    uint64
-	at     clockwatch.Instant
-}
-
-// refusals is an office's memory of the request ids it answered refused.
-// Guarded by lessor.mu.
+// refusals is an office's memory of the request ids it answered refused,
+// by identity. Guarded by lessor.mu.
 type refusals struct {
-	buckets map[refusedBucket]*refusedSession
-	order   []refusedRef // oldest first; refs to forgotten ones are skipped
+	byIdentity map[string]*identityRefusals
 }
+
+// identityRefusals is one identity's refusals: byID and order hold the
+// same request ids (an entry leaves both at once, from the front of
+// order).
+type identityRefusals struct {
+	byID  map[refusedID]refusal
+	order []refusedID // oldest first
+}
+
+// refusedID is a request id as a map key.
+type refusedID struct {
+	session string
+	seq     uint64
+}
+
+func refusedIDOf(c acquireCmd) refusedID { return refusedID{c.ID.Session, c.ID.Seq} }
 
 // isRefusal reports whether res, a call's answer, refuses the request:
 // not granted (and not a retry of a grant that has ended), or a limit
@@ -108,18 +107,15 @@ func isRefusal(res any) bool {
 // after the refusal (an entry in flight, see above) makes the refusal
 // void, and a proposal of c is answered that grant.
 func (l *lessor) refusedLocked(o *office, c acquireCmd) (any, bool) {
-	l.forgetOldRefusalsLocked(o, l.clock.Now())
-	b := refusedBucket{c.ID.Session, c.Identity}
-	rs := o.refused.buckets[b]
-	if rs == nil {
+	ir := l.identityRefusalsLocked(o, c.Identity, false)
+	if ir == nil {
 		return nil, false
 	}
-	r, ok := rs.bySeq[c.ID.Seq]
-	if ok && l.fsm.hasOutcome(c.ID.Session, c.ID.Seq) {
-		l.forgetLocked(o, b, rs, c.ID.Seq)
+	r, ok := ir.byID[refusedIDOf(c)]
+	if !ok || l.fsm.hasOutcome(c.ID.Session, c.ID.Seq) {
 		return nil, false
 	}
-	return r.res, ok
+	return r.res, true
 }
 
 // rememberRefusalLocked records res as the answer of c's request id to
@@ -129,80 +125,44 @@ func (l *lessor) rememberRefusalLocked(o *office, c acquireCmd, res any) {
 	if !isRefusal(res) || l.fsm.hasOutcome(c.ID.Session, c.ID.Seq) {
 		return
 	}
-	now := l.clock.Now()
-	l.forgetOldRefusalsLocked(o, now)
-	b, seq := refusedBucket{c.ID.Session, c.Identity}, c.ID.Seq
-	all := &o.refused
-	rs := all.buckets[b]
-	if rs == nil {
-		if all.buckets == nil {
-			all.buckets = map[refusedBucket]*refusedSession{}
-		}
-		rs = &refusedSession{bySeq: map[uint64]refusal{}}
-		all.buckets[b] = rs
-	}
-	if _, ok := rs.bySeq[seq]; ok {
+	ir := l.identityRefusalsLocked(o, c.Identity, true)
+	id := refusedIDOf(c)
+	if _, ok := ir.byID[id]; ok {
 		return
 	}
-	if floor := l.fsm.sessionFloor(c.ID.Session); floor > rs.floor {
-		rs.floor = floor
-		for s := range rs.bySeq {
-			if s < floor {
-				delete(rs.bySeq, s)
-			}
-		}
+	if len(ir.order) >= maxRefusedPerIdentity {
+		ir.forgetOldest()
 	}
-	if len(rs.bySeq) >= maxRefusedPerSession {
-		lowest := seq
-		for s := range rs.bySeq {
-			lowest = min(lowest, s)
-		}
-		if lowest == seq {
-			return // below every seq remembered: the oldest, forgotten first
-		}
-		delete(rs.bySeq, lowest)
-	}
-	rs.bySeq[seq] = refusal{res: res, at: now}
-	all.order = append(all.order, refusedRef{bucket: b, seq: seq, at: now})
-	for len(all.order) > maxRefused {
-		l.forgetOldestRefusalLocked(o)
-	}
+	ir.byID[id] = refusal{res: res, at: l.clock.Now()}
+	ir.order = append(ir.order, id)
 }
 
-// forgetOldRefusalsLocked forgets the refusals given refusedKept or more
-// before now.
-func (l *lessor) forgetOldRefusalsLocked(o *office, now clockwatch.Instant) {
-	for len(o.refused.order) > 0 && now.Sub(o.refused.order[0].at) >= refusedKept {
-		l.forgetOldestRefusalLocked(o)
-	}
-}
-
-func (l *lessor) forgetOldestRefusalLocked(o *office) {
-	all := &o.refused
-	ref := all.order[0]
-	all.order = all.order[1:]
-	if rs := all.buckets[ref.bucket]; rs != nil {
-		if r, ok := rs.bySeq[ref.seq]; ok && r.at == ref.at {
-			l.forgetLocked(o, ref.bucket, rs, ref.seq)
+// identityRefusalsLocked returns identity's refusals in o, the ones given
+// refusedKept or more ago forgotten; nil when it has none, unless create.
+func (l *lessor) identityRefusalsLocked(o *office, identity string, create bool) *identityRefusals {
+	ir := o.refused.byIdentity[identity]
+	if ir != nil {
+		now := l.clock.Now()
+		for len(ir.order) > 0 && now.Sub(ir.byID[ir.order[0]].at) >= refusedKept {
+			ir.forgetOldest()
+		}
+		if len(ir.order) == 0 && !create {
+			delete(o.refused.byIdentity, identity)
+			return nil
 		}
 	}
+	if ir == nil && create {
+		if o.refused.byIdentity == nil {
+			o.refused.byIdentity = map[string]*identityRefusals{}
+		}
+		ir = &identityRefusals{byID: map[refusedID]refusal{}}
+		o.refused.byIdentity[identity] = ir
+	}
+	return ir
 }
 
-// forgetLocked forgets the refusal of seq in bucket b (rs).
-func (l *lessor) forgetLocked(o *office, b refusedBucket, rs *refusedSession, seq uint64) {
-	delete(rs.bySeq, seq)
-	if len(rs.bySeq) == 0 {
-		delete(o.refused.buckets, b)
-	}
-}
-
-// sessionFloor returns the seq below which the FSM answers session's
-// requests stale (0: no record).
-func (f *fsm) sessionFloor(session string) uint64 {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	if s := f.st.Sessions[session]; s != nil {
-		return s.Floor
-	}
-	return 0
+// forgetOldest forgets the oldest refusal of ir.
+func (ir *identityRefusals) forgetOldest() {
+	delete(ir.byID, ir.order[0])
+	ir.order = ir.order[1:]
 }

@@ -2,6 +2,7 @@ package grantor
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -339,40 +340,123 @@ func TestRefusalOfAnotherIdentitysCallDoesNotPoisonTheSession(t *testing.T) {
 	}
 }
 
-// Review 18, finding G-c: maxRefusedPerSession is not a bound for a
-// session whose refusals come in descending seq order: at the cap,
-// rememberRefusalLocked deletes the lowest of the session's seqs and the
-// new one, which is the lowest (a no-op), and adds the new one. join's
-// behind-the-queue refusal needs no entry, so nothing checks the seq
-// against the session's floor first.
-func TestRefusalsPerSessionStayBoundedForDescendingSeqs(t *testing.T) {
+// Review 18, finding G-c: the refusals remembered stayed unbounded for a
+// session whose refusals came in descending seq order (the per-session
+// cap deleted the new, lowest seq and added it all the same). Now each
+// identity keeps at most maxRefusedPerIdentity, oldest first, whatever
+// the order of the seqs.
+func TestRefusalsPerIdentityStayBoundedForDescendingSeqs(t *testing.T) {
 	h := newHarness(t)
 	h.takeOffice()
 	o := h.l.cur
 	h.l.mu.Lock()
 	defer h.l.mu.Unlock()
-	for seq := uint64(maxRefusedPerSession + 100); seq > 0; seq-- {
+	for seq := uint64(maxRefusedPerIdentity + 100); seq > 0; seq-- {
 		h.l.rememberRefusalLocked(o, acquireCmd{ID: requestID{Session: "s", Seq: seq}}, &acquireResult{Token: 1})
 	}
-	if n := len(o.refused.buckets[refusedBucket{session: "s"}].bySeq); n > maxRefusedPerSession {
-		t.Fatalf("session s has %d refusals remembered, maxRefusedPerSession %d", n, maxRefusedPerSession)
+	ir := o.refused.byIdentity[""]
+	if n := len(ir.byID); n > maxRefusedPerIdentity || len(ir.order) != n {
+		t.Fatalf("%d refusals remembered for one identity (%d in order), maxRefusedPerIdentity %d", n, len(ir.order), maxRefusedPerIdentity)
+	}
+	if _, ok := h.l.refusedLocked(o, acquireCmd{ID: requestID{Session: "s", Seq: 1}}); !ok {
+		t.Fatal("the newest refusal is not remembered")
 	}
 }
 
-// BenchmarkRememberRefusalAtTheSessionCap is the cost, under lessor.mu,
-// of one refusal of a session holding maxRefusedPerSession of them (a
-// TryLock poller behind a queue: join refuses without an entry, so the
-// FSM floor does not move): a walk of its maxRefusedPerSession seqs to find the lowest.
-func BenchmarkRememberRefusalAtTheSessionCap(b *testing.B) {
+// BenchmarkRememberRefusalAtTheIdentityCap is the cost, under lessor.mu,
+// of one refusal of an identity holding maxRefusedPerIdentity of them (a
+// TryLock poller behind a queue: join refuses without an entry).
+func BenchmarkRememberRefusalAtTheIdentityCap(b *testing.B) {
 	l := newLessor(lessorConfig{clock: clockwatch.NewFake(clockwatch.Instant(1000 * time.Second))}, newFSM(), nil)
 	o := &office{}
 	seq := uint64(1)
-	for ; seq <= maxRefusedPerSession; seq++ {
+	for ; seq <= maxRefusedPerIdentity; seq++ {
 		l.rememberRefusalLocked(o, acquireCmd{ID: requestID{Session: "s", Seq: seq}}, &acquireResult{Token: 1})
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		l.rememberRefusalLocked(o, acquireCmd{ID: requestID{Session: "s", Seq: seq}}, &acquireResult{Token: 1})
 		seq++
+	}
+}
+
+func refusedCmd(session, identity string, seq uint64) acquireCmd {
+	return acquireCmd{ID: requestID{Session: session, Seq: seq}, Lease: "L", Owner: "o", TTL: 10 * time.Second, Identity: identity}
+}
+
+// Review 19, R-1: at 2a2c7e8 the office-wide bound counted the refs in
+// its order list, not the refusals kept: a TryLock poller at its
+// session's cap left a dead ref per refusal, and after 65,536 of them
+// each of its refusals forgot the oldest live refusal of every other
+// session and identity (at 1,000 a second, after 65 s instead of
+// refusedKept). Each identity now keeps its own, one ref per refusal.
+func TestOnePollingSessionDoesNotFlushOtherSessionsRefusals(t *testing.T) {
+	h := newHarness(t)
+	h.takeOffice()
+	o := h.l.cur
+	h.l.mu.Lock()
+	defer h.l.mu.Unlock()
+	a := refusedCmd("a", "A", 1)
+	h.l.rememberRefusalLocked(o, a, &acquireResult{Token: 1})
+	for seq := uint64(1); seq <= maxRefusedPerIdentity; seq++ {
+		h.l.rememberRefusalLocked(o, refusedCmd("p", "P", seq), &acquireResult{Token: 1})
+	}
+	if _, ok := h.l.refusedLocked(o, a); !ok {
+		t.Fatalf("A's refusal of (a,1) is forgotten after %d refusals of another session and identity", maxRefusedPerIdentity)
+	}
+}
+
+// Review 19, R-2: at 2a2c7e8 refusals were kept per (session, identity)
+// but under one budget for the office: a caller of one identity that
+// names made-up sessions (a wait-0 Acquire behind a queue is refused
+// without an entry and leaves no state in the FSM, R8-2) made the office
+// forget every other identity's refusals, and a late first attempt of
+// A's refused request was then queued afresh. Each identity now has a
+// budget of its own.
+func TestAnotherIdentitysRefusalsDoNotFlushTheMemory(t *testing.T) {
+	h := newHarness(t)
+	h.takeOffice()
+	if r := h.acquire(acq("m", 1, "M", 10*time.Second)); !r.Granted {
+		t.Fatalf("M: %+v", r)
+	}
+	h.enqueueWaiter(h.ctx(), acq("q", 1, "M", 10*time.Second), time.Minute) // M has a queue
+	a := acq("a", 1, "M", 10*time.Second)
+	a.Identity = "A"
+	if r, err := h.l.acquire(h.ctx(), a, 0); err != nil || r.Granted {
+		t.Fatalf("A's (a,1): %+v %v", r, err)
+	}
+	for i := 0; i < maxRefusedPerIdentity; i++ {
+		c := acq(fmt.Sprintf("b%d", i), 1, "M", 10*time.Second)
+		c.Identity = "B"
+		if r, err := h.l.acquire(h.ctx(), c, 0); err != nil || r.Granted {
+			t.Fatalf("B's call %d: %+v %v", i, r, err)
+		}
+	}
+	h.l.mu.Lock()
+	_, ok := h.l.refusedLocked(h.l.cur, a)
+	h.l.mu.Unlock()
+	if !ok {
+		t.Fatalf("A's refusal of (a,1) was forgotten after %d wait-0 calls of identity B under sessions B made up", maxRefusedPerIdentity)
+	}
+}
+
+// Review 19, R-3: at 2a2c7e8 a session kept 256 refusals: a sidecar
+// session whose Acquire (a,1) was refused and whose host then had 256
+// more refused (TryLock pollers of other names, a few seconds at 100/s)
+// forgot (a,1), and a late first attempt of it was queued afresh and
+// granted by the next release (G1).
+func TestSessionsOwnRefusalSurvivesItsNext256Refusals(t *testing.T) {
+	h := newHarness(t)
+	h.takeOffice()
+	o := h.l.cur
+	h.l.mu.Lock()
+	defer h.l.mu.Unlock()
+	first := refusedCmd("a", "A", 1)
+	h.l.rememberRefusalLocked(o, first, &acquireResult{Token: 1})
+	for seq := uint64(2); seq <= 257; seq++ {
+		h.l.rememberRefusalLocked(o, refusedCmd("a", "A", seq), &acquireResult{Token: 1})
+	}
+	if _, ok := h.l.refusedLocked(o, first); !ok {
+		t.Fatalf("(a,1)'s refusal forgotten after 256 later refusals of its session")
 	}
 }
