@@ -1,6 +1,7 @@
 package grantor
 
 import (
+	"container/list"
 	"errors"
 	"time"
 
@@ -35,14 +36,16 @@ import (
 // proposing while the other queued and its wait ran out): that entry may
 // still grant.
 //
-// The memory is kept per identity (the caller's certificate name): one
-// identity's refusals never push out another's, and a call is answered
-// only from its own identity's. Each identity keeps at most
-// maxRefusedPerIdentity, oldest forgotten first, and each for
-// refusedKept; so the office holds at most that many per identity that
-// was refused (about 100 bytes each), and the identities are the
-// certificates the cluster's CA issued. Without TLS every caller is one
-// identity and shares one budget.
+// The memory is bounded three ways: each refusal is kept refusedKept
+// (forgotten in answer order, whoever's it is, on any call); an identity
+// (a caller's certificate name) keeps at most maxRefusedPerIdentity, its
+// own oldest forgotten first, so that one identity's polling never
+// pushes out another's; and the office keeps at most maxRefused in all
+// (about 400 bytes each with the longest session ids: some 26 MB;
+// BenchmarkRefusalMemoryBytesPerRefusal), the oldest forgotten first, so
+// that it takes maxRefused / maxRefusedPerIdentity identities polling at
+// once to push out the refusals of others. A call is answered only from
+// its own identity's refusals. Without TLS every caller is one identity.
 
 const (
 	// refusedKept is how long an office remembers a refusal: the longest
@@ -55,28 +58,23 @@ const (
 	// one identity; past it, that identity's oldest is forgotten. A late
 	// call comes within seconds of its retry's refusal, so only an
 	// identity refused this many times in those seconds loses one.
-	maxRefusedPerIdentity = 1 << 16
+	maxRefusedPerIdentity = 1 << 12
+	// maxRefused bounds the refusals an office remembers in all; past it,
+	// the oldest is forgotten.
+	maxRefused = 1 << 16
 )
 
-// refusal is the answer an office gave a request id: *acquireResult or
-// error, and when.
-type refusal struct {
-	res any
-	at  clockwatch.Instant
-}
-
-// refusals is an office's memory of the request ids it answered refused,
-// by identity. Guarded by lessor.mu.
+// refusals is an office's memory of the request ids it answered refused.
+// Guarded by lessor.mu.
 type refusals struct {
+	all        list.List // of *refusal, oldest first
 	byIdentity map[string]*identityRefusals
 }
 
-// identityRefusals is one identity's refusals: byID and order hold the
-// same request ids (an entry leaves both at once, from the front of
-// order).
+// identityRefusals is one identity's refusals.
 type identityRefusals struct {
-	byID  map[refusedID]refusal
-	order []refusedID // oldest first
+	byID  map[refusedID]*refusal
+	order list.List // of *refusal, oldest first
 }
 
 // refusedID is a request id as a map key.
@@ -86,6 +84,18 @@ type refusedID struct {
 }
 
 func refusedIDOf(c acquireCmd) refusedID { return refusedID{c.ID.Session, c.ID.Seq} }
+
+// refusal is the answer an office gave a request id of an identity
+// (*acquireResult or error), and when; it stands in both lists, and in
+// its identity's byID, until it is forgotten from all three at once.
+type refusal struct {
+	identity string
+	id       refusedID
+	res      any
+	at       clockwatch.Instant
+	inAll    *list.Element
+	inOwn    *list.Element
+}
 
 // isRefusal reports whether res, a call's answer, refuses the request:
 // not granted (and not a retry of a grant that has ended), or a limit
@@ -107,12 +117,10 @@ func isRefusal(res any) bool {
 // after the refusal (an entry in flight, see above) makes the refusal
 // void, and a proposal of c is answered that grant.
 func (l *lessor) refusedLocked(o *office, c acquireCmd) (any, bool) {
-	ir := l.identityRefusalsLocked(o, c.Identity, false)
-	if ir == nil {
-		return nil, false
-	}
-	r, ok := ir.byID[refusedIDOf(c)]
-	if !ok || l.fsm.hasOutcome(c.ID.Session, c.ID.Seq) {
+	rs := &o.refused
+	rs.expire(l.clock.Now())
+	r := rs.byIdentity[c.Identity].lookup(refusedIDOf(c))
+	if r == nil || l.fsm.hasOutcome(c.ID.Session, c.ID.Seq) {
 		return nil, false
 	}
 	return r.res, true
@@ -125,44 +133,54 @@ func (l *lessor) rememberRefusalLocked(o *office, c acquireCmd, res any) {
 	if !isRefusal(res) || l.fsm.hasOutcome(c.ID.Session, c.ID.Seq) {
 		return
 	}
-	ir := l.identityRefusalsLocked(o, c.Identity, true)
+	rs := &o.refused
+	now := l.clock.Now()
+	rs.expire(now)
 	id := refusedIDOf(c)
-	if _, ok := ir.byID[id]; ok {
+	ir := rs.byIdentity[c.Identity]
+	if ir.lookup(id) != nil {
 		return
 	}
-	if len(ir.order) >= maxRefusedPerIdentity {
-		ir.forgetOldest()
+	if ir == nil {
+		if rs.byIdentity == nil {
+			rs.byIdentity = map[string]*identityRefusals{}
+		}
+		ir = &identityRefusals{byID: map[refusedID]*refusal{}}
+		rs.byIdentity[c.Identity] = ir
 	}
-	ir.byID[id] = refusal{res: res, at: l.clock.Now()}
-	ir.order = append(ir.order, id)
+	if ir.order.Len() >= maxRefusedPerIdentity {
+		rs.forget(ir.order.Front().Value.(*refusal))
+	}
+	if rs.all.Len() >= maxRefused {
+		rs.forget(rs.all.Front().Value.(*refusal))
+	}
+	r := &refusal{identity: c.Identity, id: id, res: res, at: now}
+	r.inAll, r.inOwn = rs.all.PushBack(r), ir.order.PushBack(r)
+	ir.byID[id] = r
 }
 
-// identityRefusalsLocked returns identity's refusals in o, the ones given
-// refusedKept or more ago forgotten; nil when it has none, unless create.
-func (l *lessor) identityRefusalsLocked(o *office, identity string, create bool) *identityRefusals {
-	ir := o.refused.byIdentity[identity]
-	if ir != nil {
-		now := l.clock.Now()
-		for len(ir.order) > 0 && now.Sub(ir.byID[ir.order[0]].at) >= refusedKept {
-			ir.forgetOldest()
-		}
-		if len(ir.order) == 0 && !create {
-			delete(o.refused.byIdentity, identity)
-			return nil
-		}
+// lookup returns ir's refusal of id, nil if none (or ir is nil).
+func (ir *identityRefusals) lookup(id refusedID) *refusal {
+	if ir == nil {
+		return nil
 	}
-	if ir == nil && create {
-		if o.refused.byIdentity == nil {
-			o.refused.byIdentity = map[string]*identityRefusals{}
-		}
-		ir = &identityRefusals{byID: map[refusedID]refusal{}}
-		o.refused.byIdentity[identity] = ir
-	}
-	return ir
+	return ir.byID[id]
 }
 
-// forgetOldest forgets the oldest refusal of ir.
-func (ir *identityRefusals) forgetOldest() {
-	delete(ir.byID, ir.order[0])
-	ir.order = ir.order[1:]
+// expire forgets the refusals given refusedKept or more before now.
+func (rs *refusals) expire(now clockwatch.Instant) {
+	for e := rs.all.Front(); e != nil && now.Sub(e.Value.(*refusal).at) >= refusedKept; e = rs.all.Front() {
+		rs.forget(e.Value.(*refusal))
+	}
+}
+
+// forget takes r out of the memory.
+func (rs *refusals) forget(r *refusal) {
+	ir := rs.byIdentity[r.identity]
+	rs.all.Remove(r.inAll)
+	ir.order.Remove(r.inOwn)
+	delete(ir.byID, r.id)
+	if ir.order.Len() == 0 {
+		delete(rs.byIdentity, r.identity)
+	}
 }

@@ -3,6 +3,7 @@ package grantor
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -355,8 +356,8 @@ func TestRefusalsPerIdentityStayBoundedForDescendingSeqs(t *testing.T) {
 		h.l.rememberRefusalLocked(o, acquireCmd{ID: requestID{Session: "s", Seq: seq}}, &acquireResult{Token: 1})
 	}
 	ir := o.refused.byIdentity[""]
-	if n := len(ir.byID); n > maxRefusedPerIdentity || len(ir.order) != n {
-		t.Fatalf("%d refusals remembered for one identity (%d in order), maxRefusedPerIdentity %d", n, len(ir.order), maxRefusedPerIdentity)
+	if n := len(ir.byID); n > maxRefusedPerIdentity || ir.order.Len() != n || o.refused.all.Len() != n {
+		t.Fatalf("%d refusals remembered for one identity (%d in its order, %d in all), maxRefusedPerIdentity %d", n, ir.order.Len(), o.refused.all.Len(), maxRefusedPerIdentity)
 	}
 	if _, ok := h.l.refusedLocked(o, acquireCmd{ID: requestID{Session: "s", Seq: 1}}); !ok {
 		t.Fatal("the newest refusal is not remembered")
@@ -398,11 +399,11 @@ func TestOnePollingSessionDoesNotFlushOtherSessionsRefusals(t *testing.T) {
 	defer h.l.mu.Unlock()
 	a := refusedCmd("a", "A", 1)
 	h.l.rememberRefusalLocked(o, a, &acquireResult{Token: 1})
-	for seq := uint64(1); seq <= maxRefusedPerIdentity; seq++ {
+	for seq := uint64(1); seq <= maxRefused; seq++ {
 		h.l.rememberRefusalLocked(o, refusedCmd("p", "P", seq), &acquireResult{Token: 1})
 	}
 	if _, ok := h.l.refusedLocked(o, a); !ok {
-		t.Fatalf("A's refusal of (a,1) is forgotten after %d refusals of another session and identity", maxRefusedPerIdentity)
+		t.Fatalf("A's refusal of (a,1) is forgotten after %d refusals of another session and identity", maxRefused)
 	}
 }
 
@@ -425,7 +426,7 @@ func TestAnotherIdentitysRefusalsDoNotFlushTheMemory(t *testing.T) {
 	if r, err := h.l.acquire(h.ctx(), a, 0); err != nil || r.Granted {
 		t.Fatalf("A's (a,1): %+v %v", r, err)
 	}
-	for i := 0; i < maxRefusedPerIdentity; i++ {
+	for i := 0; i < maxRefused; i++ {
 		c := acq(fmt.Sprintf("b%d", i), 1, "M", 10*time.Second)
 		c.Identity = "B"
 		if r, err := h.l.acquire(h.ctx(), c, 0); err != nil || r.Granted {
@@ -436,7 +437,7 @@ func TestAnotherIdentitysRefusalsDoNotFlushTheMemory(t *testing.T) {
 	_, ok := h.l.refusedLocked(h.l.cur, a)
 	h.l.mu.Unlock()
 	if !ok {
-		t.Fatalf("A's refusal of (a,1) was forgotten after %d wait-0 calls of identity B under sessions B made up", maxRefusedPerIdentity)
+		t.Fatalf("A's refusal of (a,1) was forgotten after %d wait-0 calls of identity B under sessions B made up", maxRefused)
 	}
 }
 
@@ -459,4 +460,54 @@ func TestSessionsOwnRefusalSurvivesItsNext256Refusals(t *testing.T) {
 	if _, ok := h.l.refusedLocked(o, first); !ok {
 		t.Fatalf("(a,1)'s refusal forgotten after 256 later refusals of its session")
 	}
+}
+
+// Review 20, R20-1: at 0f0d998 refusals were expired only on their own
+// identity's next call: an identity refused and then quiet (a host gone,
+// a certificate renamed on rotation) kept its refusals for the life of
+// the office, not refusedKept, and a fleet's churn grew the memory
+// without bound. Expiry now runs over the office's refusals in answer
+// order on every call.
+func TestQuietIdentitysRefusalsAreForgottenAfterRefusedKept(t *testing.T) {
+	clock := clockwatch.NewFake(clockwatch.Instant(1000 * time.Second))
+	l := newLessor(lessorConfig{clock: clock}, newFSM(), nil)
+	o := &office{}
+	l.mu.Lock()
+	for seq := uint64(1); seq <= 100; seq++ {
+		l.rememberRefusalLocked(o, refusedCmd("a", "A", seq), &acquireResult{Token: 1})
+	}
+	l.mu.Unlock()
+	clock.Advance(refusedKept + time.Second)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for seq := uint64(1); seq <= 100; seq++ {
+		c := refusedCmd("b", "B", seq)
+		l.rememberRefusalLocked(o, c, &acquireResult{Token: 1})
+		l.refusedLocked(o, c)
+	}
+	if ir := o.refused.byIdentity["A"]; ir != nil && ir.order.Len() > 0 {
+		t.Fatalf("identity A, quiet since, still has %d refusals remembered %v after they were given (refusedKept %v)", ir.order.Len(), refusedKept+time.Second, refusedKept)
+	}
+}
+
+// BenchmarkRefusalMemoryBytesPerRefusal reports the heap one remembered
+// refusal takes (64-byte session ids, the longest validSession allows;
+// 64 identities, the office full).
+func BenchmarkRefusalMemoryBytesPerRefusal(b *testing.B) {
+	l := newLessor(lessorConfig{clock: clockwatch.NewFake(clockwatch.Instant(1000 * time.Second))}, newFSM(), nil)
+	o := &office{}
+	const n = maxRefused
+	var ms0, ms1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms0)
+	l.mu.Lock()
+	for i := 0; i < n; i++ {
+		s := fmt.Sprintf("%064d", i)
+		l.rememberRefusalLocked(o, refusedCmd(s, fmt.Sprint("host", i%64), 1), &acquireResult{Token: 1, Limit: 1, Holders: 1, HolderName: "holder"})
+	}
+	l.mu.Unlock()
+	runtime.GC()
+	runtime.ReadMemStats(&ms1)
+	b.ReportMetric(float64(ms1.HeapAlloc-ms0.HeapAlloc)/n, "B/refusal")
+	runtime.KeepAlive(o)
 }
