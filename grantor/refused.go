@@ -141,18 +141,20 @@ func (l *lessor) rememberRefusalLocked(o *office, c acquireCmd, res any) {
 	if ir.lookup(id) != nil {
 		return
 	}
-	if ir == nil {
+	if ir != nil && ir.order.Len() >= maxRefusedPerIdentity {
+		rs.forget(ir.order.Front().Value.(*refusal))
+	}
+	if rs.all.Len() >= maxRefused {
+		rs.forget(rs.all.Front().Value.(*refusal))
+	}
+	// Looked up again: an eviction may have forgotten the identity's
+	// last refusal, and its entry with it.
+	if ir = rs.byIdentity[c.Identity]; ir == nil {
 		if rs.byIdentity == nil {
 			rs.byIdentity = map[string]*identityRefusals{}
 		}
 		ir = &identityRefusals{byID: map[refusedID]*refusal{}}
 		rs.byIdentity[c.Identity] = ir
-	}
-	if ir.order.Len() >= maxRefusedPerIdentity {
-		rs.forget(ir.order.Front().Value.(*refusal))
-	}
-	if rs.all.Len() >= maxRefused {
-		rs.forget(rs.all.Front().Value.(*refusal))
 	}
 	r := &refusal{identity: c.Identity, id: id, res: res, at: now}
 	r.inAll, r.inOwn = rs.all.PushBack(r), ir.order.PushBack(r)

@@ -511,3 +511,50 @@ func BenchmarkRefusalMemoryBytesPerRefusal(b *testing.B) {
 	b.ReportMetric(float64(ms1.HeapAlloc-ms0.HeapAlloc)/n, "B/refusal")
 	runtime.KeepAlive(o)
 }
+
+// fillBehindOne gives identity A one refusal, then 65,535 of 16 other
+// identities (each under its own cap), so the office is full with A's
+// only refusal oldest, and then refuses A a second request id.
+func fillBehindOne(l *lessor, o *office) acquireCmd {
+	l.rememberRefusalLocked(o, refusedCmd("a", "A", 1), &acquireResult{Token: 1})
+	for n := 0; n < maxRefused-1; n++ {
+		i := n / maxRefusedPerIdentity
+		l.rememberRefusalLocked(o, refusedCmd(fmt.Sprint("h", i), fmt.Sprint("H", i), uint64(n)), &acquireResult{Token: 1})
+	}
+	second := refusedCmd("a", "A", 2)
+	l.rememberRefusalLocked(o, second, &acquireResult{Token: 1})
+	return second
+}
+
+// Review 21: the office-wide eviction of an identity's only refusal, when
+// that identity is refused again, took its entry away while the new
+// refusal went into the entry read before (d9fc9f8): the new refusal was
+// never found, and forgetting it later dereferenced the missing entry,
+// which stopped the leader on any call once it expired.
+func TestOfficeWideEvictionOfOwnLastKeepsNewRefusal(t *testing.T) {
+	clock := clockwatch.NewFake(clockwatch.Instant(1000 * time.Second))
+	l := newLessor(lessorConfig{clock: clock}, newFSM(), nil)
+	o := &office{}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	second := fillBehindOne(l, o)
+	if _, ok := l.refusedLocked(o, second); !ok {
+		t.Fatalf("A's refusal of (a,2), just given, is not found (byIdentity[A]=%v, all %d)", o.refused.byIdentity["A"], o.refused.all.Len())
+	}
+}
+
+func TestExpiringRefusalAfterOfficeWideEvictionDoesNotPanic(t *testing.T) {
+	clock := clockwatch.NewFake(clockwatch.Instant(1000 * time.Second))
+	l := newLessor(lessorConfig{clock: clock}, newFSM(), nil)
+	o := &office{}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fillBehindOne(l, o)
+	clock.Advance(refusedKept + time.Second)
+	defer func() {
+		if p := recover(); p != nil {
+			t.Fatalf("expiring the refusals panics: %v", p)
+		}
+	}()
+	l.refusedLocked(o, refusedCmd("b", "B", 1))
+}
