@@ -31,7 +31,8 @@
 //     session's grants only when the digests differ (sessions.go).
 //   - Waiting Acquires queue first come first served per lease in the
 //     leader's memory. A release or an expiry that frees a lease grants it
-//     to the head waiter in the same raft entry (handoff.go, acquire.go).
+//     to the head waiter in the same raft entry (handoff.go, acquire.go,
+//     waiters.go).
 //   - A grant's identity is its token: every granting Acquire takes the
 //     next one, a holder's re-acquire too; only a retry of the same
 //     (session, seq) gets the same grant back. Replies state the term

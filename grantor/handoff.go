@@ -11,7 +11,7 @@ package grantor
 // two, with the token counter and FIFO order unchanged: the waiter was
 // the head of the queue, and the next token is the next token.
 //
-// The leader marks the waiter it attaches as claimed (acquire.go): a
+// The leader marks the waiter it attaches as claimed (waiters.go): a
 // claimed waiter whose wait runs out does not leave, it waits for the
 // entry's outcome, so it either gets the grant or the grant did not
 // happen. A waiter whose client went away still has its grant recorded

@@ -276,7 +276,7 @@ func TestCallAfterAnEntryRefusedItsRequestIsNotGranted(t *testing.T) {
 // remembers. Two calls of one Acquire (w,1) race: call A (wait > 0)
 // proposes while the lease is held and is refused; the holder releases;
 // call B, which joined before A queued, proposes and is granted; then A
-// queues its waiter (enqueue, acquire.go: it finds no waiter and no
+// queues its waiter (enqueue, waiters.go: it finds no waiter and no
 // refusal, and the lease has no room: nobody is woken). The sidecar's
 // next call of (w,1) without wait (its abandon probe, or a retry with
 // nothing left of its wait) finds A's waiter: answerNow answers it the

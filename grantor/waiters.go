@@ -1,0 +1,229 @@
+package grantor
+
+import (
+	"slices"
+	"time"
+)
+
+// waiter is one Acquire request, (session, seq), queued for a held lease,
+// first come first served. Every call of that request id (the first, and
+// a sidecar's retries after a transport blip or an abandoned attempt)
+// attaches to the same waiter, so one request id gets one answer.
+type waiter struct {
+	cmd  acquireCmd
+	wake chan struct{} // 1-buffered: the lease may be free, propose now
+	// claimed is set (under lessor.mu) while an entry in flight carries
+	// this waiter's Acquire: a freeing entry's handoff (handoff.go) or the
+	// waiter's own proposal. A claimed waiter does not leave the queue; its
+	// outcome comes on done.
+	claimed bool
+	// calls counts the calls of cmd.ID waiting on this waiter (under
+	// lessor.mu). A claimed waiter whose calls all ended is a ghost: settle
+	// takes it out of the queue whatever its entry did.
+	calls int
+	done  chan struct{} // closed by settle once res is the request's outcome
+	res   any           // *acquireResult or error, set before done is closed
+	// unclaimed (1-buffered) is poked when an entry that carried w ends
+	// without an outcome for it: a call whose wait ran out meanwhile
+	// answers then.
+	unclaimed chan struct{}
+}
+
+// join attaches c to the waiter of its request id if there is one
+// (counted in its calls), or, when wait > 0 and c must queue behind
+// others, queues a new waiter for it. ans, when not nil, is c's answer
+// (*acquireResult or error), given without an entry: the refusal this
+// office gave c's request id already, or, without wait, the refusal of
+// an Acquire that may not take the lease ahead of the waiters queued,
+// which is remembered as its id's answer. Neither: c is to be proposed.
+func (l *lessor) join(o *office, c acquireCmd, wait time.Duration) (w *waiter, ans any) {
+	l.mu.Lock()
+	if q := l.waiterLocked(o, c); q != nil {
+		q.calls++
+		l.wakeIfFreeLocked(o, c.Lease)
+		if l.fsm.hasOutcome(c.ID.Session, c.ID.Seq) {
+			poke(q.wake) // granted by another call's entry: proposing answers it
+		}
+		l.mu.Unlock()
+		l.test(testEvent{what: "queued", lease: c.Lease})
+		return q, nil
+	}
+	if r, ok := l.refusedLocked(o, c); ok {
+		l.mu.Unlock()
+		l.test(testEvent{what: "refused again", lease: c.Lease})
+		return nil, r
+	}
+	behind := l.queuedBehindLocked(o, c)
+	if behind && wait == 0 {
+		r, err := l.fsm.standing(c)
+		ans = r
+		if err != nil {
+			ans = err
+		}
+		l.rememberRefusalLocked(o, c, ans)
+	}
+	l.mu.Unlock()
+	if behind && wait > 0 {
+		return l.enqueue(o, c)
+	}
+	return nil, ans
+}
+
+// waiterLocked returns the waiter of c's request id and identity, nil if
+// none is queued.
+func (l *lessor) waiterLocked(o *office, c acquireCmd) *waiter {
+	for _, q := range o.queues[c.Lease] {
+		if q.cmd.ID.Session == c.ID.Session && q.cmd.ID.Seq == c.ID.Seq && q.cmd.Identity == c.Identity {
+			return q
+		}
+	}
+	return nil
+}
+
+// queuedBehindLocked reports whether c must stay behind others that wait
+// for the lease (other request ids than c's): c is neither the holder
+// asking again nor a retry whose outcome the FSM remembers.
+func (l *lessor) queuedBehindLocked(o *office, c acquireCmd) bool {
+	if !slices.ContainsFunc(o.queues[c.Lease], func(w *waiter) bool {
+		return w.cmd.ID.Session != c.ID.Session || w.cmd.ID.Seq != c.ID.Seq
+	}) {
+		return false
+	}
+	if l.fsm.heldBy(c.Lease, c.ID.Session, c.Owner) {
+		return false
+	}
+	return !l.fsm.hasOutcome(c.ID.Session, c.ID.Seq)
+}
+
+// enqueue adds a waiter for c, with one call, at the tail of the lease's
+// queue; or attaches c to the waiter of its request id, if another call
+// of it queued one meanwhile. ans, when not nil, is c's answer instead:
+// the refusal this office gave c's request id meanwhile (refused.go).
+func (l *lessor) enqueue(o *office, c acquireCmd) (w *waiter, ans any) {
+	l.mu.Lock()
+	if w = l.waiterLocked(o, c); w != nil {
+		w.calls++
+	} else if r, ok := l.refusedLocked(o, c); ok {
+		l.mu.Unlock()
+		l.test(testEvent{what: "refused again", lease: c.Lease})
+		return nil, r
+	} else {
+		w = &waiter{cmd: c, wake: make(chan struct{}, 1), calls: 1, done: make(chan struct{}), unclaimed: make(chan struct{}, 1)}
+		o.queues[c.Lease] = append(o.queues[c.Lease], w)
+		if l.fsm.hasOutcome(c.ID.Session, c.ID.Seq) {
+			// Another call's entry granted the id since c's own entry
+			// was refused: c proposes at once, and is answered that.
+			poke(w.wake)
+		}
+	}
+	l.wakeIfFreeLocked(o, c.Lease)
+	l.mu.Unlock()
+	l.test(testEvent{what: "queued", lease: c.Lease})
+	return w, nil
+}
+
+// quit ends one call's wait on w. The last call of an unclaimed waiter
+// takes it out of the queue and, if the lease is free, wakes the new
+// head: a waiter that leaves passes the wake-up on. A claimed waiter
+// stays until settle, which takes a ghost (no calls left) out.
+func (l *lessor) quit(o *office, w *waiter) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	w.calls--
+	if w.calls <= 0 && !w.claimed {
+		l.dequeueLocked(o, w.cmd.Lease, w)
+	}
+}
+
+func (l *lessor) dequeueLocked(o *office, lease string, w *waiter) {
+	q := o.queues[lease]
+	if i := slices.Index(q, w); i >= 0 {
+		q = slices.Delete(q, i, i+1)
+	}
+	if len(q) == 0 {
+		delete(o.queues, lease)
+		return
+	}
+	o.queues[lease] = q
+	l.wakeIfFreeLocked(o, lease)
+}
+
+// claimLocked marks the head waiter of lease as carried by a freeing
+// entry, and returns it; nil when there is none or an entry in flight
+// carries the head already. Only the head is carried, for a semaphore
+// too: a second entry carrying the next waiter could, applied first (or
+// the head's entry freeing nothing), serve it before the head. A head
+// whose entry serves it leaves the queue and wakes the next; one whose
+// entry tried nothing is woken if the lease has room. One entry may carry
+// several waiters in queue order (an expiry freeing several slots of a
+// semaphore): carried is how many of the head's this entry carries
+// already, and the FSM tries them in that order.
+func (l *lessor) claimLocked(o *office, lease string, carried int) *waiter {
+	q := o.queues[lease]
+	if len(q) <= carried || q[carried].claimed {
+		return nil
+	}
+	w := q[carried]
+	w.claimed = true
+	return w
+}
+
+// nextWaiterLocked is the waiter of lease to serve next: the head, unless
+// an entry in flight carries it.
+func (l *lessor) nextWaiterLocked(o *office, lease string) *waiter {
+	if q := o.queues[lease]; len(q) > 0 && !q[0].claimed {
+		return q[0]
+	}
+	return nil
+}
+
+// settle ends w's claim with the outcome h of the entry that carried it
+// (nil: the entry failed). A granted waiter, one refused with an error,
+// or a retry whose grant has ended gets its outcome, for every call of
+// its id, and leaves the queue; one whose Acquire was not tried or was
+// refused waits on and is woken if the lease is free, unless it is a
+// ghost (its calls all ended), which leaves and passes the wake-up on. A
+// ghost granted keeps its grant under its request id: a retry of that id
+// is answered it, and its sidecar gives back what it does not want.
+func (l *lessor) settle(o *office, w *waiter, h *handoff) {
+	if w == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	w.claimed = false
+	if h != nil && h.Tried {
+		if r, ok := h.Res.(*acquireResult); !ok || r.Granted || r.Ended {
+			l.dequeueLocked(o, w.cmd.Lease, w)
+			if w.res == nil {
+				w.res = h.Res
+				close(w.done)
+			}
+			return
+		}
+	}
+	if w.calls <= 0 {
+		l.dequeueLocked(o, w.cmd.Lease, w)
+		return
+	}
+	poke(w.unclaimed)
+	l.wakeIfFreeLocked(o, w.cmd.Lease)
+}
+
+// wakeIfFreeLocked wakes the next waiter if the lease has room now (it is
+// free, or a semaphore below its limit). It closes the gap between a
+// waiter's failed proposal and its enqueue, in which a freeing event finds
+// nobody to wake.
+func (l *lessor) wakeIfFreeLocked(o *office, lease string) {
+	if l.fsm.hasRoom(lease) {
+		l.wakeHeadLocked(o, lease)
+	}
+}
+
+// wakeHeadLocked wakes only the next waiter of lease (nextWaiterLocked),
+// none when an entry in flight carries the head.
+func (l *lessor) wakeHeadLocked(o *office, lease string) {
+	if w := l.nextWaiterLocked(o, lease); w != nil {
+		poke(w.wake)
+	}
+}
