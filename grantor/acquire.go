@@ -42,7 +42,19 @@ func (l *lessor) acquire(ctx context.Context, c acquireCmd, wait time.Duration) 
 		defer t.Stop()
 		expired = t.C()
 	}
-	w, ans := l.join(o, c, wait)
+	var (
+		w           *waiter
+		ans         any
+		other, mine *proposal
+	)
+	for {
+		if w, ans, other, mine = l.join(o, c, wait); other == nil {
+			break
+		}
+		if res, err, final := l.awaitProposal(ctx, o, c, other, wait > 0); final {
+			return res, err
+		}
+	}
 	switch {
 	case ans != nil:
 		return handedOff(ans)
@@ -56,12 +68,17 @@ func (l *lessor) acquire(ctx context.Context, c acquireCmd, wait time.Duration) 
 		if err != nil || res.Granted || res.Ended {
 			// Ended: a retry of a grant that has ended; waiting
 			// would not change that answer.
+			l.endProposal(o, c, mine, res, err)
 			return res, err
 		}
 		if wait == 0 {
-			return l.refusedNow(ctx, o, c, res)
+			res, err = l.refusedNow(ctx, o, c, res)
+			l.endProposal(o, c, mine, res, err)
+			return res, err
 		}
-		if w, ans = l.enqueue(o, c); ans != nil {
+		w, ans = l.enqueue(o, c)
+		l.endProposal(o, c, mine, nil, nil) // queued: its other calls join the waiter
+		if ans != nil {
 			return handedOff(ans)
 		}
 		defer l.quit(o, w)

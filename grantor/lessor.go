@@ -146,6 +146,9 @@ type office struct {
 	// later call of one is answered the same (refused.go). Guarded by
 	// lessor.mu.
 	refused refusals
+	// proposing are the Acquires proposed with no waiter, in flight
+	// (proposing.go). Guarded by lessor.mu.
+	proposing map[proposalKey]*proposal
 }
 
 // sessionState is the leader's view of one session: its expiry while it

@@ -558,3 +558,37 @@ func TestExpiringRefusalAfterOfficeWideEvictionDoesNotPanic(t *testing.T) {
 	}()
 	l.refusedLocked(o, refusedCmd("b", "B", 1))
 }
+
+// Chaos finding F8 (seed 483018969885 at ab781e3, checker linearizable,
+// under a slow disk on the leader): a sidecar's first call of an Acquire
+// found the lease with nobody queued and proposed it; its entry was slow
+// to apply. Others queued meanwhile, and the sidecar's retry of the same
+// request id, with no wait left, was refused behind them; then the first
+// call's entry applied, the lease free by then, and granted the id: one
+// request id, two answers (the grant was given back unused). The retry
+// now waits for the first call's outcome and is answered that.
+func TestRetryWhileTheFirstCallsEntryIsInFlightGetsItsOutcome(t *testing.T) {
+	h := newHarness(t)
+	h.takeOffice()
+	w := acq("w", 1, "L", 10*time.Second)
+	entered, release := holdNextApply(h)
+	first := h.goAcquire(h.ctx(), w, 10*time.Second) // L free, nobody queued: proposes
+	select {
+	case <-entered:
+	case <-time.After(waitTimeout):
+		t.Fatal("the first call's entry never reached the FSM")
+	}
+	h.l.enqueue(h.l.cur, acq("q", 1, "L", 10*time.Second)) // another waiter queues meanwhile
+	m := h.events.mark()
+	retry := h.goAcquire(h.ctx(), w, 0)
+	h.events.wait(t, m, "the retry awaits the first call's proposal", func(e testEvent) bool { return e.what == "awaits proposal" && e.lease == "L" })
+	h.pending(retry)
+	close(release)
+	f, r := h.outcome(first), h.outcome(retry)
+	if f.err != nil || !f.res.Granted {
+		t.Fatalf("the first call: %+v %v, want granted", f.res, f.err)
+	}
+	if r.err != nil || !r.res.Granted || r.res.Token != f.res.Token {
+		t.Fatalf("the retry of (w,1), whose first call was granted token %d: %+v %v, want that grant", f.res.Token, r.res, r.err)
+	}
+}

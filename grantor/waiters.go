@@ -35,9 +35,16 @@ type waiter struct {
 // (*acquireResult or error), given without an entry: the refusal this
 // office gave c's request id already, or, without wait, the refusal of
 // an Acquire that may not take the lease ahead of the waiters queued,
-// which is remembered as its id's answer. Neither: c is to be proposed.
-func (l *lessor) join(o *office, c acquireCmd, wait time.Duration) (w *waiter, ans any) {
+// which is remembered as its id's answer. other, when not nil, is the
+// proposal of another call of c's id in flight, whose outcome c waits for
+// (proposing.go). Else c is to be proposed, as mine, which its id's other
+// calls wait for until the caller ends it.
+func (l *lessor) join(o *office, c acquireCmd, wait time.Duration) (w *waiter, ans any, other, mine *proposal) {
 	l.mu.Lock()
+	if p := o.proposing[proposalKeyOf(c)]; p != nil {
+		l.mu.Unlock()
+		return nil, nil, p, nil
+	}
 	if q := l.waiterLocked(o, c); q != nil {
 		q.calls++
 		l.wakeIfFreeLocked(o, c.Lease)
@@ -46,27 +53,30 @@ func (l *lessor) join(o *office, c acquireCmd, wait time.Duration) (w *waiter, a
 		}
 		l.mu.Unlock()
 		l.test(testEvent{what: "queued", lease: c.Lease})
-		return q, nil
+		return q, nil, nil, nil
 	}
 	if r, ok := l.refusedLocked(o, c); ok {
 		l.mu.Unlock()
 		l.test(testEvent{what: "refused again", lease: c.Lease})
-		return nil, r
+		return nil, r, nil, nil
 	}
 	behind := l.queuedBehindLocked(o, c)
-	if behind && wait == 0 {
+	switch {
+	case behind && wait == 0:
 		r, err := l.fsm.standing(c)
 		ans = r
 		if err != nil {
 			ans = err
 		}
 		l.rememberRefusalLocked(o, c, ans)
+	case !behind:
+		mine = l.beginProposalLocked(o, c)
 	}
 	l.mu.Unlock()
 	if behind && wait > 0 {
-		return l.enqueue(o, c)
+		w, ans = l.enqueue(o, c)
 	}
-	return nil, ans
+	return w, ans, nil, mine
 }
 
 // waiterLocked returns the waiter of c's request id and identity, nil if
