@@ -618,14 +618,8 @@ func TestDelayedShortTermSessionDoesNotShortenLiveRenewals(t *testing.T) {
 	if _, err := r.c.Acquire(ctxT(t), "keep", ipc.AcquireOptions{TTL: ttl}); err != nil {
 		t.Fatal(err)
 	}
-	owner, _ := r.client(t)
 	const short = time.Second // MinTTL
-	if _, err := owner.Acquire(ctxT(t), "db/primary", ipc.AcquireOptions{TTL: short, Owner: ipc.OwnerDetached, NoRenew: true, LockDelay: time.Hour}); err != nil {
-		t.Fatal(err)
-	}
-	r.clock.Advance(short)
-	r.waitLeaseEvent(t, ipc.EventLost, "db/primary")
-	r.d.bg.Wait()
+	loseShortLeaseIntoLockDelay(t, r, short)
 
 	r.d.mu.Lock()
 	keep := r.d.leases["keep"]
@@ -667,14 +661,8 @@ func TestDelayedShortTermSessionDoesNotShortenLiveRenewals(t *testing.T) {
 // be reached. At 2cd0b4f this batch timed out after 250 ms.
 func TestDelayedSessionAloneKeepsAKeepaliveTimeoutWithinItsTerm(t *testing.T) {
 	r := newRig(t)
-	owner, _ := r.client(t)
 	const short = time.Second // MinTTL
-	if _, err := owner.Acquire(ctxT(t), "db/primary", ipc.AcquireOptions{TTL: short, Owner: ipc.OwnerDetached, NoRenew: true, LockDelay: time.Hour}); err != nil {
-		t.Fatal(err)
-	}
-	r.clock.Advance(short)
-	r.waitLeaseEvent(t, ipc.EventLost, "db/primary")
-	r.d.bg.Wait()
+	loseShortLeaseIntoLockDelay(t, r, short)
 
 	r.d.mu.Lock()
 	at := r.clock.Now()
@@ -696,4 +684,18 @@ func TestDelayedSessionAloneKeepsAKeepaliveTimeoutWithinItsTerm(t *testing.T) {
 	if got := batchTimeout(r.d.cfg.RenewTimeout, due); got > short/4 {
 		t.Fatalf("a keepalive carrying only the delayed session (ttl %v) times out after %v: one lost reply and the grantor frees the name within its lock-delay", short, got)
 	}
+}
+
+// loseShortLeaseIntoLockDelay has a detached, unrenewed db/primary of term
+// short and a lock-delay of an hour lapse, and returns once it is lost
+// and kept for its lock-delay.
+func loseShortLeaseIntoLockDelay(t *testing.T, r *rig, short time.Duration) {
+	t.Helper()
+	owner, _ := r.client(t)
+	if _, err := owner.Acquire(ctxT(t), "db/primary", ipc.AcquireOptions{TTL: short, Owner: ipc.OwnerDetached, NoRenew: true, LockDelay: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	r.clock.Advance(short)
+	r.waitLeaseEvent(t, ipc.EventLost, "db/primary")
+	r.d.bg.Wait()
 }
