@@ -26,7 +26,10 @@ run:
 # workloads, internal/bench/vsetcd), tmux (the terminal of leaseside top's
 # test), prometheus (the alert rules and dashboard in packaging/ are tried
 # on a real one; its package may start a prometheus service where systemd
-# runs).
+# runs), postgresql-15 and redis-server (the fences' tests start throwaway
+# servers of their own, internal/stores; the packages' own services are not
+# used), python3-psycopg2 and python3-redis (the Python examples of the
+# fences), postgresql-client (psql, the shell example).
 deps:
 	@if ! command -v python3 >/dev/null || ! python3 -c 'import ensurepip' 2>/dev/null || [ ! -x /usr/bin/python3 ] || ! command -v socat >/dev/null \
 		|| ! command -v ip >/dev/null || ! command -v nsenter >/dev/null || ! command -v unshare >/dev/null \
@@ -36,6 +39,11 @@ deps:
 	fi
 	@if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
+	fi
+	@if ! ls /usr/lib/postgresql/15/bin/initdb >/dev/null 2>&1 || ! command -v psql >/dev/null || ! command -v redis-server >/dev/null \
+		|| ! command -v redis-cli >/dev/null || ! python3 -c 'import psycopg2, redis' 2>/dev/null; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql-15 postgresql-client \
+			redis-server redis-tools python3-psycopg2 python3-redis >/dev/null; \
 	fi
 	$(GO) mod download
 	$(GO) -C $(VSETCD) mod download

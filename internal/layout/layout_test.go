@@ -75,6 +75,7 @@ func TestDependencyDirection(t *testing.T) {
 		"internal/integration":       {},
 		"internal/bench":             {"grantor/grantorpb", "grantor/pki"},
 		"internal/netlab":            {},
+		"internal/stores":            {},
 		"internal/stranger":          {},
 		"internal/connlimit":         {},
 		"internal/chaos":             {"internal/netlab", "internal/chaos/workload", "fence", "ipc", "clockwatch"},
