@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -176,8 +177,42 @@ func (d *Daemon) Run(ctx context.Context, ln *net.UnixListener) error {
 	return err
 }
 
-// Handle implements ipc.Handler.
+// Handle implements ipc.Handler. No reply to a caller other than root or
+// the daemon's own uid names a grantor session (hideSession): whoever
+// knows a session id could act under it wherever the identity that owns
+// it is not checked, and the ids are the daemon's business.
 func (d *Daemon) Handle(ctx context.Context, c *ipc.Conn, req *ipc.Request) *ipc.Response {
+	resp := d.handle(ctx, c, req)
+	if c.Cred.UID != 0 && c.Cred.UID != os.Geteuid() {
+		resp = d.hideSession(resp)
+	}
+	return resp
+}
+
+// hideSession returns resp without the daemon's grantor session ids: no
+// session in hello, and every session id in an error's message (a
+// grantor's refusal may name the session it refused) replaced by a
+// placeholder. Every session id of the daemon starts with g.session.
+func (d *Daemon) hideSession(resp *ipc.Response) *ipc.Response {
+	if resp.Hello == nil && (resp.Error == nil || !strings.Contains(resp.Error.Message, d.g.session)) {
+		return resp
+	}
+	out := *resp
+	if resp.Hello != nil {
+		h := *resp.Hello
+		h.Session = ""
+		out.Hello = &h
+	}
+	if resp.Error != nil {
+		e := *resp.Error
+		e.Message = strings.ReplaceAll(e.Message, d.g.session, "(this sidecar's session)")
+		out.Error = &e
+	}
+	return &out
+}
+
+// handle answers one request for Handle.
+func (d *Daemon) handle(ctx context.Context, c *ipc.Conn, req *ipc.Request) *ipc.Response {
 	if req.Lease != "" {
 		if err := d.cfg.ACL.allow(c.Cred, req.Lease); err != nil {
 			return &ipc.Response{Error: err}
