@@ -44,6 +44,9 @@ const (
 	// restart halts again until the binary is upgraded. The grantor unit
 	// does not restart on it (RestartPreventExitStatus).
 	ExitHalted = 65
+	// ExitStale: `write` was refused: a newer token of the lease has
+	// written the file since (the caller lost the lease).
+	ExitStale = 4
 )
 
 // Version is the leaseside version, set at build time with
@@ -71,6 +74,7 @@ var subcommands = []func(*env) *cobra.Command{
 	newLeaderCmd,
 	newCheckCmd,
 	newCheckTokenCmd,
+	newWriteCmd,
 	newRenewCmd,
 	newWatchCmd,
 	newTopCmd,
@@ -91,6 +95,7 @@ const exitCodesHelp = `Exit codes:
   3   'check': not held here, not valid, or held under another token;
       'check-token': the token is not live; 'leader': nobody leads;
       'proclaim': this host does not lead the election
+  4   'write': refused, a newer token of the lease has written the file
   69  unavailable: the daemon or the grantor cluster cannot be reached
       (also when no leader answers in time)
   75  held elsewhere and the wait ran out

@@ -111,6 +111,10 @@ func TestUsageErrors(t *testing.T) {
 		{name: "run limit 300", args: []string{"run", "x", "--limit", "300", "--", "true"}, want: "--limit 300: must be from 1 (exclusive) to 256"},
 		{name: "check-token without a token", args: []string{"check-token", "x"}, want: "missing TOKEN"},
 		{name: "check-token of a token that is none", args: []string{"check-token", "x", "0"}, want: `TOKEN "0": a token is a positive decimal integer`},
+		{name: "write without a path", args: []string{"write", "x"}, want: "missing PATH"},
+		{name: "write with an empty path", args: []string{"write", "x", ""}, want: "PATH is empty"},
+		{name: "write with token 0", args: []string{"write", "x", "f", "--token", "0"}, want: `--token "0": a token is a positive decimal integer`},
+		{name: "write with a bad name", args: []string{"write", "a b", "f", "--token", "1"}, want: `NAME "a b"`},
 		{name: "jeopardy signal 99", args: []string{"run", "x", "--jeopardy-signal", "99", "--", "true"}, want: "--jeopardy-signal 99: signal numbers are 1 to 64"},
 	}
 	for _, tt := range tests {
