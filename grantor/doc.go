@@ -25,8 +25,9 @@
 //     Timing.GrantorExpiry(tE, d) before it answers anyone
 //     (lessor.takeOffice).
 //   - Renewals are leader-local and acknowledged in batches, each batch only
-//     after one raft VerifyLeader round that started after the batch arrived
-//     (keepalive.go). A keepalive names sessions and the digest of the
+//     after one verify round that started after the batch arrived and
+//     counts only answers to heartbeats sent after it began (keepalive.go,
+//     verify.go). A keepalive names sessions and the digest of the
 //     grants the holder knows in each, not every lease; the reply lists a
 //     session's grants only when the digests differ (sessions.go).
 //   - Waiting Acquires queue first come first served per lease in the

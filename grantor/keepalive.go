@@ -143,23 +143,19 @@ func (l *lessor) markBusyLocked(o *office, r *renewal) {
 }
 
 // verifyLoop runs the verify rounds of one office. Each round takes every
-// renewal that has arrived, then starts one VerifyLeader; renewals that
+// renewal that has arrived, then starts one verify round; renewals that
 // arrive during the round wait for the next. Only after the round succeeds
 // does it read tG and extend the sessions' expiries to
 // GrantorExpiry(tG, ttl). A failed round acknowledges nothing.
 //
-// A caveat of hashicorp/raft v1.8.0: VerifyLeader triggers fresh heartbeats,
-// but it also counts a follower's answer to a heartbeat that was already in
-// flight when the round started. Such an answer still proves the follower
-// had not voted for a successor when it answered, and a follower that hears
-// from its leader rejects votes until HeartbeatTimeout passes (leader
-// stickiness; raft.go requestVote), so a successor's election still comes
-// after the batch arrived as long as one network round trip is shorter than
-// HeartbeatTimeout, which Config's defaults leave a wide margin for. The
-// exception is a leadership transfer, which the old leader starts itself;
-// the grantor starts one only when it leaves the cluster (Node.Leave), and
-// only after lessor.retire has made it stop acknowledging renewals: raft
-// keeps answering VerifyLeader during a transfer.
+// The round counts only answers to heartbeats sent after it began
+// (verify.go): hashicorp/raft's VerifyLeader alone also counts an answer
+// to a heartbeat sent before, which a leader paused with that answer in
+// its socket buffer could count after a successor took office. raft keeps
+// answering VerifyLeader during a leadership transfer, which the old
+// leader starts itself; the grantor starts one only when it leaves the
+// cluster (Node.Leave), and only after lessor.retire has made it stop
+// acknowledging renewals.
 func (l *lessor) verifyLoop(o *office) {
 	defer l.wg.Done()
 	for {
@@ -222,7 +218,7 @@ func (l *lessor) verifyLoop(o *office) {
 	}
 }
 
-// confirmLeader runs one VerifyLeader round, started now, and says
+// confirmLeader runs one verify round, started now, and says
 // whether o may act on what arrived before it: nil, or why not.
 func (l *lessor) confirmLeader(o *office) error {
 	err := l.prop.verifyLeader()

@@ -21,7 +21,8 @@ type proposer interface {
 	// barrier waits until every entry of earlier terms is applied.
 	barrier() error
 	// verifyLeader runs one quorum round, started after the call, that
-	// confirms this node is still leader.
+	// confirms this node is still leader; it counts only answers to
+	// messages sent after the call began (verify.go).
 	verifyLeader() error
 	// isLeader reports whether raft currently thinks it leads.
 	isLeader() bool

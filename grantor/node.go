@@ -491,7 +491,8 @@ func (p raftProposer) barrier() error {
 
 func (p raftProposer) verifyLeader() error {
 	began := time.Now()
-	err := p.raftErr(p.await(p.n.raft.VerifyLeader()))
+	v := freshVerifier{r: p.n.raft, trans: p.n.trans, self: raft.ServerID(p.n.cfg.NodeID), await: p.await}
+	err := p.raftErr(v.verify())
 	if err == nil {
 		p.n.metrics.verifyTime.Observe(time.Since(began).Seconds())
 	}

@@ -27,7 +27,8 @@ type baseTransport interface {
 // operators (Members) and for promoting a staged grantor (discovery.go);
 // no lease decision reads them. Each of those requests is numbered as it
 // is sent, so that the leader can tell an answer to a request sent after
-// some moment (requests) from one sent before it (answeredAfter).
+// some moment (requests) from one sent before it (answeredAfter,
+// confirmedAfter): a verify round counts only the later (verify.go).
 //
 // With TLS, it also tells the stream layer which server each outbound RPC
 // is for (dialTarget), so that the dialer checks the certificate of the
@@ -50,11 +51,13 @@ type contactTransport struct {
 	taken   bool
 }
 
-// answer is a server's latest answer: when it came, and the highest number
-// of a request it has answered.
+// answer is a server's latest answer: when it came, the highest number of
+// a request it has answered, and the highest it has answered with success
+// (the follower accepts this node as its leader: a verify round counts
+// those, verify.go).
 type answer struct {
-	at  time.Time
-	req uint64
+	at      time.Time
+	req, ok uint64
 }
 
 var (
@@ -88,7 +91,7 @@ func (t *contactTransport) AppendEntries(id raft.ServerID, target raft.ServerAdd
 	req := t.sent.Add(1)
 	err := t.baseTransport.AppendEntries(id, t.dial(id, target), args, resp)
 	if err == nil {
-		t.contact(id, req)
+		t.contact(id, req, resp.Success)
 	}
 	return err
 }
@@ -113,7 +116,7 @@ func (t *contactTransport) InstallSnapshot(id raft.ServerID, target raft.ServerA
 	req := t.sent.Add(1)
 	err := t.baseTransport.InstallSnapshot(id, t.dial(id, target), args, resp, data)
 	if err == nil {
-		t.contact(id, req)
+		t.contact(id, req, resp.Success)
 	}
 	return err
 }
@@ -122,11 +125,17 @@ func (t *contactTransport) InstallSnapshot(id raft.ServerID, target raft.ServerA
 // handlers of them end; Close alone only stops the listener.
 func (t *contactTransport) CloseStreams() { t.closeStreams() }
 
-// contact notes that server id answered request number req.
-func (t *contactTransport) contact(id raft.ServerID, req uint64) {
+// contact notes that server id answered request number req, with success
+// or not.
+func (t *contactTransport) contact(id raft.ServerID, req uint64, success bool) {
 	now := time.Now()
 	t.mu.Lock()
-	t.last[id] = answer{at: now, req: max(req, t.last[id].req)}
+	a := t.last[id]
+	a.at, a.req = now, max(req, a.req)
+	if success {
+		a.ok = max(req, a.ok)
+	}
+	t.last[id] = a
 	if t.taken {
 		close(t.changed)
 		t.changed, t.taken = make(chan struct{}), false
@@ -169,4 +178,12 @@ func (t *contactTransport) answeredAfter(id raft.ServerID, req uint64) (time.Dur
 		return 0, false
 	}
 	return time.Since(a.at), true
+}
+
+// confirmedAfter reports whether server id has answered with success a
+// request numbered above req (one sent after requests returned req).
+func (t *contactTransport) confirmedAfter(id raft.ServerID, req uint64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.last[id].ok > req
 }
