@@ -28,6 +28,9 @@ func (l *lessor) acquire(ctx context.Context, c acquireCmd, wait time.Duration) 
 	if (c.MaxHolders > 1 || c.Value != "") && l.prop.allowed() < cmdAcquire5 {
 		return nil, ErrNotSupported
 	}
+	if c.LockDelay > 0 && l.prop.allowed() < lockDelayCmd {
+		return nil, ErrLockDelayNotSupported
+	}
 	// A session belongs to its identity (ownership.go): a call of another
 	// identity is refused here, before it can attach to the session's
 	// waiters or be answered from what this office remembers of it.
@@ -432,8 +435,12 @@ func (l *lessor) release(ctx context.Context, c releaseCmd) (*releaseResult, err
 }
 
 // frees reports whether c, applied now, would free a grant: its session
-// and owner hold the lease with the token c names, and c is not a retry.
+// and owner hold the lease with the token c names, c is not a retry, and
+// it does not end the grant into its lock-delay.
 func (l *lessor) frees(c releaseCmd) bool {
 	cur, held := l.fsm.grant(c.Lease, c.Token)
+	if c.OwnerEnded && cur.LockDelay > 0 {
+		return false // it ends the grant into a lock-delay: nobody is handed the name
+	}
 	return held && cur.Session == c.ID.Session && cur.Owner == c.Owner && !l.fsm.hasOutcome(c.ID.Session, c.ID.Seq)
 }

@@ -102,6 +102,15 @@ func (a *audit) revoke(lease string, token uint64) {
 	a.write(slog.LevelInfo, "revoke", a.self, "lease", lease, "token", token)
 }
 
+// delayEnded records a lock-delay the leader ended (lockdelay.go): of
+// lease, after its grant token ended.
+func (a *audit) delayEnded(lease string, token uint64) {
+	if a == nil {
+		return
+	}
+	a.write(slog.LevelInfo, "delay_end", a.self, "lease", lease, "token", token)
+}
+
 // expireSession records a session the leader ended because it expired:
 // the grants it held (lease:token) and how many were still held.
 func (a *audit) expireSession(session string, grants []grantRef, freed int) {

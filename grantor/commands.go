@@ -32,6 +32,9 @@ const (
 	cmdExpireSession2                // 15: expireSessionCmd whose Next are applied as cmdAcquire5
 	cmdProclaim                      // 16: proclaimCmd, a holder's new value for its grant (semaphore.go)
 	cmdAcquire6                      // 17: acquireCmd as cmdAcquire5; a session the entry opened and a refusal left empty is not kept (fsm.dropEmptySession)
+	cmdAcquire7                      // 18: acquireCmd as cmdAcquire6, with LockDelay applied (lockdelay.go)
+	cmdRelease6                      // 19: releaseCmd as cmdRelease5, with OwnerEnded applied (lockdelay.go)
+	cmdEndDelay                      // 20: endDelayCmd, proposed by the leader when a name's lock-delay is over (lockdelay.go)
 )
 
 // Which command types a grantor may propose (versions.go). A grantor that
@@ -40,7 +43,7 @@ const (
 // that it applies it.
 const (
 	// newestCmd is the newest type this binary applies.
-	newestCmd = cmdAcquire6
+	newestCmd = cmdEndDelay
 	// baselineCmd is what a server that registered nothing is taken to
 	// apply: the types of grantors built before registration.
 	baselineCmd = cmdRegisterNode
@@ -82,6 +85,12 @@ func (t cmdType) String() string {
 		return "proclaim"
 	case cmdAcquire6:
 		return "acquire6"
+	case cmdAcquire7:
+		return "acquire7"
+	case cmdRelease6:
+		return "release6"
+	case cmdEndDelay:
+		return "end-delay"
 	}
 	return fmt.Sprintf("cmd(%d)", uint8(t))
 }
@@ -115,6 +124,10 @@ type acquireCmd struct {
 	// and later only (semaphore.go).
 	MaxHolders int    `json:"max_holders,omitempty"`
 	Value      string `json:"value,omitempty"`
+	// LockDelay is stored with an exclusive grant: how long its name stays
+	// delayed after the grant ends without a release. Applied in
+	// cmdAcquire7 and later only (lockdelay.go).
+	LockDelay time.Duration `json:"lock_delay_ns,omitempty"`
 }
 
 type releaseCmd struct {
@@ -127,6 +140,9 @@ type releaseCmd struct {
 	// Next is the Acquire of the lease's first waiter, applied in the
 	// same entry when the release frees the lease; cmdRelease4 only.
 	Next *acquireCmd `json:"next,omitempty"`
+	// OwnerEnded says the grant's owner ended without releasing it: its
+	// name stays delayed for the grant's lock-delay. cmdRelease6 only.
+	OwnerEnded bool `json:"owner_ended,omitempty"`
 }
 
 type revokeCmd struct {
@@ -162,6 +178,10 @@ func encodeCmd(t cmdType, body any) []byte {
 // list (forgetting is a permission, not an order). A semaphore or a value
 // needs cmdAcquire5; the lessor refuses them before (ErrNotSupported).
 func acquireEntry(c acquireCmd, allowed cmdType) []byte {
+	if allowed >= lockDelayCmd {
+		return encodeCmd(cmdAcquire7, c)
+	}
+	c.LockDelay = 0
 	if allowed >= cmdAcquire6 {
 		return encodeCmd(cmdAcquire6, c)
 	}
@@ -185,6 +205,15 @@ func acquireEntry(c acquireCmd, allowed cmdType) []byte {
 
 // releaseEntry is the log entry of a Release (see acquireEntry).
 func releaseEntry(c releaseCmd, allowed cmdType) []byte {
+	if allowed >= lockDelayCmd {
+		return encodeCmd(cmdRelease6, c)
+	}
+	c.OwnerEnded = false
+	if c.Next != nil && c.Next.LockDelay != 0 {
+		next := *c.Next
+		next.LockDelay = 0
+		c.Next = &next
+	}
 	if allowed >= cmdRelease5 {
 		return encodeCmd(cmdRelease5, c)
 	}
@@ -219,10 +248,12 @@ func decodeCmd(data []byte) (cmdType, any, error) {
 	t := cmdType(data[0])
 	var body any
 	switch t {
-	case cmdAcquire, cmdAcquire2, cmdAcquire3, cmdAcquire4, cmdAcquire5, cmdAcquire6:
+	case cmdAcquire, cmdAcquire2, cmdAcquire3, cmdAcquire4, cmdAcquire5, cmdAcquire6, cmdAcquire7:
 		body = &acquireCmd{}
-	case cmdRelease, cmdRelease2, cmdRelease3, cmdRelease4, cmdRelease5:
+	case cmdRelease, cmdRelease2, cmdRelease3, cmdRelease4, cmdRelease5, cmdRelease6:
 		body = &releaseCmd{}
+	case cmdEndDelay:
+		body = &endDelayCmd{}
 	case cmdExpireSession, cmdExpireSession2:
 		body = &expireSessionCmd{}
 	case cmdProclaim:
@@ -249,6 +280,9 @@ type acquireResult struct {
 	// the lease is free), or with Ended the token of the request's own
 	// grant that has ended.
 	Token uint64
+	// Delayed, not granted, says nobody holds the lease but it is in the
+	// lock-delay of its grant Token, which ended without a release.
+	Delayed bool
 	// Ended answers a retry of an Acquire that was granted (Token) and
 	// whose grant has since ended (released, expired, or replaced): the
 	// Acquire took effect, so it is not a refusal, and the lease is not

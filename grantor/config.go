@@ -120,6 +120,11 @@ type Config struct {
 	MinTTL time.Duration
 	MaxTTL time.Duration
 
+	// MaxLockDelay bounds the lock-delay an Acquire may ask for (Chubby's
+	// bound on lock-delay): a longer one gets InvalidArgument. 0 means
+	// DefaultMaxLockDelay.
+	MaxLockDelay time.Duration
+
 	// MaxLeasesPerSidecar is the most live leases one sidecar identity
 	// (a sidecar certificate's name) may hold; an Acquire past it fails
 	// with RESOURCE_EXHAUSTED and nothing held changes. 0 means no limit.
@@ -153,6 +158,7 @@ const (
 	DefaultSnapshotInterval    = 2 * time.Minute
 	DefaultMinTTL              = time.Second
 	DefaultMaxTTL              = 24 * time.Hour
+	DefaultMaxLockDelay        = time.Hour
 	DefaultSessionIdleTimeout  = time.Hour
 	DefaultReconcileInterval   = 10 * time.Second
 	DefaultMaxLeasesPerSidecar = 100_000
@@ -191,6 +197,7 @@ func DefaultConfig() Config {
 		SnapshotInterval:    DefaultSnapshotInterval,
 		MinTTL:              DefaultMinTTL,
 		MaxTTL:              DefaultMaxTTL,
+		MaxLockDelay:        DefaultMaxLockDelay,
 		SessionIdleTimeout:  DefaultSessionIdleTimeout,
 		ReconcileInterval:   DefaultReconcileInterval,
 		MaxLeasesPerSidecar: DefaultMaxLeasesPerSidecar,
@@ -245,6 +252,10 @@ func (c Config) Validate() error {
 		return bad("MaxTTL %v is below MinTTL %v", c.MaxTTL, c.MinTTL)
 	case c.MaxTTL > maxTTLLimit:
 		return bad("MaxTTL %v exceeds %v", c.MaxTTL, maxTTLLimit)
+	case c.MaxLockDelay < 0:
+		return bad("MaxLockDelay %v is negative", c.MaxLockDelay)
+	case c.MaxLockDelay > maxTTLLimit:
+		return bad("MaxLockDelay %v exceeds %v", c.MaxLockDelay, maxTTLLimit)
 	case c.SessionIdleTimeout <= 0:
 		return bad("SessionIdleTimeout is not positive")
 	case c.MaxLeasesPerSidecar < 0:
@@ -283,6 +294,9 @@ func (c Config) withNilDefaults() Config {
 	}
 	if c.ReconcileInterval == 0 {
 		c.ReconcileInterval = DefaultReconcileInterval
+	}
+	if c.MaxLockDelay == 0 {
+		c.MaxLockDelay = DefaultMaxLockDelay
 	}
 	if c.MaxRecvMsgSize == 0 {
 		c.MaxRecvMsgSize = DefaultMaxRecvMsgSize

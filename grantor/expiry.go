@@ -28,9 +28,9 @@ type revokeJob struct {
 }
 
 // expiryLoop is the leader's only source of expiries. It sleeps on a
-// Clock timer until the earliest session expiry (or maxExpirySleep), then
-// re-reads Clock.Now and ends what has passed: the timer only wakes it,
-// the Clock decides. It also forgets idle sessions.
+// Clock timer until the earliest session expiry or lock-delay end (or
+// maxExpirySleep), then re-reads Clock.Now and ends what has passed: the
+// timer only wakes it, the Clock decides. It also forgets idle sessions.
 func (l *lessor) expiryLoop(o *office) {
 	defer l.wg.Done()
 	t := l.clock.NewTimer(maxExpirySleep)
@@ -42,6 +42,11 @@ func (l *lessor) expiryLoop(o *office) {
 		l.scanMu.Lock()
 		now := l.clock.Now()
 		expires, revokes, closes, next := l.scan(o, now)
+		ends, next := l.scanDelays(o, now, next)
+		for _, j := range ends {
+			l.wg.Add(1)
+			go l.endDelay(o, j)
+		}
 		for _, j := range expires {
 			l.wg.Add(1)
 			go l.expire(o, j)

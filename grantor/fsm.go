@@ -25,6 +25,10 @@ type leaseRecord struct {
 	// Value is the grant's value (elections, semaphore.go); written to
 	// snapshots of format 3 only.
 	Value string `json:"value,omitempty"`
+	// LockDelay is how long the name stays delayed after this grant ends
+	// without a release (lockdelay.go); written to snapshots of format 4
+	// only.
+	LockDelay time.Duration `json:"lock_delay_ns,omitempty"`
 }
 
 // outcome is a remembered result of one request of a session.
@@ -67,6 +71,10 @@ type fsmState struct {
 	// grants of cmdAcquire5 with a limit above 1. Exclusive grants are in
 	// Leases. Written to snapshots of format 3 only.
 	Sems map[string]*semRecord `json:"sems,omitempty"`
+	// Delays are the names in a lock-delay (lockdelay.go): nobody holds
+	// them, and nobody is granted them before the leader ends the delay.
+	// Written to snapshots of format 4 only.
+	Delays map[string]delayRecord `json:"delays,omitempty"`
 }
 
 func newFSMState() fsmState {
@@ -76,6 +84,7 @@ func newFSMState() fsmState {
 		Nodes:    map[string]string{},
 		NodeCmds: map[string]cmdType{},
 		Sems:     map[string]*semRecord{},
+		Delays:   map[string]delayRecord{},
 	}
 }
 
@@ -88,6 +97,8 @@ const (
 	evRestored                        // the whole state was replaced from a snapshot
 	evRegistered                      // a node's gRPC address was recorded (Lease holds the node ID)
 	evProclaimed                      // a grant's value changed (Rec is the grant after it)
+	evDelayed                         // a name entered its lock-delay (Rec is the grant that ended)
+	evUndelayed                       // a name's lock-delay ended
 )
 
 // freeWhy says why a grant ended, for watchers (watch.go).
@@ -196,6 +207,9 @@ func (f *fsm) Apply(l *raft.Log) any {
 		if t < cmdAcquire5 {
 			oldAcquire(c)
 		}
+		if t < cmdAcquire7 {
+			c.LockDelay = 0
+		}
 		_, existed := f.st.Sessions[c.ID.Session]
 		res = f.applyAcquire(c, t >= cmdAcquire3)
 		if t >= cmdAcquire6 && !existed {
@@ -214,6 +228,12 @@ func (f *fsm) Apply(l *raft.Log) any {
 		if t < cmdRelease5 && c.Next != nil {
 			oldAcquire(c.Next)
 		}
+		if t < cmdRelease6 {
+			c.OwnerEnded = false
+			if c.Next != nil {
+				c.Next.LockDelay = 0
+			}
+		}
 		res = f.applyRelease(c)
 	case *revokeCmd:
 		res = f.applyRevoke(c)
@@ -226,6 +246,8 @@ func (f *fsm) Apply(l *raft.Log) any {
 		res = f.applyExpireSession(c, l.Term)
 	case *proclaimCmd:
 		res = f.applyProclaim(c)
+	case *endDelayCmd:
+		res = f.applyEndDelay(c)
 	case *closeSessionCmd:
 		delete(f.st.Sessions, c.Session)
 	case *registerNodeCmd:
@@ -346,13 +368,15 @@ func (f *fsm) applyAcquire(c *acquireCmd, newToken bool) any {
 		return fmt.Errorf("%w: session %q has %d", ErrTooManyOutstanding, c.ID.Session, len(s.Outcomes))
 	}
 	var replaced uint64
-	switch {
+	switch d, delayed := f.st.Delays[c.Lease]; {
+	case delayed:
+		return delayedRefusal(d) // not granted: nothing remembered
 	case !held:
 		if err := f.checkLimit(s.Owner, c.Limit); err != nil {
 			return err // nothing changed: not remembered
 		}
 		f.st.LastToken++
-		cur = leaseRecord{Session: f.internSession(c.ID.Session), Owner: c.Owner, Token: f.st.LastToken, TTL: c.TTL, Value: c.Value}
+		cur = leaseRecord{Session: f.internSession(c.ID.Session), Owner: c.Owner, Token: f.st.LastToken, TTL: c.TTL, Value: c.Value, LockDelay: c.LockDelay}
 		f.st.Leases[c.Lease] = cur
 		f.hold(c.Lease, cur)
 	case cur.Session == c.ID.Session && cur.Owner == c.Owner && newToken:
@@ -360,7 +384,7 @@ func (f *fsm) applyAcquire(c *acquireCmd, newToken bool) any {
 		f.unhold(c.Lease, cur)
 		replaced = cur.Token
 		f.st.LastToken++
-		cur.Token, cur.TTL, cur.Value = f.st.LastToken, c.TTL, c.Value
+		cur.Token, cur.TTL, cur.Value, cur.LockDelay = f.st.LastToken, c.TTL, c.Value, c.LockDelay
 		f.st.Leases[c.Lease] = cur
 		f.hold(c.Lease, cur)
 	case cur.Session == c.ID.Session && cur.Owner == c.Owner:
@@ -422,6 +446,9 @@ func (f *fsm) applyRelease(c *releaseCmd) any {
 	res := &releaseResult{Released: released}
 	if released {
 		f.free(c.Lease, cur, freedReleased)
+		if c.OwnerEnded {
+			f.delayLocked(c.Lease, cur)
+		}
 		res.Next = f.handOff(c.Lease, c.Next)
 	}
 	return res
@@ -433,6 +460,7 @@ func (f *fsm) applyRevoke(c *revokeCmd) any {
 		return &revokeResult{}
 	}
 	f.free(c.Lease, cur, freedExpired)
+	f.delayLocked(c.Lease, cur)
 	return &revokeResult{Revoked: true}
 }
 
@@ -508,6 +536,7 @@ func (st *fsmState) clone() fsmState {
 		Leases:    maps.Clone(st.Leases),
 		Sessions:  make(map[string]*sessionRecord, len(st.Sessions)),
 		Nodes:     maps.Clone(st.Nodes),
+		Delays:    maps.Clone(st.Delays),
 	}
 	for k, v := range st.Sessions {
 		s := &sessionRecord{Floor: v.Floor, Outcomes: maps.Clone(v.Outcomes),

@@ -89,6 +89,7 @@ func (f *fsm) applyExpireSession(c *expireSessionCmd, term uint64) any {
 			continue
 		}
 		f.free(g.Lease, cur, freedExpired)
+		f.delayLocked(g.Lease, cur)
 		res.Freed++
 	}
 	for i := range c.Next {

@@ -150,6 +150,9 @@ type office struct {
 	// proposing are the Acquires proposed with no waiter, in flight
 	// (proposing.go). Guarded by lessor.mu.
 	proposing map[proposalKey]*proposal
+	// delays are the names in a lock-delay and when this office ends each
+	// (lockdelay.go). Guarded by lessor.mu.
+	delays map[string]*delayState
 }
 
 // sessionState is the leader's view of one session: its expiry while it
@@ -250,6 +253,13 @@ func (l *lessor) onEvent(ev fsmEvent) {
 		// Only if the entry left room: one that handed the lease (or a
 		// semaphore's slot) over in the same entry did not.
 		l.wakeIfFreeLocked(o, ev.Lease)
+	case evDelayed:
+		// Counted from now, after the entry that ended the grant.
+		l.delayUntilLocked(o, ev.Lease, ev.Rec.Token, ev.Rec.LockDelay, now)
+		poke(o.kick)
+	case evUndelayed:
+		delete(o.delays, ev.Lease)
+		l.wakeIfFreeLocked(o, ev.Lease)
 	case evRestored:
 		// Every session the new state holds is live until now plus its
 		// term: later than before, which is safe.
@@ -262,6 +272,7 @@ func (l *lessor) onEvent(ev fsmEvent) {
 		for name, ttl := range l.fsm.sessionTerms() {
 			o.extendLocked(l.timing, name, ttl, now)
 		}
+		l.syncDelaysLocked(o, now)
 		for name := range o.queues {
 			l.wakeIfFreeLocked(o, name)
 		}
@@ -324,6 +335,7 @@ func (l *lessor) startOfficeLocked() {
 		term:     l.prop.term(),
 		sessions: map[string]*sessionState{},
 		queues:   map[string][]*waiter{},
+		delays:   map[string]*delayState{},
 		kaWake:   make(chan struct{}, 1),
 		kick:     make(chan struct{}, 1),
 
@@ -358,7 +370,8 @@ func (l *lessor) current(o *office) bool {
 }
 
 // takeOffice is rule 3 of the grantor: barrier, then tE, then every lease
-// in the FSM is live until GrantorExpiry(tE, ttl); only then serve.
+// in the FSM is live until GrantorExpiry(tE, ttl), and every lock-delay
+// lasts until GrantorExpiry(tE, delay) (lockdelay.go); only then serve.
 func (l *lessor) takeOffice(o *office) {
 	defer l.wg.Done()
 	for {
@@ -401,6 +414,7 @@ func (l *lessor) takeOffice(o *office) {
 	for _, name := range l.fsm.sessions() {
 		o.sessionLocked(name).last = tE
 	}
+	l.syncDelaysLocked(o, tE)
 	o.active = true
 	close(o.ready)
 	l.broadcastLocked()

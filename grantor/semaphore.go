@@ -142,7 +142,7 @@ func (f *fsm) acquireSlot(s *sessionRecord, c *acquireCmd) any {
 	}
 	mine := slices.IndexFunc(holders, func(r leaseRecord) bool { return r.Session == c.ID.Session && r.Owner == c.Owner })
 	if mine < 0 {
-		if len(holders) >= limit {
+		if len(holders) >= limit || !f.hasRoomLocked(c.Lease) {
 			return f.refusalLocked(c.Lease) // not granted: nothing remembered
 		}
 		if err := f.checkLimit(s.Owner, c.Limit); err != nil {
@@ -181,6 +181,9 @@ func (f *fsm) grantedLocked(lease string, rec leaseRecord) *acquireResult {
 // holder's token and identity name (token 0 when the lease is free).
 func (f *fsm) refusalLocked(lease string) *acquireResult {
 	limit, holders := f.inForceLocked(lease)
+	if d, delayed := f.st.Delays[lease]; delayed {
+		return delayedRefusal(d)
+	}
 	if len(holders) == 0 {
 		return &acquireResult{Limit: max(limit, 1)}
 	}
@@ -227,8 +230,12 @@ func (f *fsm) setGrantLocked(lease string, rec leaseRecord) {
 }
 
 // hasRoomLocked reports whether lease can take one more grant: it is
-// free, or a semaphore below its limit.
+// free and not in a lock-delay (lockdelay.go), or a semaphore below its
+// limit.
 func (f *fsm) hasRoomLocked(lease string) bool {
+	if _, delayed := f.st.Delays[lease]; delayed {
+		return false
+	}
 	limit, holders := f.inForceLocked(lease)
 	return limit == 0 || len(holders) < limit
 }

@@ -48,6 +48,7 @@ func (s *service) Acquire(ctx context.Context, req *grantorpb.AcquireRequest) (*
 		Limit:         uint32(res.Limit),
 		Holders:       uint32(res.Holders),
 		Ended:         res.Ended,
+		Delayed:       res.Delayed,
 		GrantorTimeNs: s.n.cfg.Clock.Now().Nanoseconds(),
 		TtlNs:         int64(res.TTL),
 		Rho:           s.n.cfg.Timing.Rho,
@@ -240,6 +241,7 @@ func toPB(refs []leaseRef) []*grantorpb.LeaseRef {
 //	ErrPermissionDenied   PERMISSION_DENIED (a session of another identity)
 //	ErrUnknownServer      NOT_FOUND
 //	ErrNotSupported       UNIMPLEMENTED (semaphores, values, Proclaim before every grantor applies them)
+//	ErrLockDelayNotSupported UNIMPLEMENTED (a lock-delay before every grantor applies them)
 //	ErrLastVoter          FAILED_PRECONDITION, without a NotLeader detail
 //	ErrShutdown, raft     UNAVAILABLE
 //	context errors        CANCELED / DEADLINE_EXCEEDED
@@ -263,7 +265,7 @@ func toStatus(err error) error {
 		return status.Error(codes.PermissionDenied, err.Error())
 	case errors.Is(err, ErrUnknownServer):
 		return status.Error(codes.NotFound, err.Error())
-	case errors.Is(err, ErrNotSupported):
+	case errors.Is(err, ErrNotSupported), errors.Is(err, ErrLockDelayNotSupported):
 		return status.Error(codes.Unimplemented, err.Error())
 	case errors.Is(err, ErrLastVoter):
 		return status.Error(codes.FailedPrecondition, err.Error())

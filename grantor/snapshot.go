@@ -20,10 +20,14 @@ import (
 //	   would drop them and apply differently from the others.
 //	3: semaphores ("sems") and grants' values. Written only when the
 //	   state has either; grantors built before it refuse the file.
+//	4: lock-delays: names in a delay ("delays") and grants' lock-delays.
+//	   Written only when the state has either; grantors built before it
+//	   refuse the file.
 const (
 	snapshotFormat1 = 1
 	snapshotFormat2 = 2
-	snapshotFormat  = 3
+	snapshotFormat3 = 3
+	snapshotFormat  = 4
 )
 
 type snapshotFile struct {
@@ -48,6 +52,9 @@ func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 		}
 	}
 	if s.st.needsFormat3() {
+		format = snapshotFormat3
+	}
+	if s.st.needsFormat4() {
 		format = snapshotFormat
 	}
 	err := json.NewEncoder(w).Encode(snapshotFile{Format: format, State: s.st})
@@ -88,6 +95,9 @@ func readSnapshot(r io.Reader) (fsmState, error) {
 	if st.Sems == nil {
 		st.Sems = map[string]*semRecord{}
 	}
+	if st.Delays == nil {
+		st.Delays = map[string]delayRecord{}
+	}
 	for k, s := range st.Sessions {
 		if s == nil {
 			s = &sessionRecord{}
@@ -100,6 +110,15 @@ func readSnapshot(r io.Reader) (fsmState, error) {
 	for name, l := range st.Leases {
 		if l.Token == 0 || l.Token > st.LastToken {
 			return fsmState{}, fmt.Errorf("grantor: snapshot lease %q has token %d beyond the counter %d", name, l.Token, st.LastToken)
+		}
+	}
+	for name, d := range st.Delays {
+		if d.Token == 0 || d.Token > st.LastToken || d.Delay <= 0 {
+			return fsmState{}, fmt.Errorf("grantor: snapshot delay of %q is malformed (token %d, counter %d, delay %v)", name, d.Token, st.LastToken, d.Delay)
+		}
+		_, held := st.Leases[name]
+		if _, sem := st.Sems[name]; held || sem {
+			return fsmState{}, fmt.Errorf("grantor: snapshot lease %q is both held and in a lock-delay", name)
 		}
 	}
 	for name, sem := range st.Sems {
@@ -126,6 +145,20 @@ func (st *fsmState) needsFormat3() bool {
 	}
 	for _, l := range st.Leases {
 		if l.Value != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// needsFormat4 reports whether the state has lock-delays, which grantors
+// that read format 3 at most would drop.
+func (st *fsmState) needsFormat4() bool {
+	if len(st.Delays) > 0 {
+		return true
+	}
+	for _, l := range st.Leases {
+		if l.LockDelay != 0 {
 			return true
 		}
 	}

@@ -116,6 +116,19 @@ func (c Config) validTTL(ns int64) (time.Duration, error) {
 	return d, nil
 }
 
+// validLockDelay checks an Acquire's lock-delay: 0 to MaxLockDelay, and
+// only for an exclusive lease (limit 0 or 1).
+func (c Config) validLockDelay(ns int64, limit uint32) (time.Duration, error) {
+	d := time.Duration(ns)
+	switch {
+	case d < 0 || d > c.MaxLockDelay:
+		return 0, invalid("lock_delay_ns", "lock-delay %v is outside [0, %v]", d, c.MaxLockDelay)
+	case d > 0 && limit > 1:
+		return 0, invalid("lock_delay_ns", "a lock-delay applies to exclusive leases only, not to a semaphore (limit %d)", limit)
+	}
+	return d, nil
+}
+
 func validWait(ns int64) (time.Duration, error) {
 	d := time.Duration(ns)
 	if d < 0 || d > MaxWait {
@@ -149,8 +162,12 @@ func (c Config) validAcquire(req *grantorpb.AcquireRequest) (acquireCmd, time.Du
 	if err := validValue("value", req.GetValue()); err != nil {
 		return acquireCmd{}, 0, err
 	}
+	delay, err := c.validLockDelay(req.GetLockDelayNs(), req.GetLimit())
+	if err != nil {
+		return acquireCmd{}, 0, err
+	}
 	return acquireCmd{ID: id, Lease: req.GetLease(), Owner: req.GetOwner(), TTL: ttl,
-		MaxHolders: int(req.GetLimit()), Value: req.GetValue()}, wait, nil
+		MaxHolders: int(req.GetLimit()), Value: req.GetValue(), LockDelay: delay}, wait, nil
 }
 
 func validRelease(req *grantorpb.ReleaseRequest) (releaseCmd, error) {
@@ -167,7 +184,7 @@ func validRelease(req *grantorpb.ReleaseRequest) (releaseCmd, error) {
 	if req.GetToken() < 1 {
 		return releaseCmd{}, invalid("token", "token must be at least 1")
 	}
-	return releaseCmd{ID: id, Lease: req.GetLease(), Owner: req.GetOwner(), Token: req.GetToken()}, nil
+	return releaseCmd{ID: id, Lease: req.GetLease(), Owner: req.GetOwner(), Token: req.GetToken(), OwnerEnded: req.GetOwnerEnded()}, nil
 }
 
 // validSessions checks a keepalive of whole sessions (version 5).

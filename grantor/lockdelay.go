@@ -1,0 +1,221 @@
+package grantor
+
+import (
+	"errors"
+	"time"
+
+	"github.com/leaseside/leaseside/clockwatch"
+)
+
+// Lock-delay is grantor state (Chubby's lock-delay, DESIGN.md "Grantor
+// cluster safety").
+//
+// An exclusive grant may carry a lock-delay (acquireCmd.LockDelay, stored
+// in its leaseRecord). When such a grant ends without its holder releasing
+// it (its session expires, it is revoked, or its sidecar reports that its
+// owner ended: releaseCmd.OwnerEnded), its holder may still have writes in
+// flight to a resource that does not check tokens; so its name is not
+// freed but delayed (fsmState.Delays): nobody is granted it, and waiters
+// stay queued. The FSM reads no clock, so the delay has no end in the
+// replicated state: the leader decides it, on its own clock, as it decides
+// expiries. The office that applies the entry that ended the grant counts
+// the delay from then; a new leader counts every delay in the table from
+// its own tE, as it waits out sessions; both count it as they count a term
+// (Timing.GrantorExpiry: d(1+rho)+eps), so a delay is never shorter than
+// asked on any clock within the drift bound. When it is over the leader
+// proposes one cmdEndDelay entry, which ends the delay and grants the name
+// to the first waiter in the same entry (FIFO kept, as a handoff). So a
+// lock-delay costs one raft entry of its own; the entry that started it is
+// the one that ended the grant, which was written anyway.
+//
+// A delay names the grant whose end started it (its token); an end that
+// names another grant changes nothing. A sidecar keeps nothing for a
+// delay: it survives the sidecar's restart, and its death.
+
+// delayRecord is a name's lock-delay in the FSM.
+type delayRecord struct {
+	// Token is the grant whose end started the delay.
+	Token uint64 `json:"token"`
+	// Delay is its lock-delay, as stored with the grant.
+	Delay time.Duration `json:"delay_ns"`
+}
+
+// endDelayCmd ends the lock-delay of Lease started by the end of grant
+// Token (cmdEndDelay); Next is the Acquire of the name's first waiter,
+// applied in the same entry once the delay is over (handoff.go).
+type endDelayCmd struct {
+	Lease string      `json:"lease"`
+	Token uint64      `json:"token"`
+	Next  *acquireCmd `json:"next,omitempty"`
+}
+
+// endDelayResult is what the FSM returns for an endDelayCmd.
+type endDelayResult struct {
+	// Ended is false when the name was not in that delay: nothing changed.
+	Ended bool
+	Next  *handoff
+}
+
+// lockDelayCmd is the command type from which lock-delays are applied
+// (cmdAcquire7, cmdRelease6 and cmdEndDelay came in one binary): a leader
+// accepts an Acquire with a lock-delay only when every server applies it.
+const lockDelayCmd = cmdEndDelay
+
+// ErrLockDelayNotSupported is returned for an Acquire with a lock-delay
+// while not every grantor of the cluster applies lock-delays.
+var ErrLockDelayNotSupported = errors.New("grantor: not every grantor of the cluster has registered that it applies lock-delays: one is older (upgrade it) or has only just joined (it registers within seconds)")
+
+// delayLocked starts the lock-delay of lease after its grant cur ended
+// without a release, if cur has one. The caller holds f.mu, in Apply.
+func (f *fsm) delayLocked(lease string, cur leaseRecord) {
+	if cur.LockDelay <= 0 {
+		return
+	}
+	f.st.Delays[lease] = delayRecord{Token: cur.Token, Delay: cur.LockDelay}
+	f.event(fsmEvent{Kind: evDelayed, Lease: lease, Rec: cur})
+}
+
+// delayedRefusal answers an Acquire of a name in its lock-delay d.
+func delayedRefusal(d delayRecord) *acquireResult {
+	return &acquireResult{Delayed: true, Token: d.Token, Limit: 1}
+}
+
+func (f *fsm) applyEndDelay(c *endDelayCmd) any {
+	d, ok := f.st.Delays[c.Lease]
+	if !ok || d.Token != c.Token {
+		return &endDelayResult{}
+	}
+	delete(f.st.Delays, c.Lease)
+	f.event(fsmEvent{Kind: evUndelayed, Lease: c.Lease})
+	return &endDelayResult{Ended: true, Next: f.handOff(c.Lease, c.Next)}
+}
+
+// delays returns the names in a lock-delay and their records.
+func (f *fsm) delays() map[string]delayRecord {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := make(map[string]delayRecord, len(f.st.Delays))
+	for k, v := range f.st.Delays {
+		out[k] = v
+	}
+	return out
+}
+
+// delayState is the leader's view of one name's lock-delay.
+type delayState struct {
+	token uint64
+	// until is when this office ends the delay.
+	until clockwatch.Instant
+	// ending is set while its cmdEndDelay is in flight.
+	ending bool
+}
+
+// delayJob is a lock-delay the expiry loop decided to end, with the
+// name's first waiter, claimed for the handoff.
+type delayJob struct {
+	lease  string
+	token  uint64
+	waiter *waiter
+}
+
+// delayUntilLocked records that this office ends the lock-delay of lease
+// (of grant token, of length delay) no earlier than from + the delay
+// counted as a term. The caller holds l.mu.
+func (l *lessor) delayUntilLocked(o *office, lease string, token uint64, delay time.Duration, from clockwatch.Instant) {
+	until := l.timing.GrantorExpiry(from, delay)
+	if d := o.delays[lease]; d != nil && d.token == token {
+		d.until = maxInstant(d.until, until)
+		return
+	}
+	o.delays[lease] = &delayState{token: token, until: until}
+}
+
+// syncDelaysLocked brings the office's delays in step with the FSM's after
+// a restore: a delay it did not know is counted from now, one the state
+// no longer has is dropped. The caller holds l.mu.
+func (l *lessor) syncDelaysLocked(o *office, now clockwatch.Instant) {
+	fsmDelays := l.fsm.delays()
+	for name, d := range o.delays {
+		if fd, ok := fsmDelays[name]; !ok || fd.Token != d.token {
+			delete(o.delays, name)
+		}
+	}
+	for name, d := range fsmDelays {
+		l.delayUntilLocked(o, name, d.Token, d.Delay, now)
+	}
+}
+
+// scanDelays decides to end the lock-delays that are over at now, and
+// returns when to look again (no later than next).
+func (l *lessor) scanDelays(o *office, now, next clockwatch.Instant) ([]delayJob, clockwatch.Instant) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !o.active {
+		return nil, next
+	}
+	var jobs []delayJob
+	for name, d := range o.delays {
+		switch {
+		case d.ending:
+		case now.Before(d.until):
+			next = minInstant(next, d.until)
+		default:
+			d.ending = true
+			jobs = append(jobs, delayJob{lease: name, token: d.token, waiter: l.claimLocked(o, name, 0)})
+		}
+	}
+	return jobs, next
+}
+
+// endDelay proposes the end of j's lock-delay, which grants the name to
+// its first waiter in the same entry. A failed proposal is retried after
+// revokeRetry while this office lasts.
+func (l *lessor) endDelay(o *office, j delayJob) {
+	defer l.wg.Done()
+	c := endDelayCmd{Lease: j.lease, Token: j.token}
+	if j.waiter != nil {
+		next := j.waiter.cmd
+		c.Next = &next
+	}
+	var r *endDelayResult
+	var err error
+	if l.current(o) {
+		var res any
+		res, err = l.prop.apply(encodeCmd(cmdEndDelay, c))
+		r, _ = res.(*endDelayResult)
+	}
+	var h *handoff
+	if r != nil {
+		h = r.Next
+	}
+	if h != nil && h.Tried {
+		if g, ok := h.Res.(*acquireResult); ok && g.Granted {
+			l.granted(o, j.waiter.cmd.ID.Session, g.TTL)
+		}
+	}
+	l.settle(o, j.waiter, h)
+	l.mu.Lock()
+	if d := o.delays[j.lease]; d != nil && d.token == j.token {
+		if r != nil {
+			delete(o.delays, j.lease) // ended, or ended already
+		} else {
+			d.ending, d.until = false, l.clock.Now().Add(revokeRetry)
+		}
+	}
+	l.mu.Unlock()
+	poke(o.kick)
+	if err != nil && !errors.Is(err, ErrNotLeader) {
+		l.log.Warn("grantor: ending a lock-delay failed", "lease", j.lease, "token", j.token, "err", err)
+	}
+	if r != nil && r.Ended {
+		l.audit.delayEnded(j.lease, j.token)
+		l.test(testEvent{what: "delay ended", lease: j.lease})
+	}
+}
+
+func maxInstant(a, b clockwatch.Instant) clockwatch.Instant {
+	if a.Before(b) {
+		return b
+	}
+	return a
+}
