@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 
 	"github.com/hashicorp/raft"
 )
@@ -29,6 +30,86 @@ const (
 	snapshotFormat3 = 3
 	snapshotFormat  = 4
 )
+
+// Snapshot captures the state for raft; Persist writes it. A halted FSM
+// refuses: its state is not the log's up to the snapshot's index.
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.halted != nil {
+		return nil, f.halted
+	}
+	return &fsmSnapshot{st: f.st.clone()}, nil
+}
+
+// Restore replaces the state with a snapshot written by Persist; a halted
+// FSM refuses.
+func (f *fsm) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	if h := f.haltErr(); h != nil {
+		return h
+	}
+	st, err := readSnapshot(rc)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	if st.LastToken < f.st.LastToken {
+		// Raft only restores snapshots of its own later state, so this
+		// cannot happen; refuse rather than let a token go back.
+		have := f.st.LastToken
+		f.mu.Unlock()
+		return fmt.Errorf("grantor: snapshot token counter %d is behind the state's %d", st.LastToken, have)
+	}
+	f.st = st
+	f.bySession, f.heldByName = map[string]*sessionLeases{}, map[string]int{}
+	for name, l := range st.Leases {
+		l.Session = f.internSession(l.Session)
+		st.Leases[name] = l
+		f.hold(name, l)
+	}
+	for name, sem := range st.Sems {
+		for _, l := range sem.Holders {
+			f.hold(name, l)
+		}
+	}
+	f.mu.Unlock()
+	if f.observe != nil {
+		f.observe(fsmEvent{Kind: evRestored})
+	}
+	return nil
+}
+
+func (st *fsmState) clone() fsmState {
+	// maps.Clone copies a map's tables whole, several times faster than
+	// inserting every entry again: the raft FSM goroutine applies nothing
+	// while a snapshot is taken, and Leases may hold millions.
+	c := fsmState{
+		LastToken: st.LastToken,
+		Leases:    maps.Clone(st.Leases),
+		Sessions:  make(map[string]*sessionRecord, len(st.Sessions)),
+		Nodes:     maps.Clone(st.Nodes),
+		Delays:    maps.Clone(st.Delays),
+	}
+	for k, v := range st.Sessions {
+		s := &sessionRecord{Floor: v.Floor, Outcomes: maps.Clone(v.Outcomes),
+			Forgotten: append(seqRanges(nil), v.Forgotten...), Owner: v.Owner}
+		if s.Outcomes == nil {
+			s.Outcomes = map[uint64]outcome{} // written as {}, never null
+		}
+		c.Sessions[k] = s
+	}
+	if len(st.NodeCmds) > 0 {
+		c.NodeCmds = maps.Clone(st.NodeCmds)
+	}
+	if len(st.Sems) > 0 {
+		c.Sems = make(map[string]*semRecord, len(st.Sems))
+		for k, v := range st.Sems {
+			c.Sems[k] = &semRecord{Limit: v.Limit, Holders: append([]leaseRecord(nil), v.Holders...)}
+		}
+	}
+	return c
+}
 
 type snapshotFile struct {
 	Format int      `json:"format"`
