@@ -251,6 +251,9 @@ func (r *Record) Admit(lease string, token uint64) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.f == nil {
+		return fmt.Errorf("fence: record %s is closed", r.path)
+	}
 	h := r.highest[lease]
 	switch {
 	case token < h:

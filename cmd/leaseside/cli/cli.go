@@ -75,6 +75,7 @@ var subcommands = []func(*env) *cobra.Command{
 	newCheckCmd,
 	newCheckTokenCmd,
 	newWriteCmd,
+	newFenceProxyCmd,
 	newRenewCmd,
 	newWatchCmd,
 	newTopCmd,

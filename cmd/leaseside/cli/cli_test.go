@@ -115,6 +115,10 @@ func TestUsageErrors(t *testing.T) {
 		{name: "write with an empty path", args: []string{"write", "x", ""}, want: "PATH is empty"},
 		{name: "write with token 0", args: []string{"write", "x", "f", "--token", "0"}, want: `--token "0": a token is a positive decimal integer`},
 		{name: "write with a bad name", args: []string{"write", "a b", "f", "--token", "1"}, want: `NAME "a b"`},
+		{name: "fence-proxy without --listen", args: []string{"fence-proxy", "--backend", "http://x", "--state", "s"}, want: "missing --listen ADDR"},
+		{name: "fence-proxy with a bad backend", args: []string{"fence-proxy", "--listen", ":0", "--backend", "x:1", "--state", "s"}, want: `--backend "x:1": give an http:// or https:// URL`},
+		{name: "fence-proxy with a relative prefix", args: []string{"fence-proxy", "--listen", ":0", "--backend", "http://x", "--state", "s", "--fence-path-prefix", "data/"},
+			want: `--fence-path-prefix "data/": a path prefix starts with /`},
 		{name: "jeopardy signal 99", args: []string{"run", "x", "--jeopardy-signal", "99", "--", "true"}, want: "--jeopardy-signal 99: signal numbers are 1 to 64"},
 	}
 	for _, tt := range tests {

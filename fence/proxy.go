@@ -1,0 +1,261 @@
+package fence
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// The headers a fenced request carries, and the one a refusal answers with.
+const (
+	HeaderLease   = "Leaseside-Lease"
+	HeaderToken   = "Leaseside-Token"
+	HeaderHighest = "Leaseside-Highest-Token"
+)
+
+// ProxyConfig configures a Proxy.
+type ProxyConfig struct {
+	// Backend is the service the proxy forwards to (http or https URL).
+	Backend *url.URL
+	// Record is where the highest token per lease is kept (OpenRecord);
+	// the proxy owns it and closes it in Close.
+	Record *Record
+	// Methods are the fenced HTTP methods (upper case).
+	Methods []string
+	// PathPrefixes are the fenced paths: a request is fenced if its
+	// method is in Methods and its path starts with one of these.
+	PathPrefixes []string
+	// BackendTimeout bounds a forwarded request. The backend's answer is
+	// waited for even if the client goes away, so that the next request
+	// of the lease is not forwarded while it may still be applied.
+	BackendTimeout time.Duration
+	// CheckToken, if set, is asked about a token higher than any seen for
+	// its lease before the proxy records it: live says the grantors hold
+	// it as a live grant of lease. It must be safe for concurrent use.
+	CheckToken func(ctx context.Context, lease string, token uint64) (live bool, err error)
+}
+
+// DefaultProxyConfig fences POST, PUT, DELETE and PATCH on every path.
+func DefaultProxyConfig() ProxyConfig {
+	return ProxyConfig{
+		Methods:        []string{http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch},
+		PathPrefixes:   []string{"/"},
+		BackendTimeout: time.Minute,
+	}
+}
+
+// Validate says what is wrong with c.
+func (c ProxyConfig) Validate() error {
+	switch {
+	case c.Backend == nil || (c.Backend.Scheme != "http" && c.Backend.Scheme != "https") || c.Backend.Host == "":
+		return errors.New("fence: the backend must be an http:// or https:// URL with a host")
+	case c.Record == nil:
+		return errors.New("fence: the proxy needs a record")
+	case len(c.Methods) == 0:
+		return errors.New("fence: no method to fence")
+	case len(c.PathPrefixes) == 0:
+		return errors.New("fence: no path prefix to fence")
+	case c.BackendTimeout <= 0:
+		return errors.New("fence: the backend timeout must be more than 0s")
+	}
+	for _, m := range c.Methods {
+		if m == "" || m != strings.ToUpper(m) || strings.ContainsAny(m, " \t,") {
+			return fmt.Errorf("fence: method %q: give HTTP methods in upper case, one word each", m)
+		}
+	}
+	for _, p := range c.PathPrefixes {
+		if !strings.HasPrefix(p, "/") {
+			return fmt.Errorf("fence: path prefix %q does not start with /", p)
+		}
+	}
+	return nil
+}
+
+// Proxy is a reverse proxy that forwards a fenced request only if its
+// token (HeaderToken) is not lower than the highest the proxy has seen
+// for its lease (HeaderLease); it answers 409 with the highest otherwise,
+// and 428 to a fenced request without the headers. For each lease the
+// check, the record (durable before the request goes on) and the forward
+// are one step: a request of a lease is forwarded only after the one
+// before it was answered, so a stale request cannot overtake a newer one.
+type Proxy struct {
+	cfg     ProxyConfig
+	rp      *httputil.ReverseProxy
+	methods map[string]bool
+	// strict: some prefix is narrower than "/", so the path must be one
+	// the backend reads as the proxy does (no "..", "//", "%2F").
+	strict bool
+
+	mu sync.Mutex
+	// turns holds one lock per lease: held across check, record and
+	// forward. Entries are never removed (one per lease in the record).
+	turns map[string]*sync.Mutex
+}
+
+// NewProxy returns a Proxy for cfg.
+func NewProxy(cfg ProxyConfig) (*Proxy, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	p := &Proxy{cfg: cfg, methods: map[string]bool{}, turns: map[string]*sync.Mutex{}}
+	for _, m := range cfg.Methods {
+		p.methods[m] = true
+	}
+	for _, pre := range cfg.PathPrefixes {
+		p.strict = p.strict || pre != "/"
+	}
+	p.rp = &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.SetURL(cfg.Backend)
+			r.SetXForwarded()
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			refuse(w, http.StatusBadGateway, "backend_unavailable", "the backend did not answer: "+err.Error(), nil)
+		},
+	}
+	return p, nil
+}
+
+// fencedPath says whether a request of a fenced method to u must carry a
+// lease and a token.
+func (p *Proxy) fencedPath(u *url.URL) bool {
+	for _, pre := range p.cfg.PathPrefixes {
+		if strings.HasPrefix(u.Path, pre) {
+			return true
+		}
+	}
+	return false
+}
+
+// ServeHTTP forwards r, fenced if its method and path say so.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !p.methods[strings.ToUpper(r.Method)] {
+		p.rp.ServeHTTP(w, r)
+		return
+	}
+	if p.strict && !canonical(r.URL) {
+		refuse(w, http.StatusBadRequest, "path_not_canonical",
+			fmt.Sprintf("path %q is not canonical (no '.', '..', '//' or encoded '/'): the proxy fences by path prefix", r.URL.EscapedPath()), nil)
+		return
+	}
+	if !p.fencedPath(r.URL) {
+		p.rp.ServeHTTP(w, r)
+		return
+	}
+	lease, tok := r.Header.Get(HeaderLease), r.Header.Get(HeaderToken)
+	if lease == "" || tok == "" {
+		refuse(w, http.StatusPreconditionRequired, "fence_required",
+			fmt.Sprintf("%s %s is fenced: send the %s and %s headers", r.Method, r.URL.Path, HeaderLease, HeaderToken), nil)
+		return
+	}
+	if err := CheckLease(lease); err != nil {
+		refuse(w, http.StatusBadRequest, "bad_lease", HeaderLease+": "+err.Error(), nil)
+		return
+	}
+	token, err := strconv.ParseUint(tok, 10, 64)
+	if err != nil || token == 0 {
+		refuse(w, http.StatusBadRequest, "bad_token", fmt.Sprintf("%s %q: a token is a positive decimal integer", HeaderToken, tok), nil)
+		return
+	}
+	turn := p.turn(lease)
+	turn.Lock()
+	defer turn.Unlock()
+	if !p.admit(w, r, lease, token) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), p.cfg.BackendTimeout)
+	defer cancel()
+	p.rp.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// admit checks and records token under the lease's turn, and answers the
+// refusal itself; true means forward.
+func (p *Proxy) admit(w http.ResponseWriter, r *http.Request, lease string, token uint64) bool {
+	h := p.cfg.Record.Highest(lease)
+	if token < h {
+		refuse(w, http.StatusConflict, "stale_token", (&StaleTokenError{Lease: lease, Token: token, Highest: h}).Error(),
+			map[string]string{"lease": lease, "token": strconv.FormatUint(token, 10), "highest": strconv.FormatUint(h, 10)})
+		return false
+	}
+	if token > h && p.cfg.CheckToken != nil {
+		live, err := p.cfg.CheckToken(r.Context(), lease, token)
+		switch {
+		case err != nil:
+			refuse(w, http.StatusServiceUnavailable, "check_unavailable", fmt.Sprintf("cannot check token %d of %s with the grantors: %v", token, lease, err), nil)
+			return false
+		case !live:
+			refuse(w, http.StatusConflict, "token_not_live", fmt.Sprintf("token %d is not a live grant of %s at the grantors", token, lease),
+				map[string]string{"lease": lease, "token": strconv.FormatUint(token, 10), "highest": strconv.FormatUint(h, 10)})
+			return false
+		}
+	}
+	if err := p.cfg.Record.Admit(lease, token); err != nil {
+		var st *StaleTokenError
+		if errors.As(err, &st) { // cannot happen under the turn; refuse all the same
+			refuse(w, http.StatusConflict, "stale_token", st.Error(), map[string]string{"lease": lease, "token": strconv.FormatUint(token, 10), "highest": strconv.FormatUint(st.Highest, 10)})
+			return false
+		}
+		refuse(w, http.StatusInternalServerError, "record_failed", err.Error(), nil)
+		return false
+	}
+	return true
+}
+
+// turn returns the lock of lease.
+func (p *Proxy) turn(lease string) *sync.Mutex {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t := p.turns[lease]
+	if t == nil {
+		t = &sync.Mutex{}
+		p.turns[lease] = t
+	}
+	return t
+}
+
+// Close closes the record. Call it after the server in front has stopped.
+func (p *Proxy) Close() error { return p.cfg.Record.Close() }
+
+// canonical says whether u's path is one a backend reads as the proxy
+// does: cleaned (a trailing slash allowed) and with no encoded slash.
+func canonical(u *url.URL) bool {
+	if u.RawPath != "" && strings.Contains(strings.ToLower(u.RawPath), "%2f") {
+		return false
+	}
+	p := u.Path
+	c := path.Clean(p)
+	return p == c || p == c+"/"
+}
+
+// ProxyError is the JSON body of the proxy's own answers.
+type ProxyError struct {
+	// Error is a stable code: fence_required, bad_lease, bad_token,
+	// stale_token, token_not_live, check_unavailable, record_failed,
+	// path_not_canonical, backend_unavailable.
+	Error   string `json:"error"`
+	Message string `json:"message"`
+	// Lease, Token and Highest (decimal strings) name the tokens of a
+	// stale_token or token_not_live refusal.
+	Lease   string `json:"lease,omitempty"`
+	Token   string `json:"token,omitempty"`
+	Highest string `json:"highest,omitempty"`
+}
+
+func refuse(w http.ResponseWriter, status int, code, msg string, tokens map[string]string) {
+	body := ProxyError{Error: code, Message: msg, Lease: tokens["lease"], Token: tokens["token"], Highest: tokens["highest"]}
+	if body.Highest != "" {
+		w.Header().Set(HeaderHighest, body.Highest)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(body)
+}
