@@ -112,10 +112,13 @@ func New(cfg Config) (n *Node, err error) {
 
 	raftDir := filepath.Join(cfg.DataDir, "raft")
 	walDir := filepath.Join(raftDir, "wal")
-	if err := os.MkdirAll(walDir, 0o700); err != nil {
-		return nil, fmt.Errorf("grantor: creating data dir: %w", err)
+	if err := makeDataDir(cfg.DataDir); err != nil {
+		return nil, err
 	}
 	if n.dirLock, err = lockDataDir(cfg.DataDir); err != nil {
+		return nil, err
+	}
+	if err := makeDataDir(walDir); err != nil {
 		return nil, err
 	}
 	hlog := newHCLog(cfg.Logger, "raft")

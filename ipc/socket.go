@@ -13,6 +13,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/leaseside/leaseside/internal/safefs"
 )
 
 // SocketEnv is the environment variable that overrides the default socket.
@@ -117,56 +119,21 @@ func holdsOnly(dir, name string) bool {
 }
 
 // checkSocketDir refuses a directory another user could replace the
-// socket in: one that is not this user's, or is writable by others; one
+// socket in (the rule of internal/safefs, shared with the grantors' data
+// dirs): one that is not this user's, or is writable by others; one
 // reached through a symbolic link another user owns (a squatter's link
 // in /tmp to a directory of ours, which they can later swap for their
 // own); or one inside a directory where another user may rename it away
 // (not root's or ours, or writable by others without the sticky bit).
 func checkSocketDir(dir string) error {
-	euid := os.Geteuid()
-	if fi, err := os.Lstat(dir); err == nil && fi.Mode()&os.ModeSymlink != 0 {
-		if uid := int(fi.Sys().(*syscall.Stat_t).Uid); uid != euid && uid != 0 {
-			return fmt.Errorf("%w: %s is a symbolic link owned by uid %d, who could point it elsewhere and replace the socket; remove it, or choose another --socket",
-				ErrUnsafeSocketDir, dir, uid)
-		}
+	err := safefs.CheckDir(dir)
+	if errors.Is(err, safefs.ErrUnsafe) {
+		return fmt.Errorf("%w: %w, and replace the socket; choose another --socket", ErrUnsafeSocketDir, err)
 	}
-	fi, err := os.Stat(dir)
 	if err != nil {
 		return fmt.Errorf("ipc: socket directory: %w", err)
 	}
-	st := fi.Sys().(*syscall.Stat_t)
-	switch {
-	case !fi.IsDir():
-		return fmt.Errorf("%w: %s is not a directory", ErrUnsafeSocketDir, dir)
-	case int(st.Uid) != euid:
-		return fmt.Errorf("%w: %s belongs to uid %d, not to this daemon's uid %d, so that user could replace the socket; remove it, or choose another --socket",
-			ErrUnsafeSocketDir, dir, st.Uid, euid)
-	case fi.Mode().Perm()&0o022 != 0:
-		return fmt.Errorf("%w: %s is writable by its group or by others (mode %#o), who could replace the socket; make it 0750 or 0700, or choose another --socket",
-			ErrUnsafeSocketDir, dir, fi.Mode().Perm())
-	}
-	real, err := filepath.EvalSymlinks(dir)
-	if err != nil {
-		return fmt.Errorf("ipc: socket directory: %w", err)
-	}
-	for p := filepath.Dir(real); ; p = filepath.Dir(p) {
-		fi, err := os.Stat(p)
-		if err != nil {
-			return fmt.Errorf("ipc: socket directory: %w", err)
-		}
-		st := fi.Sys().(*syscall.Stat_t)
-		switch {
-		case int(st.Uid) != euid && st.Uid != 0:
-			return fmt.Errorf("%w: %s is inside %s, which belongs to uid %d, who could rename it and put their own in its place; choose another --socket",
-				ErrUnsafeSocketDir, dir, p, st.Uid)
-		case fi.Mode().Perm()&0o022 != 0 && fi.Mode()&os.ModeSticky == 0:
-			return fmt.Errorf("%w: %s is inside %s, which others may write to (mode %#o, no sticky bit), so they could rename it and put their own in its place; choose another --socket",
-				ErrUnsafeSocketDir, dir, p, fi.Mode().Perm())
-		}
-		if p == filepath.Dir(p) {
-			return nil
-		}
-	}
+	return nil
 }
 
 // listen binds the socket in a checked directory.

@@ -61,15 +61,15 @@ func TestOnePackageDocEach(t *testing.T) {
 // project but what a rule allows.
 func TestDependencyDirection(t *testing.T) {
 	allowed := map[string][]string{
-		"ipc":                        {},
+		"ipc":                        {"internal/safefs"},
 		"clockwatch":                 {},
 		"fence":                      {},
 		"grantor/grantorpb":          {},
 		"grantor/gossip":             {"internal/connlimit"},
 		"grantor/pki":                {},
-		"grantor":                    {"clockwatch", "grantor/grantorpb", "grantor/gossip", "grantor/pki", "internal/connlimit"},
+		"grantor":                    {"clockwatch", "grantor/grantorpb", "grantor/gossip", "grantor/pki", "internal/connlimit", "internal/safefs"},
 		"daemon":                     {"ipc", "clockwatch", "grantor/grantorpb", "grantor/gossip"},
-		"cmd/leaseside/cli":          {"daemon", "grantor", "grantor/gossip", "grantor/pki", "ipc", "clockwatch", "fence", "grantor/grantorpb", "internal/bench"},
+		"cmd/leaseside/cli":          {"daemon", "grantor", "grantor/gossip", "grantor/pki", "ipc", "clockwatch", "fence", "grantor/grantorpb", "internal/bench", "internal/safefs"},
 		"cmd/leaseside":              {"cmd/leaseside/cli"},
 		"internal/layout":            {},
 		"internal/integration":       {},
@@ -78,6 +78,7 @@ func TestDependencyDirection(t *testing.T) {
 		"internal/stores":            {},
 		"internal/stranger":          {},
 		"internal/connlimit":         {},
+		"internal/safefs":            {},
 		"internal/chaos":             {"internal/netlab", "internal/chaos/workload", "fence", "ipc", "clockwatch"},
 		"internal/chaos/workload":    {"ipc", "clockwatch"},
 		"internal/chaos/chaosclient": {"internal/chaos/workload"},

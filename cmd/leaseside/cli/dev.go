@@ -16,6 +16,7 @@ import (
 	"github.com/leaseside/leaseside/clockwatch"
 	"github.com/leaseside/leaseside/daemon"
 	"github.com/leaseside/leaseside/grantor"
+	"github.com/leaseside/leaseside/internal/safefs"
 	"github.com/leaseside/leaseside/ipc"
 )
 
@@ -48,7 +49,7 @@ but only in a directory of the user's that nobody else may write to, with a
 daemon of the user's or root's on it; otherwise they warn and use root's.`,
 		Example: `  leaseside dev
   sudo leaseside dev --socket-group leaseside
-  leaseside dev --socket /tmp/demo.sock --data-dir /tmp/demo --config dev.json`,
+  leaseside dev --socket "$XDG_RUNTIME_DIR/demo.sock" --data-dir ~/.local/state/leaseside/demo --config dev.json`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runDev(cmd.Context(), e, &o)
@@ -91,6 +92,13 @@ func runDev(ctx context.Context, e *env, o *devOptions) error {
 	warnInsecure(&o.tls, log)
 	if err := clockwatch.CheckHost(); err != nil {
 		log.Error("refusing to start", "err", err)
+		return exitCode(ExitError)
+	}
+
+	// The data dir, as the grantor's own in it, must be nobody else's:
+	// its owner could swap the raft log, or the lock file for a link.
+	if err := safefs.MkdirAll(o.dataDir, 0o700); err != nil {
+		log.Error("refusing to start: --data-dir", "err", err)
 		return exitCode(ExitError)
 	}
 

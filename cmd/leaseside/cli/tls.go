@@ -17,6 +17,7 @@ import (
 
 	"github.com/leaseside/leaseside/grantor/gossip"
 	"github.com/leaseside/leaseside/grantor/pki"
+	"github.com/leaseside/leaseside/internal/safefs"
 )
 
 // The cluster's TLS and exposure settings on the command line: the
@@ -201,8 +202,12 @@ type logFile struct {
 	f    *os.File
 }
 
+// openLogFile opens the log file at path, refusing a symbolic link, a
+// file of another user's or one with other names (safefs.OpenFile): the
+// grantor, often root, would otherwise append to whatever file another
+// user pointed it at.
 func openLogFile(path string) (*logFile, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	f, err := safefs.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, err
 	}
@@ -218,7 +223,7 @@ func (l *logFile) Write(p []byte) (int, error) {
 
 // Reopen opens the file by its name again; on an error the old one stays.
 func (l *logFile) Reopen() error {
-	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	f, err := safefs.OpenFile(l.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return err
 	}
