@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Timing holds the two parameters of the lease timing model (DESIGN.md
+// Timing holds the two parameters of the lease timing model (docs/design.md
 // section 2): the largest clock drift rate Rho either side may have, and the
 // safety margin Epsilon. The holder and the grantor use the same formulas
 // from here, so they cannot disagree about which side of a term they are on.
@@ -64,7 +64,7 @@ const MaxObservedRho = 1.0
 
 // WithObservedRate returns t with Rho raised to |ratePPM| + marginPPM
 // (both in parts per million) when that is larger: the reaction rule of
-// DESIGN.md section 4, validity computed with the larger of the configured
+// docs/design.md section 4, validity computed with the larger of the configured
 // and the observed drift. It never lowers Rho nor touches Epsilon, so the
 // result's HolderDeadline is never later, and its GrantorExpiry never
 // earlier, than t's, for any inputs:

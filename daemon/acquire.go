@@ -57,7 +57,7 @@ func (d *Daemon) ownerEndedEarly(l *lease, why string, abandon func()) {
 }
 
 // acquire takes a lease for an owner. The requests of one owner for one
-// name take turns (DESIGN.md: one owner, one request per name in flight):
+// name take turns (docs/design.md: one owner, one request per name in flight):
 // a second acquire waits for the first and then finds its lease. An
 // acquire whose owner ends, or whose answer nobody can receive any more
 // (the requesting connection went), before the grant came gives back

@@ -10,7 +10,7 @@ import (
 	"github.com/leaseside/leaseside/ipc"
 )
 
-// Tests written from DESIGN.md section 2, "Sessions and handoffs", on the
+// Tests written from docs/design.md section 2, "Sessions and handoffs", on the
 // holder's side, with the fake clock: leases of one term ride one grantor
 // session, renewed as a whole every d/3; each lease's deadline counts from
 // the t0 read before the keepalive; the daemon learns from the session's

@@ -15,7 +15,7 @@ import (
 )
 
 // callRoles lists, for each RPC of the Grantor service, the roles that
-// may make it (DESIGN.md section 6). An RPC missing here is refused to
+// may make it (docs/design.md section 6). An RPC missing here is refused to
 // every role, and TestEveryRPCHasRoles fails until it is added.
 //
 // A sidecar's calls are further limited to its own sessions: the FSM

@@ -34,7 +34,7 @@ type Config struct {
 	Bootstrap bool
 
 	// TLS, when set, is this node's certificate, key and CA: raft and gRPC
-	// then run over mutual TLS 1.3 (DESIGN.md section 6). Raft peers must
+	// then run over mutual TLS 1.3 (docs/design.md section 6). Raft peers must
 	// present grantor certificates naming the server they speak for; gRPC
 	// callers any role, each call checked against the role (authz.go). The
 	// certificate must be a grantor's named NodeID. Without TLS every
@@ -88,8 +88,8 @@ type Config struct {
 	// Raft timings. They decide how fast a failover is and how many
 	// needless ones a starved machine sees, never whether a lease is safe:
 	// a new leader waits out every old term, and renewals are
-	// acknowledged only after a quorum round (DESIGN.md section 2). The
-	// README's "Choosing a term" gives the failover time they make and
+	// acknowledged only after a quorum round (docs/design.md section 2). The
+	// docs/operations.md's "Choosing a term" gives the failover time they make and
 	// the term that survives it.
 	//
 	// HeartbeatTimeout: a follower that has heard nothing from the leader
@@ -148,7 +148,7 @@ type Config struct {
 // timeout (the most raft allows): on a CPU-starved machine a leader that
 // is merely slow stepped down several times a minute (lost quorum) and
 // leases were lost at the failovers. A failover takes about 1.5 to 3s
-// with these (README, "Raft timeouts" and "Choosing a term").
+// with these (docs/operations.md, "Raft timeouts" and "Choosing a term").
 const (
 	DefaultHeartbeatTimeout    = time.Second
 	DefaultElectionTimeout     = time.Second

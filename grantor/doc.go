@@ -3,7 +3,7 @@
 // counter, whose leader runs the lessor (expiries, waiters, keepalive
 // batches), and which serves the gRPC contract in grantorpb.
 //
-// The safety rules of DESIGN.md section 2 are kept as follows:
+// The safety rules of docs/design.md section 2 are kept as follows:
 //
 //   - Grants, releases, revocations and session clean-ups are raft log
 //     entries (commands.go). The FSM (fsm.go) never reads a clock; it applies
@@ -76,7 +76,7 @@
 // exports the node's metrics, its clock watcher's stalls included
 // (metrics.go).
 //
-// Trust (DESIGN.md section 6, SECURITY.md): with Config.TLS (grantor/pki),
+// Trust (docs/design.md section 6, SECURITY.md): with Config.TLS (grantor/pki),
 // raft runs over mutual TLS and every raft RPC must speak for the server
 // its connection's grantor certificate names (raft_tls.go); gRPC needs a
 // client certificate of the cluster CA, and an interceptor puts the

@@ -14,7 +14,7 @@ import (
 // leader has decided that a session expired, and before that decision is
 // carried out (its entry failed and waits revokeRetry, or an older
 // cluster's per-lease revokes are in flight), the session's sidecar may
-// be granted another lease in it. That grant's own rule (DESIGN.md
+// be granted another lease in it. That grant's own rule (docs/design.md
 // section 2, rule 2) lets the grantor end it no earlier than
 // tG + d(1+rho) + eps, whatever became of the decision.
 

@@ -373,7 +373,7 @@ func TestLessorForgetsIdleSessions(t *testing.T) {
 	}
 }
 
-// Rule (DESIGN.md section 2, and section 4 for the grantor's own stalls):
+// Rule (docs/design.md section 2, and section 4 for the grantor's own stalls):
 // a leader that stalls acknowledges nothing that queued up during the
 // stall on the strength of a round that began before it. Here the stall
 // is a VerifyLeader round that hangs (the process stopped mid-round);

@@ -11,7 +11,7 @@ import (
 	"github.com/leaseside/leaseside/grantor/grantorpb"
 )
 
-// Tests written from DESIGN.md section 2, "Sessions and handoffs", with
+// Tests written from docs/design.md section 2, "Sessions and handoffs", with
 // the fake clock: a keepalive renews a session as a whole, the grantor
 // keeps one expiry per session computed by the same rules as a lease's,
 // and a handoff is one raft entry.

@@ -8,7 +8,7 @@
 // before they bootstrap raft (Member.WaitVoters, Consul's bootstrap-expect)
 // and to list members.
 //
-// Gossip is for discovery, never for safety (DESIGN.md section 2). Nothing
+// Gossip is for discovery, never for safety (docs/design.md section 2). Nothing
 // this package reports may shorten, end or extend a lease: "a host looks
 // dead" and "gossip says X leads" are hints. A sidecar that dials the leader
 // Grantors names is told by the grantor itself (NotLeader) when the hint is

@@ -1,6 +1,6 @@
 // Package pki is the cluster's public key infrastructure: one certificate
 // authority per cluster, certificates that name a role and a name, and the
-// TLS configurations every leaseside link uses (DESIGN.md section 6).
+// TLS configurations every leaseside link uses (docs/design.md section 6).
 //
 // # Identities
 //

@@ -25,7 +25,7 @@ const quorumSlack = 500 * time.Millisecond
 // checkQuorum finds renewals confirmed to a sidecar cut off, with fewer
 // grantors than any quorum, from the other grantors: a leader acknowledges
 // a renewal only after a quorum answered a round started after the
-// renewal came (DESIGN.md section 2), which no grantor on that side can
+// renewal came (docs/design.md section 2), which no grantor on that side can
 // have, so no renewal sent there after the cut (plus quorumSlack) may be
 // confirmed before the heal began. A renewed event's deadline is t0 +
 // d(1-rho) - eps, t0 when the renewal was sent; with the default rho and

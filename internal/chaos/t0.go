@@ -11,7 +11,7 @@ import (
 )
 
 // CheckT0 names the checker of grant deadlines against the calls that
-// got them (DESIGN.md's timing rule 1).
+// got them (docs/design.md's timing rule 1).
 const CheckT0 = "t0"
 
 // t0Slack bounds how long after a client recorded an acquire the sidecar

@@ -24,7 +24,7 @@ import (
 // instants), all on CLOCK_BOOTTIME.
 //
 // The timing model both sides use here is the default one; the bounds the
-// tests check follow from it (DESIGN.md section 2): a holder's deadline is
+// tests check follow from it (docs/design.md section 2): a holder's deadline is
 // t0 + d(1-rho) - eps, the grantor's expiry tG + d(1+rho) + eps with
 // tG after t0, and a new leader keeps every old lease until
 // tE + d(1+rho) + eps. So no grant of a lease to someone else can come
@@ -39,7 +39,7 @@ func handoffGap(d time.Duration) time.Duration {
 
 // tokens checks that tokens only grow: every token added is larger than
 // every one seen before, whatever the lease name (the counter is one for
-// the cluster, replicated: DESIGN.md section 2).
+// the cluster, replicated: docs/design.md section 2).
 type tokens struct {
 	t    *testing.T
 	seen []uint64

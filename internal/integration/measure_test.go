@@ -17,7 +17,7 @@ import (
 	"github.com/leaseside/leaseside/ipc"
 )
 
-// Measurements behind the README's "Choosing a term" and "Raft timeouts
+// Measurements behind docs/operations.md's "Choosing a term" and "Raft timeouts
 // under load" figures. They are not part of `make test` (they take
 // minutes and their figures depend on the machine); run them with:
 //

@@ -10,18 +10,18 @@ import (
 	"testing"
 )
 
-// The README's examples of elections, semaphores and jeopardy, in Python
+// docs/coordination.md's examples of elections, semaphores and jeopardy, in Python
 // and Go, run as written against real daemons in every outcome they
 // handle: each ends with a message of its own and the exit status it
 // chose, never a crash.
 
-// readmeExample writes the README's example in lang ("python" or "go")
+// readmeExample writes docs/coordination.md's example in lang ("python" or "go")
 // under heading to a directory of its own and returns the command line
 // that runs it (a Go example is built first).
 func readmeExample(t *testing.T, heading, lang string) []string {
 	t.Helper()
 	dir := t.TempDir()
-	src := readmeBlock(t, heading, lang)
+	src := docBlock(t, "docs/coordination.md", heading, lang)
 	if lang == "python" {
 		path := filepath.Join(dir, "example.py")
 		if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
@@ -36,12 +36,12 @@ func readmeExample(t *testing.T, heading, lang string) []string {
 	build := exec.Command("go", "build", "-o", exe, filepath.Join(dir, "main.go"))
 	build.Dir = "../.." // the module the example imports
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("the README's Go example under %q does not build: %v\n%s", heading, err, out)
+		t.Fatalf("docs/coordination.md's Go example under %q does not build: %v\n%s", heading, err, out)
 	}
 	return []string{exe}
 }
 
-// examples are the README's examples under heading, one per language.
+// examples are docs/coordination.md's examples under heading, one per language.
 func examples(t *testing.T, heading string) map[string][]string {
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Fatal("python3 is needed (make deps installs it)")
@@ -81,7 +81,7 @@ func checkExample(t *testing.T, p *process, code int, want string) {
 // through its wait (it names that leader's value); it is deposed while
 // leading; no daemon.
 func TestReadmeElectExamples(t *testing.T) {
-	for lang, argv := range examples(t, "### Elect a leader") {
+	for lang, argv := range examples(t, "## Elect a leader") {
 		t.Run(lang, func(t *testing.T) {
 			socket := tempSocket(t)
 			startDev(t, socket, t.TempDir())
@@ -110,7 +110,7 @@ func TestReadmeElectExamples(t *testing.T) {
 // "Run N at once": it gets a slot; both slots are taken; another limit
 // is in force; its slot is lost while it works; no daemon.
 func TestReadmeSemaphoreExamples(t *testing.T) {
-	for lang, argv := range examples(t, "### Run N at once") {
+	for lang, argv := range examples(t, "## Run N at once") {
 		t.Run(lang, func(t *testing.T) {
 			socket := tempSocket(t)
 			startDev(t, socket, t.TempDir())
@@ -146,7 +146,7 @@ func TestReadmeSemaphoreExamples(t *testing.T) {
 // jeopardy, pauses, and stops when the lease is lost; the lease is held
 // elsewhere; no daemon.
 func TestReadmeJeopardyExamples(t *testing.T) {
-	for lang, argv := range examples(t, "### React before the lease is lost") {
+	for lang, argv := range examples(t, "## React before the lease is lost") {
 		t.Run(lang, func(t *testing.T) {
 			c := newLoopbackCluster(t, 1)
 			c.startAll()
@@ -185,7 +185,7 @@ func TestReadmeJeopardyExamples(t *testing.T) {
 // then released (the standby sees the release and that its token is no
 // longer live); it stays held; no daemon.
 func TestReadmeHolderWatchExamples(t *testing.T) {
-	for lang, argv := range examples(t, "### Watch holders, check a token") {
+	for lang, argv := range examples(t, "## Watch holders, check a token") {
 		t.Run(lang, func(t *testing.T) {
 			socket := tempSocket(t)
 			startDev(t, socket, t.TempDir())

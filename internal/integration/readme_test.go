@@ -13,21 +13,22 @@ import (
 	"github.com/leaseside/leaseside/ipc"
 )
 
-// readmeBlock returns the first fenced code block in lang under the
-// README heading (a line of its own, "### Go" say).
-func readmeBlock(t *testing.T, heading, lang string) string {
+// docBlock returns the first fenced code block in lang under heading (a
+// line of its own, "## Go" say) of the document at path, relative to the
+// repository's root (README.md, docs/clients.md).
+func docBlock(t *testing.T, path, heading, lang string) string {
 	t.Helper()
-	doc, err := os.ReadFile("../../README.md")
+	doc, err := os.ReadFile(filepath.Join("../..", path))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, section, ok := strings.Cut(string(doc), "\n"+heading+"\n")
 	if !ok {
-		t.Fatalf("README.md has no %q", heading)
+		t.Fatalf("%s has no %q", path, heading)
 	}
 	m := regexp.MustCompile("(?s)```" + lang + "\n(.*?)```").FindStringSubmatch(section)
 	if m == nil {
-		t.Fatalf("README.md has no %s block under %q", lang, heading)
+		t.Fatalf("%s has no %s block under %q", path, lang, heading)
 	}
 	return m[1]
 }
@@ -73,23 +74,23 @@ func exampleOutcomes(t *testing.T, dir string, argv ...string) {
 	check(run("no daemon", filepath.Join(t.TempDir(), "none.sock")), 1, "leaseside:")
 }
 
-// The README's Go example, built as written, in each outcome.
+// docs/clients.md's Go example, built as written, in each outcome.
 func TestReadmeGoExample(t *testing.T) {
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(readmeBlock(t, "### Go", "go")), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(docBlock(t, "docs/clients.md", "## Go", "go")), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	build := exec.Command("go", "build", "-o", filepath.Join(dir, "example"), filepath.Join(dir, "main.go"))
 	build.Dir = "../.." // the module the example imports
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("the README's Go example does not build: %v\n%s", err, out)
+		t.Fatalf("docs/clients.md's Go example does not build: %v\n%s", err, out)
 	}
 	exampleOutcomes(t, dir, filepath.Join(dir, "example"))
 }
 
-// The Python client installs with pip, as the README says, into a fresh
+// The Python client installs with pip, as docs/clients.md says, into a fresh
 // virtual environment and without a package index (it needs nothing
-// beyond the standard library, to build or to run); the README's Python
+// beyond the standard library, to build or to run); docs/clients.md's Python
 // example then runs with it, from elsewhere, in each outcome.
 func TestReadmePythonExample(t *testing.T) {
 	if _, err := exec.LookPath("python3"); err != nil {
@@ -107,7 +108,7 @@ func TestReadmePythonExample(t *testing.T) {
 	}
 	dir := t.TempDir()
 	example := filepath.Join(dir, "example.py")
-	if err := os.WriteFile(example, []byte(readmeBlock(t, "### Python", "python")), 0o644); err != nil {
+	if err := os.WriteFile(example, []byte(docBlock(t, "docs/clients.md", "## Python", "python")), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	py := filepath.Join(venv, "bin", "python")
@@ -121,7 +122,7 @@ func TestReadmePythonExample(t *testing.T) {
 // The README's systemd gate carries what systemd/README.md says it needs,
 // and is the shipped example (systemd/examples/lease-gate.conf).
 func TestReadmeSystemdGate(t *testing.T) {
-	gate := readmeBlock(t, "### Shell", "ini")
+	gate := docBlock(t, "README.md", "## Shell recipes", "ini")
 	for _, want := range []string{"TimeoutStartSec=", "SupplementaryGroups=leaseside", "Environment=LEASESIDE_SOCKET=/run/leaseside/leaseside.sock",
 		"ExecStartPre=/usr/bin/leaseside acquire", "--detached --wait", "ExecStopPost=-/usr/bin/leaseside release"} {
 		if !strings.Contains(gate, want) {
@@ -224,12 +225,10 @@ func TestReadmeQuickStart(t *testing.T) {
 		os.Remove(ipc.SystemSocketPath) // left by a daemon the test had to kill
 		os.Remove(filepath.Dir(ipc.SystemSocketPath))
 	})
-	start, share := readmeBlock(t, "## Quick start", "sh"), ""
-	if _, rest, ok := strings.Cut(string(mustRead(t, "../../README.md")), start); ok {
-		share = regexp.MustCompile("(?s)```sh\n(.*?)```").FindStringSubmatch(rest)[1]
-	}
+	start := docBlock(t, "README.md", "## Quick start", "sh")
+	share := docBlock(t, "docs/local-users.md", "## Sharing root's daemon with a group", "sh")
 	if !strings.Contains(share, "--socket-group leaseside") {
-		t.Fatalf("the quick start's second block does not share the socket with a group:\n%s", share)
+		t.Fatalf("docs/local-users.md's block does not share the socket with a group:\n%s", share)
 	}
 
 	dir, err := os.MkdirTemp("", "leaseside-quickstart-")

@@ -56,7 +56,7 @@ func TestOnePackageDocEach(t *testing.T) {
 	}
 }
 
-// The dependency arrows of DESIGN.md section 3: which project packages
+// The dependency arrows of docs/design.md section 3: which project packages
 // each package may import. Packages not listed may import nothing of the
 // project but what a rule allows.
 func TestDependencyDirection(t *testing.T) {
@@ -89,7 +89,7 @@ func TestDependencyDirection(t *testing.T) {
 		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")
 		ok, known := allowed[rel]
 		if !known {
-			t.Errorf("package %s has no dependency rule here: add one (DESIGN.md section 3)", rel)
+			t.Errorf("package %s has no dependency rule here: add one (docs/design.md section 3)", rel)
 			continue
 		}
 		may := map[string]bool{}
@@ -102,7 +102,7 @@ func TestDependencyDirection(t *testing.T) {
 			}
 			dep := strings.TrimPrefix(strings.TrimPrefix(imp, module), "/")
 			if !may[dep] {
-				t.Errorf("%s imports %s: not allowed by DESIGN.md section 3", rel, dep)
+				t.Errorf("%s imports %s: not allowed by docs/design.md section 3", rel, dep)
 			}
 		}
 	}

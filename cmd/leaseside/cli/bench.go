@@ -28,7 +28,7 @@ second, handoffs of one contended name, keepalives, the leader's memory
 per live lease, grants per second with few and with a great many live
 leases (grants-growth), and the leader's keepalive CPU per host with few
 and with many leases a host (keepalives-growth), each against its target. It starts nothing: the cluster is
-the caller's (README, "Performance"). Exit 1 when a check of the grantors'
+the caller's (docs/performance.md). Exit 1 when a check of the grantors'
 answers finds a violation.`,
 		Example: `  leaseside bench --grantors 127.0.0.1:7401,127.0.0.1:7411,127.0.0.1:7421
   leaseside bench --grantors 127.0.0.1:7401 --workload memory --leases 1000000 \

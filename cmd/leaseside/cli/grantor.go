@@ -216,7 +216,7 @@ func (g *grantorFlagValues) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&g.eps, "epsilon", def.Timing.Epsilon, "safety margin of the timing model; stated in every grant, and a sidecar uses the larger of its own and this")
 	fs.DurationVar(&g.raft.Heartbeat, "raft-heartbeat-timeout", def.Raft.Heartbeat,
 		"a follower that hears nothing from the leader for this long (to twice it) starts an election; the leader heartbeats 10 times as often. "+
-			"Failover takes about twice this; see the README's \"Raft timeouts\" and \"Choosing a term\"")
+			"Failover takes about twice this; see docs/operations.md, \"Raft timeouts\" and \"Choosing a term\"")
 	fs.DurationVar(&g.raft.Election, "raft-election-timeout", def.Raft.Election,
 		"how long (to twice it) a candidate waits for votes before it tries again; at least --raft-heartbeat-timeout")
 	fs.DurationVar(&g.raft.LeaderLease, "raft-leader-lease-timeout", def.Raft.LeaderLease,
