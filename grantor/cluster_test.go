@@ -46,6 +46,9 @@ func startClusterWith(t *testing.T, size int, configure func(*Config)) *testClus
 		cfg.NodeID = fmt.Sprintf("n%d", i+1)
 		cfg.Bootstrap = i == 0
 		cfg.Clock = c.clock
+		for j := range i { // the cluster that adds it
+			cfg.JoinServers = append(cfg.JoinServers, fmt.Sprintf("n%d", j+1))
+		}
 		if configure != nil {
 			configure(&cfg)
 		}

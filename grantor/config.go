@@ -63,6 +63,12 @@ type Config struct {
 	// retries them in the background; a wrong or missing gossip key
 	// fails New.
 	Gossip *gossip.Config
+	// JoinServers are, for a node without Gossip, the raft server IDs it
+	// takes raft RPCs from while it has no raft configuration yet: the
+	// servers of the cluster that adds it (with Gossip, its seeds say;
+	// raft_members.go). Once it has a configuration, only its servers
+	// speak raft to it. Only the TLS transport knows who sends an RPC.
+	JoinServers []string
 	// BootstrapExpect, when positive, bootstraps a new cluster once that
 	// many voter grantors, none with raft state, see each other in gossip
 	// (Consul's bootstrap_expect). It needs Gossip, excludes Bootstrap and

@@ -105,6 +105,7 @@ var (
 	descSuspended   = prometheus.NewDesc("leaseside_grantor_clock_suspended_seconds_total", "Total length of the host suspends noticed.", nil, nil)
 	descSynced      = prometheus.NewDesc("leaseside_grantor_clock_kernel_synced", "1 when the kernel says its clock is synchronised.", nil, nil)
 	descRefused     = prometheus.NewDesc("leaseside_grantor_refused_total", "Calls, connections and packets refused: gRPC calls by the caller's role (link grpc), inbound raft connections and RPCs (link raft, role empty), gossip packets and streams discarded (link gossip, role empty: a wrong or missing key, another cluster, garbage).", []string{"link", "role"}, nil)
+	descNonMember   = prometheus.NewDesc("leaseside_grantor_raft_refused_nonmember_total", "Inbound raft RPCs refused because their sender, authenticated by its grantor certificate, is not a server of this node's latest raft configuration nor one its join path names, by RPC (AppendEntries, RequestVote, RequestPreVote, InstallSnapshot, TimeoutNow). Also counted in leaseside_grantor_refused_total{link=\"raft\"}. Zero without TLS.", []string{"rpc"}, nil)
 	descClockEvents = prometheus.NewDesc("leaseside_grantor_clock_events_total", "Clock watcher events, by kind (pause, suspend, unsynced).", []string{"kind"}, nil)
 )
 
@@ -119,7 +120,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descAcquires, descReleases, descRevokes, descKABatches, descRenewed,
 		descRenewLost, descVerify, descLeases, descWaiters, descIsLeader, descInOffice, descLastIndex,
 		descCommitIndex, descApplied, descTerm, descServers, descGossip, descLastToken, descPause, descPauses,
-		descLongest, descSuspends, descSuspended, descSynced, descClockEvents, descBecame, descRefused} {
+		descLongest, descSuspends, descSuspended, descSynced, descClockEvents, descBecame, descRefused, descNonMember} {
 		ch <- d
 	}
 	c.n.metrics.applyTime.Describe(ch)
@@ -162,6 +163,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		counter(descRefused, m.refusedCalls[r].Load(), "grpc", r.String())
 	}
 	counter(descRefused, m.refusedRaft.Load(), "raft", "")
+	for k := range rpcKinds {
+		counter(descNonMember, n.gate.refusedCount(k), k.String())
+	}
 	if n.gossip != nil {
 		counter(descRefused, n.gossip.Refused(), "gossip", "")
 	}

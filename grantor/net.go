@@ -37,7 +37,7 @@ func (n *Node) newTransport(hlog hclog.Logger) (*contactTransport, error) {
 		Timeout:         transportTimeout,
 	}
 	if cfg.TLS != nil {
-		t, err := newTLSTransport(cfg.RaftAddr, cfg.TLS, ncfg, n.log, n.refusedRaft)
+		t, err := newTLSTransport(cfg.RaftAddr, cfg.TLS, ncfg, n.log, n.gate, n.refusedRaft)
 		if err != nil {
 			return nil, fmt.Errorf("grantor: raft transport on %s: %w", cfg.RaftAddr, err)
 		}

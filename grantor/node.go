@@ -49,6 +49,8 @@ type Node struct {
 	wal     *wal.WAL
 	snaps   *raft.FileSnapshotStore
 	trans   *contactTransport
+	gate    *raftGate       // who may speak raft to this node (raft_members.go)
+	seeds   map[string]bool // the gossip seeds' addresses, as gossip lists members
 	raft    *raft.Raft
 	lis     net.Listener
 	rpcAddr string // advertised
@@ -73,12 +75,20 @@ type Node struct {
 	// halted is closed when the FSM halts (halt.go).
 	halted chan struct{}
 
-	running  atomic.Bool
-	served   chan struct{} // closed when grpc Serve has returned, if it ran
-	done     chan struct{} // closed by Shutdown
-	leaving  atomic.Bool   // set by the Leave RPC
-	left     chan struct{} // closed by the Leave RPC: Run stops the node
-	watchers sync.WaitGroup
+	running atomic.Bool
+	served  chan struct{} // closed when grpc Serve has returned, if it ran
+	done    chan struct{} // closed by Shutdown
+	leaving atomic.Bool   // set by the Leave RPC
+	// leavingRaft is set when Leave starts: the node's removal from the
+	// configuration is then its own doing, and Leave decides what follows.
+	leavingRaft atomic.Bool
+	// wasMember is set once a configuration listed this node, committed
+	// (fsm.onConfig) or latest (watchLeaders); removedSelf is closed when
+	// it learns it was removed from it, and Run then stops it.
+	wasMember   atomic.Bool
+	removedSelf chan struct{}
+	left        chan struct{} // closed by the Leave RPC: Run stops the node
+	watchers    sync.WaitGroup
 	// startMu orders Run's start of the watchers before Shutdown's wait
 	// for them: a WaitGroup must not be added to while it is waited on
 	// from zero (a SIGTERM right after the start raced here).
@@ -97,7 +107,7 @@ func New(cfg Config) (n *Node, err error) {
 		return nil, err
 	}
 	cfg = cfg.withNilDefaults()
-	n = &Node{cfg: cfg, log: cfg.Logger, served: make(chan struct{}), done: make(chan struct{}), left: make(chan struct{}),
+	n = &Node{cfg: cfg, log: cfg.Logger, served: make(chan struct{}), done: make(chan struct{}), left: make(chan struct{}), removedSelf: make(chan struct{}),
 		metrics: newCounters(), audit: newAudit(cfg.Audit, cfg.NodeID)}
 	if cfg.TLS != nil {
 		n.metrics.tls = cfg.TLS.Collector("leaseside_grantor")
@@ -132,6 +142,10 @@ func New(cfg Config) (n *Node, err error) {
 	if n.snaps, err = raft.NewFileSnapshotStoreWithLogger(raftDir, snapshotsRetained, hlog.Named("snapshots")); err != nil {
 		return nil, fmt.Errorf("grantor: opening snapshot store: %w", err)
 	}
+	if cfg.Gossip != nil {
+		n.seeds = n.resolveSeeds(cfg.Gossip.Join)
+	}
+	n.gate = &raftGate{join: n.joinPath}
 	if n.trans, err = n.newTransport(hlog.Named("transport")); err != nil {
 		return nil, err
 	}
@@ -163,7 +177,12 @@ func New(cfg Config) (n *Node, err error) {
 	n.watcher = clockwatch.NewWatcher(cfg.Watch)
 	n.fsm = newFSM()
 	n.removed, n.staged = newRemovedServers(), map[raft.ServerID]uint64{}
-	n.fsm.onConfig = func(c raft.Configuration) { n.removed.configured(c, n.gossipMembers) }
+	n.fsm.onConfig = func(c raft.Configuration) {
+		n.removed.configured(c, n.gossipMembers)
+		if n.listed(c) {
+			n.wasMember.Store(true)
+		}
+	}
 	n.lessor = newLessor(lessorConfig{
 		timing:      cfg.Timing,
 		clock:       cfg.Clock,
@@ -210,6 +229,7 @@ func New(cfg Config) (n *Node, err error) {
 	if n.raft, err = raft.NewRaft(rc, n.fsm, n.wal, n.wal, n.snaps, n.trans); err != nil {
 		return nil, fmt.Errorf("grantor: starting raft: %w", err)
 	}
+	n.gate.raft.Store(n.raft)
 
 	n.edge = newEdgeLimits(n.refusedRPC)
 	if unixPath(cfg.RPCAddr) == "" {
@@ -272,7 +292,8 @@ func (n *Node) Run(ctx context.Context) error {
 		defer close(n.served)
 		serveErr <- n.server.Serve(n.lis)
 	}()
-	n.watchers.Add(3)
+	n.watchers.Add(4)
+	go n.watchLeaders()
 	go n.watchLeadership()
 	go n.watchClock()
 	go n.registerLoop()
@@ -298,6 +319,8 @@ func (n *Node) Run(ctx context.Context) error {
 	case <-n.done:
 	case <-n.halted:
 		err = n.fsm.haltErr()
+	case <-n.removedSelf:
+		n.log.Warn("grantor: this grantor was removed from the raft configuration; stopping (the others refuse its raft messages). To bring it back, start it again: the leader adds it back once gossip sees the new run")
 	case err = <-serveErr:
 		if errors.Is(err, grpc.ErrServerStopped) {
 			err = nil

@@ -32,7 +32,8 @@ import (
 // are checked before raft sees them: the server ID in each RPC's header
 // must equal the certificate's name. That check needs to know which
 // connection an RPC came on, which one shared NetworkTransport does not
-// tell (raft.RPC carries no peer), hence one decoder per connection. The
+// tell (raft.RPC carries no peer), hence one decoder per connection.
+// That name must then be a member (raftGate, raft_members.go). The
 // alternative, a handshake of our own in which the dialer states the ID
 // it speaks for, would check a claim the dialer makes once, not the ID
 // raft then acts on in every header (a candidate's vote request, a
@@ -93,6 +94,7 @@ type tlsTransport struct {
 	log       *slog.Logger
 	refusals  *connlimit.Reporter
 	pending   *connlimit.Limiter // inbound connections not yet authenticated
+	gate      *raftGate          // admits only members (raft_members.go)
 
 	consumer  chan raft.RPC
 	heartbeat atomic.Pointer[func(raft.RPC)]
@@ -114,7 +116,8 @@ var (
 // and serves raft on it over TLS. refused is told of the inbound
 // connections and RPCs it refuses: at once for the first of a source
 // (an IP address) and reason, then their count every raftRefusalInterval.
-func newTLSTransport(addr string, tc *pki.Configurator, cfg raft.NetworkTransportConfig, log *slog.Logger, refused func(source, reason string, count int)) (*tlsTransport, error) {
+// gate admits an RPC's sender once its certificate matched the header.
+func newTLSTransport(addr string, tc *pki.Configurator, cfg raft.NetworkTransportConfig, log *slog.Logger, gate *raftGate, refused func(source, reason string, count int)) (*tlsTransport, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
@@ -127,6 +130,7 @@ func newTLSTransport(addr string, tc *pki.Configurator, cfg raft.NetworkTranspor
 		ln:        ln,
 		serverCfg: tc.ServerConfig(pki.ALPNRaft, pki.Peer{Roles: []string{pki.RoleGrantor}}),
 		log:       log,
+		gate:      gate,
 		refusals:  connlimit.NewReporter(raftRefusalInterval, refused),
 		consumer:  make(chan raft.RPC),
 		inbound:   map[*oneConn]struct{}{},
@@ -257,14 +261,24 @@ func (t *tlsTransport) serve(raw *connlimit.Conn) {
 	peer := id.Name
 	check := func(rpc raft.RPC) bool {
 		h, ok := rpc.Command.(raft.WithRPCHeader)
-		if ok && string(h.GetRPCHeader().ID) == peer {
-			return true
+		kind, known := rpcKindOf(rpc.Command)
+		var reason string
+		switch {
+		case !ok || string(h.GetRPCHeader().ID) != peer:
+			claimed := "(none)"
+			if ok {
+				claimed = string(h.GetRPCHeader().ID)
+			}
+			reason = fmt.Sprintf("an RPC speaks for server %q but the connection's certificate is %s", claimed, id)
+		case !known:
+			reason = fmt.Sprintf("an RPC of unknown type %T", rpc.Command)
+		default:
+			err := t.gate.admit(peer, kind)
+			if err == nil {
+				return true
+			}
+			reason = err.Error()
 		}
-		claimed := "(none)"
-		if ok {
-			claimed = string(h.GetRPCHeader().ID)
-		}
-		reason := fmt.Sprintf("an RPC speaks for server %q but the connection's certificate is %s", claimed, id)
 		t.refusals.Refused(remote, reason)
 		rpc.Respond(nil, errors.New("refused: "+reason))
 		one.Close()

@@ -5,6 +5,7 @@
 package stranger
 
 import (
+	"bytes"
 	"crypto/tls"
 	"net"
 	"testing"
@@ -40,4 +41,47 @@ func (s stream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, 
 		return d.Dial("tcp", string(addr))
 	}
 	return tls.DialWithDialer(d, "tcp", string(addr), s.cfg)
+}
+
+// Forged is the data of the entries Attack writes: a command type no
+// grantor knows.
+var Forged = []byte{0xEE}
+
+// Attack sends server id at addr, over tr and in the name hdr gives, one
+// raft RPC of every kind as a grantor that is not a member would to take
+// the cluster over (issue 21's attack) and returns the error of each, by
+// RPC name (nil: it was answered):
+//
+//   - AppendEntries in term, from the start of the log (no previous
+//     entry), carrying entries 1 to upTo of Forged data and a commit index
+//     of upTo: a follower that took it would overwrite its committed
+//     entries and apply one it cannot decode;
+//   - RequestVote and RequestPreVote in term, with a log that looks
+//     longer than anyone's;
+//   - TimeoutNow, which makes a follower call an election at once;
+//   - InstallSnapshot of an empty state at index upTo.
+func Attack(tr *raft.NetworkTransport, id, addr string, hdr raft.RPCHeader, term, upTo uint64) map[string]error {
+	sid, sa := raft.ServerID(id), raft.ServerAddress(addr)
+	out := map[string]error{}
+	entries := make([]*raft.Log, 0, upTo)
+	for i := uint64(1); i <= upTo; i++ {
+		entries = append(entries, &raft.Log{Index: i, Term: term, Type: raft.LogCommand, Data: Forged})
+	}
+	var ae raft.AppendEntriesResponse
+	out["AppendEntries"] = tr.AppendEntries(sid, sa, &raft.AppendEntriesRequest{RPCHeader: hdr, Term: term,
+		Entries: entries, LeaderCommitIndex: upTo}, &ae)
+	var rv raft.RequestVoteResponse
+	out["RequestVote"] = tr.RequestVote(sid, sa, &raft.RequestVoteRequest{RPCHeader: hdr, Term: term,
+		LastLogIndex: upTo, LastLogTerm: term}, &rv)
+	var pv raft.RequestPreVoteResponse
+	out["RequestPreVote"] = tr.RequestPreVote(sid, sa, &raft.RequestPreVoteRequest{RPCHeader: hdr, Term: term,
+		LastLogIndex: upTo, LastLogTerm: term}, &pv)
+	var tn raft.TimeoutNowResponse
+	out["TimeoutNow"] = tr.TimeoutNow(sid, sa, &raft.TimeoutNowRequest{RPCHeader: hdr}, &tn)
+	var is raft.InstallSnapshotResponse
+	snap := []byte(`{"last_token":0,"leases":{},"sessions":{},"nodes":{}}`)
+	out["InstallSnapshot"] = tr.InstallSnapshot(sid, sa, &raft.InstallSnapshotRequest{RPCHeader: hdr,
+		SnapshotVersion: raft.SnapshotVersionMax, Term: term, LastLogIndex: upTo, LastLogTerm: term,
+		Size: int64(len(snap))}, &is, bytes.NewReader(snap))
+	return out
 }

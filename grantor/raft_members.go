@@ -1,0 +1,281 @@
+package grantor
+
+import (
+	"fmt"
+	"net"
+	"slices"
+	"sync/atomic"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/leaseside/leaseside/grantor/gossip"
+)
+
+// Only members speak raft.
+//
+// With TLS, the transport already knows who sends each inbound raft RPC:
+// the certificate's name, which must equal the RPC header's server ID
+// (raft_tls.go). A certificate is not membership, though: the cluster CA
+// may sign grantor certificates for names that are in no configuration
+// (a spare, a retired host, a stolen key), and raft itself takes an
+// AppendEntries from anyone who sends one. So, before raft sees it, every
+// AppendEntries, RequestVote, RequestPreVote, InstallSnapshot and
+// TimeoutNow passes raftGate.admit, which lets it through only when its
+// sender is:
+//
+//   - a server (voter or not) of this node's latest raft configuration,
+//     the one raft acts on, committed or not; or
+//   - while this node has no configuration yet (a grantor waiting to be
+//     added, or to bootstrap), a server its join path names: with gossip,
+//     the grantors at its --join seed addresses and the leader those
+//     seeds name (without seeds, every alive grantor in gossip and the
+//     leader they agree on); without gossip, Config.JoinServers; or
+//   - for AppendEntries and InstallSnapshot only, the leader that this
+//     node's --join seeds agree on: a grantor that was down while a
+//     server was added and then became leader is not in its old
+//     configuration, and only that leader can bring it up to date.
+//
+// A removed server is thereby refused by every grantor that knows of its
+// removal, and a grantor that learns of its own removal stops
+// (watchLeaders) unless it is leaving by itself (Leave).
+//
+// Gossip names the leader only to a node that cannot otherwise know it;
+// the sender must still hold the grantor certificate of that name. What
+// stays open: a holder of the gossip key (every sidecar has it) and of a
+// grantor certificate of a name in no configuration can make a grantor
+// that has no configuration yet and was started without --join follow it
+// (gossip then has no seeds to trust); that grantor then serves no one,
+// and the cluster is untouched. A grantor with a configuration, or with
+// seeds, refuses it.
+
+// raftRPCKind names an inbound raft RPC, for refusals and metrics.
+type raftRPCKind uint8
+
+const (
+	rpcAppendEntries raftRPCKind = iota
+	rpcRequestVote
+	rpcRequestPreVote
+	rpcInstallSnapshot
+	rpcTimeoutNow
+	rpcKinds // the number of kinds
+)
+
+func (k raftRPCKind) String() string {
+	switch k {
+	case rpcAppendEntries:
+		return "AppendEntries"
+	case rpcRequestVote:
+		return "RequestVote"
+	case rpcRequestPreVote:
+		return "RequestPreVote"
+	case rpcInstallSnapshot:
+		return "InstallSnapshot"
+	case rpcTimeoutNow:
+		return "TimeoutNow"
+	}
+	return "unknown"
+}
+
+// rpcKindOf returns the kind of an inbound raft RPC's command, false for
+// one that is none of them.
+func rpcKindOf(cmd any) (raftRPCKind, bool) {
+	switch cmd.(type) {
+	case *raft.AppendEntriesRequest:
+		return rpcAppendEntries, true
+	case *raft.RequestVoteRequest:
+		return rpcRequestVote, true
+	case *raft.RequestPreVoteRequest:
+		return rpcRequestPreVote, true
+	case *raft.InstallSnapshotRequest:
+		return rpcInstallSnapshot, true
+	case *raft.TimeoutNowRequest:
+		return rpcTimeoutNow, true
+	}
+	return 0, false
+}
+
+// joinPath is what a node's join path says about the cluster it joins.
+type joinPath struct {
+	// servers may speak raft to a node without a configuration.
+	servers []string
+	// leader is the leader the seeds agree on ("" when none or they
+	// disagree); it may also send AppendEntries and InstallSnapshot to a
+	// node whose configuration lacks it.
+	leader string
+}
+
+// raftGate admits an inbound raft RPC only from a member (see the top of
+// this file). Safe for concurrent use.
+type raftGate struct {
+	// raft is set once raft runs; until then every RPC is refused.
+	raft atomic.Pointer[raft.Raft]
+	// join returns what the node's join path says now.
+	join func() joinPath
+	// refused counts the RPCs refused, per kind.
+	refused [rpcKinds]atomic.Uint64
+}
+
+// admit returns nil if server id may send an RPC of kind to this node,
+// else why not (for the refusal and the audit trail; it names no address,
+// so that refusals of one kind from one source add up to one line).
+func (g *raftGate) admit(id string, kind raftRPCKind) error {
+	err := g.check(id, kind)
+	if err != nil {
+		g.refused[kind].Add(1)
+	}
+	return err
+}
+
+func (g *raftGate) check(id string, kind raftRPCKind) error {
+	r := g.raft.Load()
+	if r == nil {
+		return fmt.Errorf("%s from %q: raft is not running yet", kind, id)
+	}
+	servers := r.GetConfiguration().Configuration().Servers // never fails: raft v1.8 reads its latest configuration
+	if slices.ContainsFunc(servers, func(s raft.Server) bool { return string(s.ID) == id }) {
+		return nil
+	}
+	jp := g.join()
+	if len(servers) == 0 {
+		if slices.Contains(jp.servers, id) || (id == jp.leader && id != "") {
+			return nil
+		}
+		return fmt.Errorf("%s from %q: this grantor has no raft configuration yet, and its join path names %s",
+			kind, id, describeJoin(jp))
+	}
+	if (kind == rpcAppendEntries || kind == rpcInstallSnapshot) && id == jp.leader && id != "" {
+		return nil
+	}
+	return fmt.Errorf("%s from %q: not a server of this grantor's raft configuration", kind, id)
+}
+
+// describeJoin says whom a join path names, for a refusal.
+func describeJoin(jp joinPath) string {
+	switch {
+	case len(jp.servers) == 0 && jp.leader == "":
+		return "no server"
+	case jp.leader == "":
+		return fmt.Sprintf("only %q", jp.servers)
+	}
+	return fmt.Sprintf("only %q and the leader %q", jp.servers, jp.leader)
+}
+
+// refusedCount returns the RPCs of kind the gate refused.
+func (g *raftGate) refusedCount(kind raftRPCKind) uint64 { return g.refused[kind].Load() }
+
+// joinPath returns what this node's join path says now (see the top of
+// this file).
+func (n *Node) joinPath() joinPath {
+	if n.gossip == nil {
+		return joinPath{servers: n.cfg.JoinServers}
+	}
+	return seedsSay(n.gossip.Members(), n.seeds, n.cfg.NodeID)
+}
+
+// seedsSay reads a join path from the gossip members ms: the alive
+// grantors at the seed addresses (all alive grantors when there are no
+// seeds) and the leader they name, if they agree (none naming one counts
+// as no agreement). Only with seeds does the agreed leader count for a
+// node that has a configuration: without them, anyone with the gossip key
+// could take part in the agreement.
+func seedsSay(ms []gossip.MemberInfo, seeds map[string]bool, self string) joinPath {
+	var jp joinPath
+	agreed, disagree := "", false
+	for _, in := range ms {
+		if in.State != gossip.StateAlive || in.MetaErr != nil || in.Meta.Role != gossip.RoleGrantor ||
+			in.Meta.NodeID == "" || in.Meta.NodeID == self {
+			continue
+		}
+		if len(seeds) > 0 && !seeds[in.Addr] {
+			continue
+		}
+		jp.servers = append(jp.servers, in.Meta.NodeID)
+		switch l := in.Meta.LeaderID; {
+		case l == "":
+		case agreed == "":
+			agreed = l
+		case agreed != l:
+			disagree = true
+		}
+	}
+	if !disagree && agreed != self {
+		jp.leader = agreed
+	}
+	slices.Sort(jp.servers)
+	if len(seeds) == 0 && jp.leader != "" {
+		// Good enough for a node without a configuration only: admit
+		// refuses a non-member leader to a node with one, since
+		// servers is then not the operator's choice.
+		jp.servers = append(jp.servers, jp.leader)
+		jp.leader = ""
+	}
+	return jp
+}
+
+// resolveSeeds returns the gossip addresses (IP:port, as gossip lists its
+// members) of the seeds: an IP is taken as it is, a host name is looked
+// up once, now. A seed that does not resolve is left out and logged:
+// gossip cannot reach it either.
+func (n *Node) resolveSeeds(join []string) map[string]bool {
+	out := map[string]bool{}
+	for _, s := range join {
+		host, port, err := net.SplitHostPort(s)
+		if err != nil {
+			n.log.Warn("grantor: a gossip seed is not host:port; it names no raft server", "seed", s, "err", err)
+			continue
+		}
+		if ip := net.ParseIP(host); ip != nil {
+			out[net.JoinHostPort(ip.String(), port)] = true
+			continue
+		}
+		ips, err := net.LookupIP(host)
+		if err != nil {
+			n.log.Warn("grantor: a gossip seed does not resolve; it names no raft server", "seed", s, "err", err)
+			continue
+		}
+		for _, ip := range ips {
+			out[net.JoinHostPort(ip.String(), port)] = true
+		}
+	}
+	return out
+}
+
+// watchLeaders looks at every leader change raft observes. It stops
+// the node (removedSelf) once it has been removed from the raft
+// configuration, unless it is leaving by itself (Leave): raft's latest
+// configuration, which listed it before, no longer does. A removed
+// follower hears from no leader after its removal, so its heartbeat
+// timeout forgets the leader; a removed leader steps down. A node that
+// starts with a configuration that lacks it (removed while it was down)
+// waits instead: the leader adds it back once gossip sees the new run
+// (discovery.go). A removed node that did not learn of its removal (it
+// was down) calls elections that every member refuses (raftGate).
+func (n *Node) watchLeaders() {
+	defer n.watchers.Done()
+	ch := make(chan raft.Observation, 1)
+	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.LeaderObservation)
+		return ok
+	})
+	n.raft.RegisterObserver(obs)
+	defer n.raft.DeregisterObserver(obs)
+	for {
+		switch {
+		case n.listed(n.raft.GetConfiguration().Configuration()):
+			n.wasMember.Store(true)
+		case n.wasMember.Load() && !n.leavingRaft.Load():
+			close(n.removedSelf)
+			return
+		}
+		select {
+		case <-ch: // dropped observations are fine: each one re-reads
+		case <-n.done:
+			return
+		}
+	}
+}
+
+// listed reports whether c lists this node.
+func (n *Node) listed(c raft.Configuration) bool {
+	return slices.ContainsFunc(c.Servers, func(s raft.Server) bool { return string(s.ID) == n.cfg.NodeID })
+}

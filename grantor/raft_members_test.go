@@ -1,0 +1,294 @@
+package grantor
+
+import (
+	"bytes"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/leaseside/leaseside/grantor/gossip"
+	"github.com/leaseside/leaseside/grantor/pki"
+	"github.com/leaseside/leaseside/internal/stranger"
+)
+
+// raftAs returns a raft transport that speaks with the grantor
+// certificate of name, and the header that speaks for it.
+func raftAs(t *testing.T, p *testPKI, name string) (*raft.NetworkTransport, raft.RPCHeader) {
+	t.Helper()
+	cfg := p.conf(pki.RoleGrantor, name).ClientConfig(pki.ALPNRaft, pki.Peer{Roles: []string{pki.RoleGrantor}})
+	tr := stranger.Raft(t, cfg)
+	return tr, raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(name), Addr: []byte(tr.LocalAddr())}
+}
+
+// sendEvery sends to n, as hdr says, one RPC of every kind raft has, each
+// of the kind an attacker would send (a term far ahead, an entry no
+// grantor can decode right after n's last one, a snapshot), and fails the
+// test if any is answered.
+func sendEvery(t *testing.T, tr *raft.NetworkTransport, hdr raft.RPCHeader, n *running, forged uint64) {
+	t.Helper()
+	id, addr := raft.ServerID(n.cfg.NodeID), raft.ServerAddress(n.RaftAddr())
+	term, last := n.raft.CurrentTerm(), n.raft.LastIndex()
+	var ae raft.AppendEntriesResponse
+	if err := tr.AppendEntries(id, addr, &raft.AppendEntriesRequest{RPCHeader: hdr, Term: forged}, &ae); err == nil {
+		t.Errorf("%s answered AppendEntries with a forged term: %+v", id, ae)
+	}
+	if err := tr.AppendEntries(id, addr, &raft.AppendEntriesRequest{
+		RPCHeader: hdr, Term: term, PrevLogEntry: last, PrevLogTerm: term,
+		Entries:           []*raft.Log{{Index: last + 1, Term: term, Type: raft.LogCommand, Data: []byte{0xEE}}},
+		LeaderCommitIndex: last + 1,
+	}, &ae); err == nil {
+		t.Errorf("%s answered AppendEntries with an undecodable entry: %+v", id, ae)
+	}
+	var rv raft.RequestVoteResponse
+	if err := tr.RequestVote(id, addr, &raft.RequestVoteRequest{RPCHeader: hdr, Term: forged, LastLogIndex: 1 << 40, LastLogTerm: forged}, &rv); err == nil {
+		t.Errorf("%s answered RequestVote: %+v", id, rv)
+	}
+	var pv raft.RequestPreVoteResponse
+	if err := tr.RequestPreVote(id, addr, &raft.RequestPreVoteRequest{RPCHeader: hdr, Term: forged, LastLogIndex: 1 << 40, LastLogTerm: forged}, &pv); err == nil {
+		t.Errorf("%s answered RequestPreVote: %+v", id, pv)
+	}
+	var tn raft.TimeoutNowResponse
+	if err := tr.TimeoutNow(id, addr, &raft.TimeoutNowRequest{RPCHeader: hdr}, &tn); err == nil {
+		t.Errorf("%s answered TimeoutNow: %+v", id, tn)
+	}
+	var is raft.InstallSnapshotResponse
+	snap := []byte(`{"last_token":0}`)
+	if err := tr.InstallSnapshot(id, addr, &raft.InstallSnapshotRequest{
+		RPCHeader: hdr, SnapshotVersion: raft.SnapshotVersionMax, Term: forged, LastLogIndex: 1 << 40, LastLogTerm: forged,
+		Size: int64(len(snap)), ConfigurationIndex: 1 << 40,
+	}, &is, bytes.NewReader(snap)); err == nil {
+		t.Errorf("%s answered InstallSnapshot: %+v", id, is)
+	}
+}
+
+// noForged fails the test if a node took the forged term or holds the
+// undecodable entry.
+func noForged(t *testing.T, c *testCluster, forged uint64) {
+	t.Helper()
+	for i, n := range c.nodes {
+		if !c.alive[i] {
+			continue
+		}
+		if got := n.raft.CurrentTerm(); got >= forged {
+			t.Fatalf("%s is in term %d: it took the forged term", n.cfg.NodeID, got)
+		}
+		for idx := uint64(1); idx <= n.raft.LastIndex(); idx++ {
+			var e raft.Log
+			if n.wal.GetLog(idx, &e) == nil && bytes.Equal(e.Data, []byte{0xEE}) {
+				t.Fatalf("%s's log holds the forged entry at %d", n.cfg.NodeID, idx)
+			}
+		}
+	}
+}
+
+// tlsCluster starts three grantors over TLS, auditing into audits.
+func tlsCluster(t *testing.T, p *testPKI) (*testCluster, []*lineLog) {
+	t.Helper()
+	audits := make([]*lineLog, 3)
+	i := 0
+	c := startClusterWith(t, 3, func(cfg *Config) {
+		cfg.TLS = p.conf(pki.RoleGrantor, cfg.NodeID)
+		audits[i] = newLineLog()
+		cfg.Audit = audits[i].logger()
+		i++
+	})
+	return c, audits
+}
+
+// Issue 21 item 1, the attack: a grantor certificate of the cluster's CA
+// for a name in no raft configuration (n9) speaks raft in its own name.
+// Every kind of raft RPC it sends, to the leader and to a follower, is
+// refused before raft sees it, named in the audit trail and counted per
+// kind; no grantor takes its term or its entry, the held lease keeps its
+// token and the cluster still grants.
+func TestRaftRefusesNonMembers(t *testing.T) {
+	p := newTestPKI(t)
+	c, audits := tlsCluster(t, p)
+	li := c.leader()
+	l := c.nodes[li]
+	sideCreds := p.conf(pki.RoleSidecar, "h1").ClientCredentials()
+	held := c.acquireAtLeader(sideCreds, acqReq("s1", 1, "jobs/held"))
+	if !held.Granted {
+		t.Fatalf("acquire: %v", held)
+	}
+	fi := (li + 1) % 3
+	f := c.nodes[fi]
+	waitRaft(t, "the grant replicated", func() bool { return f.fsm.leaseCount() == 1 }, l, f)
+	forged := l.raft.CurrentTerm() + 1000
+
+	tr, hdr := raftAs(t, p, "n9")
+	for _, i := range []int{li, fi} {
+		sendEvery(t, tr, hdr, c.nodes[i], forged)
+		audits[i].wait(t, "event=refused_raft", `AppendEntries from \"n9\": not a server of this grantor's raft configuration`)
+		audits[i].wait(t, "event=refused_raft", `RequestVote from \"n9\"`)
+		for k := range rpcKinds {
+			if got := c.nodes[i].gate.refusedCount(k); got == 0 {
+				t.Errorf("%s counted no refused %s", c.nodes[i].cfg.NodeID, k)
+			}
+		}
+	}
+	noForged(t, c, forged)
+	if again := c.acquireAtLeader(sideCreds, acqReq("s2", 1, "jobs/held")); again.Granted || again.Token != held.Token {
+		t.Fatalf("the held lease: %v, want held under token %d", again, held.Token)
+	}
+	if fresh := c.acquireAtLeader(sideCreds, acqReq("s2", 2, "jobs/other")); !fresh.Granted {
+		t.Fatalf("a new acquire: %v", fresh)
+	}
+}
+
+// The removed grantor's case: a running follower removed by the leader
+// learns it and stops (Run returns nil, having logged why), and its own
+// certificate then speaks raft to no one: every RPC it sends is refused
+// as a non-member's. The two left keep granting.
+func TestRemovedGrantorStopsAndIsRefused(t *testing.T) {
+	p := newTestPKI(t)
+	c, audits := tlsCluster(t, p)
+	li := c.leader()
+	l := c.nodes[li]
+	ri := (li + 1) % 3
+	r := c.nodes[ri]
+	if err := l.RemoveServer(tctx(t), r.cfg.NodeID); err != nil {
+		t.Fatalf("RemoveServer: %v", err)
+	}
+	select {
+	case <-r.exited:
+	case <-time.After(waitTimeout):
+		t.Fatal("the removed grantor still runs")
+	}
+	if r.runErr != nil {
+		t.Fatalf("the removed grantor's Run: %v, want nil", r.runErr)
+	}
+	c.alive[ri] = false
+	forged := l.raft.CurrentTerm() + 1000
+	tr, hdr := raftAs(t, p, r.cfg.NodeID)
+	for i, n := range c.nodes {
+		if !c.alive[i] {
+			continue
+		}
+		sendEvery(t, tr, hdr, n, forged)
+		audits[i].wait(t, "event=refused_raft", `RequestVote from \"`+r.cfg.NodeID+`\": not a server`)
+	}
+	noForged(t, c, forged)
+	sideCreds := p.conf(pki.RoleSidecar, "h1").ClientCredentials()
+	if a := c.acquireAtLeader(sideCreds, acqReq("s1", 1, "jobs/after")); !a.Granted {
+		t.Fatalf("acquire after the removal: %v", a)
+	}
+}
+
+// The joining grantor's case: a grantor without raft state takes raft
+// RPCs only from the servers its join path names (here JoinServers, the
+// cluster that adds it): a non-member's AppendEntries, votes and snapshot
+// are refused before it has a configuration, and the leader that adds it
+// then brings it up to date; from then on, only the configuration's
+// servers speak raft to it.
+func TestJoiningGrantorFollowsOnlyItsJoinPath(t *testing.T) {
+	p := newTestPKI(t)
+	c, _ := tlsCluster(t, p)
+	l := c.nodes[c.leader()]
+	sideCreds := p.conf(pki.RoleSidecar, "h1").ClientCredentials()
+	if a := c.acquireAtLeader(sideCreds, acqReq("s1", 1, "jobs/before")); !a.Granted {
+		t.Fatalf("acquire: %v", a)
+	}
+	cfg := fastConfig(t, t.TempDir())
+	cfg.NodeID, cfg.Bootstrap = "n4", false
+	cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = DefaultHeartbeatTimeout, DefaultElectionTimeout, DefaultLeaderLeaseTimeout
+	cfg.Clock = c.clock
+	cfg.TLS = p.conf(pki.RoleGrantor, "n4")
+	cfg.JoinServers = []string{"n1", "n2", "n3"}
+	audit := newLineLog()
+	cfg.Audit = audit.logger()
+	j := start(t, cfg, false)
+
+	tr, hdr := raftAs(t, p, "n9")
+	sendEvery(t, tr, hdr, j, 1000)
+	audit.wait(t, "event=refused_raft", `AppendEntries from \"n9\": this grantor has no raft configuration yet, and its join path names only [\"n1\" \"n2\" \"n3\"]`)
+	if got := j.raft.LastIndex(); got != 0 {
+		t.Fatalf("the joining grantor's log reaches %d: it took the non-member's entries", got)
+	}
+	c.addVoter("n4", j.RaftAddr())
+	waitRaft(t, "the joining grantor caught up", func() bool { return j.fsm.leaseCount() == 1 }, l, j)
+	c.nodes, c.alive = append(c.nodes, j), append(c.alive, true)
+	forged := l.raft.CurrentTerm() + 1000
+	sendEvery(t, tr, hdr, j, forged)
+	audit.wait(t, "event=refused_raft", `AppendEntries from \"n9\": not a server of this grantor's raft configuration`)
+	noForged(t, c, forged)
+	if a := c.acquireAtLeader(sideCreds, acqReq("s1", 2, "jobs/after")); !a.Granted {
+		t.Fatalf("acquire after the join: %v", a)
+	}
+}
+
+// What a join path says, read from gossip: the grantors at the seed
+// addresses, and the leader they agree on.
+func TestSeedsSay(t *testing.T) {
+	g := func(addr, id, leader string) gossip.MemberInfo {
+		return gossip.MemberInfo{Name: id, Addr: addr, State: gossip.StateAlive,
+			Meta: gossip.Meta{Role: gossip.RoleGrantor, NodeID: id, LeaderID: leader}}
+	}
+	side := gossip.MemberInfo{Name: "s", Addr: "10.0.0.9:1", State: gossip.StateAlive, Meta: gossip.Meta{Role: gossip.RoleSidecar}}
+	dead := g("10.0.0.3:1", "g3", "evil")
+	dead.State = gossip.StateDead
+	seeds := map[string]bool{"10.0.0.1:1": true, "10.0.0.2:1": true, "10.0.0.3:1": true}
+	for _, tc := range []struct {
+		name    string
+		members []gossip.MemberInfo
+		seeds   map[string]bool
+		want    joinPath
+	}{
+		{name: "seeds agree on a leader that is no seed", seeds: seeds,
+			members: []gossip.MemberInfo{g("10.0.0.1:1", "g1", "g4"), g("10.0.0.2:1", "g2", "g4"), g("10.0.0.4:1", "g4", "g4"), side},
+			want:    joinPath{servers: []string{"g1", "g2"}, leader: "g4"}},
+		{name: "a non-seed's claim counts for nothing", seeds: seeds,
+			members: []gossip.MemberInfo{g("10.0.0.1:1", "g1", ""), g("10.0.0.66:1", "evil", "evil"), dead},
+			want:    joinPath{servers: []string{"g1"}}},
+		{name: "seeds that disagree name no leader", seeds: seeds,
+			members: []gossip.MemberInfo{g("10.0.0.1:1", "g1", "g1"), g("10.0.0.2:1", "g2", "g2")},
+			want:    joinPath{servers: []string{"g1", "g2"}}},
+		{name: "a seed naming this node names no leader", seeds: seeds,
+			members: []gossip.MemberInfo{g("10.0.0.1:1", "g1", "me"), g("10.0.0.5:1", "me", "me")},
+			want:    joinPath{servers: []string{"g1"}}},
+		{name: "without seeds, every alive grantor, and their leader only as a server", seeds: nil,
+			members: []gossip.MemberInfo{g("10.0.0.1:1", "g1", "g2"), g("10.0.0.2:1", "g2", "g2"), side},
+			want:    joinPath{servers: []string{"g1", "g2", "g2"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := seedsSay(tc.members, tc.seeds, "me")
+			if !slices.Equal(got.servers, tc.want.servers) || got.leader != tc.want.leader {
+				t.Fatalf("seedsSay = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// The gate on its own: a server of the latest configuration passes; with
+// a configuration, a non-member passes only as the leader the seeds agree
+// on and only with entries or a snapshot (a seed is not enough).
+func TestRaftGateRules(t *testing.T) {
+	cfg := fastConfig(t, t.TempDir())
+	n := start(t, cfg, true)
+	jp := joinPath{servers: []string{"seed"}, leader: "told"}
+	n.gate.join = func() joinPath { return jp }
+	for _, tc := range []struct {
+		id   string
+		kind raftRPCKind
+		ok   bool
+	}{
+		{id: "n1", kind: rpcRequestVote, ok: true},
+		{id: "told", kind: rpcAppendEntries, ok: true},
+		{id: "told", kind: rpcInstallSnapshot, ok: true},
+		{id: "told", kind: rpcRequestVote},
+		{id: "told", kind: rpcTimeoutNow},
+		{id: "seed", kind: rpcAppendEntries},
+		{id: "n9", kind: rpcAppendEntries},
+	} {
+		err := n.gate.admit(tc.id, tc.kind)
+		if (err == nil) != tc.ok {
+			t.Errorf("admit(%s, %s) = %v, want admitted %v", tc.id, tc.kind, err, tc.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "not a server of this grantor's raft configuration") {
+			t.Errorf("admit(%s, %s) = %v: does not say why", tc.id, tc.kind, err)
+		}
+	}
+}

@@ -1,0 +1,124 @@
+package integration
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/leaseside/leaseside/grantor/grantorpb"
+	"github.com/leaseside/leaseside/grantor/pki"
+	"github.com/leaseside/leaseside/internal/stranger"
+	"github.com/leaseside/leaseside/ipc"
+)
+
+// raftAttacker is a raft transport speaking with the cluster's grantor
+// certificate of name, and the header in which it speaks for it.
+func raftAttacker(t *testing.T, p *clusterPKI, name string) (*raft.NetworkTransport, raft.RPCHeader) {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(p.dir, "grantor-"+name+".pem")); err != nil {
+		p.cert("grantor", name, false)
+	}
+	tr := stranger.Raft(t, p.configurator("grantor", name).ClientConfig(pki.ALPNRaft, pki.Peer{Roles: []string{pki.RoleGrantor}}))
+	return tr, raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(name), Addr: []byte(tr.LocalAddr())}
+}
+
+// attackAll runs stranger.Attack, as name, against every live grantor
+// of c, and waits until each has audited the refusal of every RPC.
+func attackAll(t *testing.T, c *cluster, tr *raft.NetworkTransport, hdr raft.RPCHeader, name string) {
+	t.Helper()
+	marks := c.marks()
+	for i, n := range c.nodes {
+		if !n.alive {
+			continue
+		}
+		for rpc, err := range stranger.Attack(tr, n.id, n.raftAddr(), hdr, forgedTerm, 4096) {
+			if err == nil {
+				t.Errorf("grantor %s answered %s from the grantor certificate %s", n.id, rpc, name)
+			}
+		}
+		for _, rpc := range []string{"AppendEntries", "RequestVote", "RequestPreVote", "TimeoutNow", "InstallSnapshot"} {
+			n.proc.waitLine(t, marks[i], "event=refused_raft", rpc+` from \"`+name+`\": not a server of this grantor's raft configuration`)
+		}
+	}
+}
+
+// Issue 21 item 1 on real processes: a grantor certificate of the
+// cluster's CA for a name in no raft configuration (g9) sends every
+// grantor the attack that used to halt the whole cluster for good (an
+// AppendEntries in a far term that overwrites the log from its first
+// entry with entries no grantor can decode and commits them), and votes,
+// a TimeoutNow and a snapshot. Every grantor refuses each before raft sees
+// it and audits it; none takes the term or halts; the held lease stays
+// and the cluster grants, and again after every grantor restarted.
+func TestRaftNonMemberCertificateRefused(t *testing.T) {
+	p := newClusterPKI(t)
+	c := newTLSCluster(t, p)
+	s := startSidecar(t, "sidecar s1", nil, append(p.cert("sidecar", "s1", false), "--grantors", c.rpcAddrs())...)
+	held := acquireCLI(t, s, "members/held", "--ttl", "30s", "--detached")
+
+	tr, hdr := raftAttacker(t, p, "g9")
+	attackAll(t, c, tr, hdr, "g9")
+	noForgedTerm(t, c)
+	cli(t, s.socket, "check", "members/held", "--token", held.Token).must(t, 0)
+	after := acquireCLI(t, s, "members/after", "--ttl", "5s", "--detached")
+	t.Logf("granted token %s after the attack (held: %s)", after.Token, held.Token)
+
+	for i := range c.nodes {
+		c.stop(i)
+	}
+	c.startAll()
+	noForgedTerm(t, c)
+	restarted := acquireCLI(t, s, "members/after-restart", "--ttl", "5s", "--detached")
+	if tokenOf(t, restarted) <= tokenOf(t, after) {
+		t.Fatalf("token %s after the restart, not above %s", restarted.Token, after.Token)
+	}
+	// And the attack again, on the restarted cluster.
+	attackAll(t, c, tr, hdr, "g9")
+	acquireCLI(t, s, "members/after-second-attack", "--ttl", "5s", "--detached")
+}
+
+// The removed grantor's case on real processes: an operator removes a
+// running grantor (RemoveServer); it learns it, says so and exits 0 (a
+// service manager does not restart it into a cluster that removed it);
+// its own certificate then speaks raft to no one, and the two left keep
+// granting.
+func TestRaftRemovedGrantorStopsAndIsRefused(t *testing.T) {
+	p := newClusterPKI(t)
+	c := newTLSCluster(t, p)
+	s := startSidecar(t, "sidecar s1", nil, append(p.cert("sidecar", "s1", false), "--grantors", c.rpcAddrs())...)
+	acquireCLI(t, s, "members/before", "--ttl", "5s", "--detached")
+	leader := c.currentLeader().node
+	ri := c.others(leader)[0]
+	r := c.nodes[ri]
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if _, err := grpcClient(t, c.nodes[leader].rpcAddr(), p.creds("operator", "op")).RemoveServer(ctx,
+		&grantorpb.RemoveServerRequest{NodeId: r.id}); err != nil {
+		t.Fatalf("RemoveServer %s: %v", r.id, err)
+	}
+	r.proc.waitLine(t, 0, "removed from the raft configuration; stopping")
+	if code := r.proc.waitExit(t); code != 0 {
+		t.Fatalf("the removed grantor exited %d, want 0; last lines:\n%s", code, r.proc.tail(20))
+	}
+	r.alive = false
+
+	tr, hdr := raftAttacker(t, p, r.id)
+	attackAll(t, c, tr, hdr, r.id)
+	noForgedTerm(t, c)
+	g := acquireCLI(t, s, "members/after", "--ttl", "5s", "--detached")
+	t.Logf("granted token %s by the two left", g.Token)
+}
+
+// tokenOf is g's fencing token as a number.
+func tokenOf(t *testing.T, g ipc.Grant) uint64 {
+	t.Helper()
+	n, err := strconv.ParseUint(g.Token, 10, 64)
+	if err != nil {
+		t.Fatalf("token %q: %v", g.Token, err)
+	}
+	return n
+}
