@@ -37,7 +37,7 @@ func (l *lessor) acquire(ctx context.Context, c acquireCmd, wait time.Duration) 
 	if err := checkOwner(&sessionRecord{Owner: l.fsm.sessionOwner(c.ID.Session)}, c.ID.Session, c.Identity); err != nil {
 		return nil, err
 	}
-	defer l.touch(o, c.ID.Session)()
+	defer l.touch(o, c.ID.Session, c.TTL)()
 
 	var expired <-chan struct{}
 	if wait > 0 {
@@ -402,7 +402,7 @@ func (l *lessor) release(ctx context.Context, c releaseCmd) (*releaseResult, err
 	if !l.fsm.hasSession(c.ID.Session) {
 		return &releaseResult{}, nil
 	}
-	defer l.touch(o, c.ID.Session)()
+	defer l.touch(o, c.ID.Session, 0)()
 	allowed := l.prop.allowed()
 	var w *waiter
 	if allowed >= cmdRelease4 && l.frees(c) {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"strconv"
-	"sync"
-	"time"
 )
 
 // The audit trail: one structured log line for every grant, release,
@@ -31,41 +29,25 @@ import (
 //	                                           address and reason, then their count
 //	                                           every 10 s)
 //
-// Refused lines are limited, as a caller decides how many it causes: per
-// caller and call, the first is written at once and the next at most once
-// every refusalInterval, with suppressed saying how many were not written
-// since the last one.
+// Lines of calls that change nothing (refused, and release or proclaim
+// that found no grant) are limited, as a caller decides how many it
+// causes: per identity, at most its account's audit_lines_per_sec
+// (account.go), with suppressed on the next one written saying how many
+// were not written since the last. Lines of what changes state are
+// always written.
 //
 // Config.Audit chooses where they go (`--audit-log FILE` writes them as
 // JSON to a file of their own); by default the node's log.
 type audit struct {
 	log  *slog.Logger
 	self Identity // who the leader's own actions are attributed to
-
-	now      func() time.Time // the limiter's clock
-	mu       sync.Mutex
-	refusals map[string]*refusalCount // by role/name and call
+	// accounts limit the lines of calls that change nothing, per
+	// identity; nil limits nothing.
+	accounts *accounts
 }
-
-// refusalCount is what the limiter knows of one caller's refused call.
-type refusalCount struct {
-	written    time.Time // when the last line was
-	suppressed int       // refusals not written since
-}
-
-const (
-	// refusalInterval is the least time between two refused lines of
-	// one caller and call.
-	refusalInterval = 10 * time.Second
-	// refusalKeys bounds the limiter's memory: when it knows this many
-	// callers and calls, it forgets those whose last line is older
-	// than refusalInterval (reporting nothing of what they suppressed),
-	// or else all of them.
-	refusalKeys = 4096
-)
 
 func newAudit(l *slog.Logger, nodeID string) *audit {
-	return &audit{log: l, self: Identity{Role: RoleGrantor, Name: nodeID}, now: time.Now, refusals: map[string]*refusalCount{}}
+	return &audit{log: l, self: Identity{Role: RoleGrantor, Name: nodeID}}
 }
 
 // write logs one audit line at level. A nil *audit (tests of parts
@@ -83,15 +65,42 @@ func (a *audit) grant(who Identity, lease string, token uint64, session, owner s
 	a.write(slog.LevelInfo, "grant", who, "lease", lease, "token", token, "session", session, "owner", owner)
 }
 
-// release records a Release that ended a grant or found none.
+// release records a Release that ended a grant or found none (limited).
 func (a *audit) release(who Identity, lease string, token uint64, released bool) {
-	a.write(slog.LevelInfo, "release", who, "lease", lease, "token", token, "released", released)
+	if released {
+		a.write(slog.LevelInfo, "release", who, "lease", lease, "token", token, "released", released)
+		return
+	}
+	a.unchanged(slog.LevelInfo, "release", who, "lease", lease, "token", token, "released", released)
 }
 
 // proclaim records a Proclaim that changed a grant's value or found no
-// such grant.
+// such grant (limited).
 func (a *audit) proclaim(who Identity, lease string, token uint64, proclaimed bool) {
-	a.write(slog.LevelInfo, "proclaim", who, "lease", lease, "token", token, "proclaimed", proclaimed)
+	if proclaimed {
+		a.write(slog.LevelInfo, "proclaim", who, "lease", lease, "token", token, "proclaimed", proclaimed)
+		return
+	}
+	a.unchanged(slog.LevelInfo, "proclaim", who, "lease", lease, "token", token, "proclaimed", proclaimed)
+}
+
+// unchanged writes the line of a call that changed nothing, unless who's
+// account holds it back; the line written says how many were held back
+// since the last.
+func (a *audit) unchanged(level slog.Level, event string, who Identity, attrs ...any) {
+	if a == nil {
+		return
+	}
+	if a.accounts != nil {
+		suppressed, ok := a.accounts.auditLine(who)
+		if !ok {
+			return
+		}
+		if suppressed > 0 {
+			attrs = append(attrs, "suppressed", suppressed)
+		}
+	}
+	a.write(level, event, who, attrs...)
 }
 
 // revoke records a lease the leader revoked because it expired.
@@ -135,52 +144,10 @@ func (a *audit) memberRemove(who Identity, nodeID string) {
 	a.write(slog.LevelInfo, "member_remove", who, "node_id", nodeID)
 }
 
-// refused records a gRPC call refused to its caller, unless the limiter
-// holds it back; attrs add to call and reason (the lease, when the call
-// names one).
+// refused records a gRPC call refused to its caller (limited); attrs add
+// to call and reason (the lease, when the call names one).
 func (a *audit) refused(who Identity, call, reason string, attrs ...any) {
-	if a == nil {
-		return
-	}
-	suppressed, ok := a.allowRefusal(who.String() + " " + call)
-	if !ok {
-		return
-	}
-	attrs = append([]any{"call", call, "reason", reason}, attrs...)
-	if suppressed > 0 {
-		attrs = append(attrs, "suppressed", suppressed)
-	}
-	a.write(slog.LevelWarn, "refused", who, attrs...)
-}
-
-// allowRefusal reports whether a refused line for key may be written now,
-// and how many were held back since the last one.
-func (a *audit) allowRefusal(key string) (suppressed int, ok bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	now := a.now()
-	c := a.refusals[key]
-	if c == nil {
-		if len(a.refusals) >= refusalKeys {
-			for k, old := range a.refusals {
-				if now.Sub(old.written) >= refusalInterval {
-					delete(a.refusals, k)
-				}
-			}
-			if len(a.refusals) >= refusalKeys {
-				clear(a.refusals)
-			}
-		}
-		a.refusals[key] = &refusalCount{written: now}
-		return 0, true
-	}
-	if now.Sub(c.written) < refusalInterval {
-		c.suppressed++
-		return 0, false
-	}
-	suppressed = c.suppressed
-	*c = refusalCount{written: now}
-	return suppressed, true
+	a.unchanged(slog.LevelWarn, "refused", who, append([]any{"call", call, "reason", reason}, attrs...)...)
 }
 
 // refusedRaft records count inbound raft connections or RPCs refused;

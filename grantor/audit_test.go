@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/leaseside/leaseside/clockwatch"
 	"github.com/leaseside/leaseside/grantor/grantorpb"
 	"github.com/leaseside/leaseside/grantor/pki"
 )
@@ -15,13 +16,20 @@ import (
 // The attack of issue 8 is audited, over real TLS (review R8-13): a
 // Release and a KeepAlive under another sidecar's session are refused and
 // each is one audit line naming the caller, the call and the lease. Those
-// lines are limited per caller and call: more refusals within
-// refusalInterval write nothing, and the next line after it says how many
-// were held back.
+// lines are limited per identity (its account's audit_lines_per_sec, 2
+// here): more refusals within the second write nothing, and the next line
+// after it says how many were held back.
 func TestAuditRefusedSessionUse(t *testing.T) {
 	p := newTestPKI(t)
 	audit := newLineLog()
-	n := tlsNode(t, p, audit)
+	cfg := fastConfig(t, t.TempDir())
+	cfg.TLS = p.conf(pki.RoleGrantor, "n1")
+	cfg.Audit = audit.logger()
+	lim := DefaultLimits()
+	lim.AuditLines = 2
+	cfg.Limits.Identities = map[string]Limits{"sidecar/host-b": lim}
+	clock := clockwatch.NewFake(clockwatch.Instant(time.Hour))
+	n := start(t, cfg, true, func(n *Node) { n.accounts.clock = clock })
 	hostA := dialWith(t, n.RPCAddr(), p.conf(pki.RoleSidecar, "host-a").ClientCredentials())
 	hostB := dialWith(t, n.RPCAddr(), p.conf(pki.RoleSidecar, "host-b").ClientCredentials())
 	a, err := hostA.Acquire(tctx(t), acqReq("sa", 1, "x"))
@@ -49,8 +57,9 @@ func TestAuditRefusedSessionUse(t *testing.T) {
 	}
 	audit.wait(t, "event=refused", "role=sidecar", "name=host-b", "call=KeepAlive", "another identity")
 
-	// The limiter: four more refused Releases write nothing; one after
-	// the interval writes a line that counts them.
+	// The limiter: host-b's two lines of the second are written; four
+	// more refused Releases write nothing; one a second later writes a
+	// line that counts them.
 	releases := func() (n int) {
 		audit.mu.Lock()
 		defer audit.mu.Unlock()
@@ -65,12 +74,9 @@ func TestAuditRefusedSessionUse(t *testing.T) {
 		release(3 + seq)
 	}
 	if got := releases(); got != 1 {
-		t.Fatalf("%d refused Release lines after 5 refusals within the interval, want 1", got)
+		t.Fatalf("%d refused Release lines after 5 refusals within the second (and a KeepAlive's), want 1", got)
 	}
-	n.audit.mu.Lock()
-	later := time.Now().Add(refusalInterval)
-	n.audit.now = func() time.Time { return later }
-	n.audit.mu.Unlock()
+	clock.Advance(time.Second)
 	release(7)
 	line := audit.wait(t, "event=refused", "name=host-b", "call=Release", "suppressed=4")
 	if got := releases(); got != 2 || !strings.Contains(line, "lease=x") {

@@ -128,6 +128,9 @@ type acquireCmd struct {
 	// delayed after the grant ends without a release. Applied in
 	// cmdAcquire7 and later only (lockdelay.go).
 	LockDelay time.Duration `json:"lock_delay_ns,omitempty"`
+	// caller is the verified caller, never written to the log: a waiter
+	// is charged to its account (account.go).
+	caller Identity
 }
 
 type releaseCmd struct {

@@ -131,21 +131,17 @@ type Config struct {
 	// DefaultMaxLockDelay.
 	MaxLockDelay time.Duration
 
-	// MaxLeasesPerSidecar is the most live leases one sidecar identity
-	// (a sidecar certificate's name) may hold; an Acquire past it fails
-	// with RESOURCE_EXHAUSTED and nothing held changes. 0 means no limit.
-	// Operators (and every caller without TLS) are not limited.
-	MaxLeasesPerSidecar int
-
-	// MaxWatchStreams is the most Watch streams one caller identity may
-	// have open at the leader (a sidecar keeps one); more are refused
-	// with RESOURCE_EXHAUSTED. Without TLS every caller is the one
-	// insecure identity. 0 means no limit.
-	MaxWatchStreams int
+	// Limits are the limits of each identity's account (account.go,
+	// docs/limits.md): everything a caller can make the grantor keep,
+	// per role and per identity. A call past one fails with
+	// RESOURCE_EXHAUSTED naming it, and nothing changes.
+	Limits AccountLimits
 
 	// SessionIdleTimeout is how long the leader keeps the idempotency
-	// records of a session that holds no lease and has sent nothing before
-	// it proposes to forget them (CloseSession).
+	// records of a session that holds no lease and has sent nothing when
+	// it has not seen the session's term (a session opened under an
+	// earlier leader); one whose term it knows is closed after that term
+	// (expiry.go).
 	SessionIdleTimeout time.Duration
 }
 
@@ -156,18 +152,17 @@ type Config struct {
 // leases were lost at the failovers. A failover takes about 1.5 to 3s
 // with these (docs/operations.md, "Raft timeouts" and "Choosing a term").
 const (
-	DefaultHeartbeatTimeout    = time.Second
-	DefaultElectionTimeout     = time.Second
-	DefaultLeaderLeaseTimeout  = time.Second
-	DefaultCommitTimeout       = 50 * time.Millisecond
-	DefaultSnapshotThreshold   = 8192
-	DefaultSnapshotInterval    = 2 * time.Minute
-	DefaultMinTTL              = time.Second
-	DefaultMaxTTL              = 24 * time.Hour
-	DefaultMaxLockDelay        = time.Hour
-	DefaultSessionIdleTimeout  = time.Hour
-	DefaultReconcileInterval   = 10 * time.Second
-	DefaultMaxLeasesPerSidecar = 100_000
+	DefaultHeartbeatTimeout   = time.Second
+	DefaultElectionTimeout    = time.Second
+	DefaultLeaderLeaseTimeout = time.Second
+	DefaultCommitTimeout      = 50 * time.Millisecond
+	DefaultSnapshotThreshold  = 8192
+	DefaultSnapshotInterval   = 2 * time.Minute
+	DefaultMinTTL             = time.Second
+	DefaultMaxTTL             = 24 * time.Hour
+	DefaultMaxLockDelay       = time.Hour
+	DefaultSessionIdleTimeout = time.Hour
+	DefaultReconcileInterval  = 10 * time.Second
 	// DefaultMaxRecvMsgSize, 256 KiB: an acquire is under 2 KB, a
 	// keepalive of 1024 sessions (the most one may carry) about 90 KB.
 	// An unfinished call can make the grantor hold this much (grpc-go
@@ -191,24 +186,23 @@ const (
 // the system clock. NodeID and DataDir are left empty.
 func DefaultConfig() Config {
 	return Config{
-		RaftAddr:            "127.0.0.1:0",
-		RPCAddr:             "127.0.0.1:0",
-		Timing:              clockwatch.DefaultTiming(),
-		Clock:               clockwatch.System,
-		HeartbeatTimeout:    DefaultHeartbeatTimeout,
-		ElectionTimeout:     DefaultElectionTimeout,
-		LeaderLeaseTimeout:  DefaultLeaderLeaseTimeout,
-		CommitTimeout:       DefaultCommitTimeout,
-		SnapshotThreshold:   DefaultSnapshotThreshold,
-		SnapshotInterval:    DefaultSnapshotInterval,
-		MinTTL:              DefaultMinTTL,
-		MaxTTL:              DefaultMaxTTL,
-		MaxLockDelay:        DefaultMaxLockDelay,
-		SessionIdleTimeout:  DefaultSessionIdleTimeout,
-		ReconcileInterval:   DefaultReconcileInterval,
-		MaxLeasesPerSidecar: DefaultMaxLeasesPerSidecar,
-		MaxWatchStreams:     DefaultMaxWatchStreams,
-		Watch:               clockwatch.DefaultWatcherConfig(),
+		RaftAddr:           "127.0.0.1:0",
+		RPCAddr:            "127.0.0.1:0",
+		Timing:             clockwatch.DefaultTiming(),
+		Clock:              clockwatch.System,
+		HeartbeatTimeout:   DefaultHeartbeatTimeout,
+		ElectionTimeout:    DefaultElectionTimeout,
+		LeaderLeaseTimeout: DefaultLeaderLeaseTimeout,
+		CommitTimeout:      DefaultCommitTimeout,
+		SnapshotThreshold:  DefaultSnapshotThreshold,
+		SnapshotInterval:   DefaultSnapshotInterval,
+		MinTTL:             DefaultMinTTL,
+		MaxTTL:             DefaultMaxTTL,
+		MaxLockDelay:       DefaultMaxLockDelay,
+		SessionIdleTimeout: DefaultSessionIdleTimeout,
+		ReconcileInterval:  DefaultReconcileInterval,
+		Limits:             DefaultAccountLimits(),
+		Watch:              clockwatch.DefaultWatcherConfig(),
 	}
 }
 
@@ -264,8 +258,6 @@ func (c Config) Validate() error {
 		return bad("MaxLockDelay %v exceeds %v", c.MaxLockDelay, maxTTLLimit)
 	case c.SessionIdleTimeout <= 0:
 		return bad("SessionIdleTimeout is not positive")
-	case c.MaxLeasesPerSidecar < 0:
-		return bad("MaxLeasesPerSidecar %d is negative", c.MaxLeasesPerSidecar)
 	case c.ReconcileInterval < 0:
 		return bad("ReconcileInterval is negative")
 	case c.BootstrapExpect < 0:
@@ -284,6 +276,9 @@ func (c Config) Validate() error {
 			return bad("the TLS certificate is %s, but a grantor needs a grantor certificate named after its node ID (grantor/%s): make one with `leaseside tls cert create --grantor %s`",
 				id, c.NodeID, c.NodeID)
 		}
+	}
+	if err := c.Limits.Validate(); err != nil {
+		return err
 	}
 	if err := c.Watch.Validate(); err != nil {
 		return bad("%v", err)

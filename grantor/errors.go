@@ -35,9 +35,6 @@ var (
 	// ErrPermissionDenied is returned for a request under a session that
 	// another identity opened; see PermissionError.
 	ErrPermissionDenied = errors.New("grantor: permission denied")
-	// ErrTooManyLeases is returned for an Acquire that would take a
-	// sidecar past its limit of live leases; see TooManyLeasesError.
-	ErrTooManyLeases = errors.New("grantor: too many leases for one sidecar")
 	// ErrHalted is returned by Run when the node met a raft log entry it
 	// cannot apply and stopped; see HaltError. Restarting the same binary
 	// halts at the same entry: upgrade it.

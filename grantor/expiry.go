@@ -30,7 +30,11 @@ type revokeJob struct {
 // expiryLoop is the leader's only source of expiries. It sleeps on a
 // Clock timer until the earliest session expiry or lock-delay end (or
 // maxExpirySleep), then re-reads Clock.Now and ends what has passed: the
-// timer only wakes it, the Clock decides. It also forgets idle sessions.
+// timer only wakes it, the Clock decides. It also forgets idle sessions:
+// one that holds nothing and has not been seen for its own term since it
+// last held something or was last seen (as its grants would run:
+// GrantorExpiry from then), or for sessionIdle when this office has not
+// seen its term (opened under an earlier leader, and quiet since).
 func (l *lessor) expiryLoop(o *office) {
 	defer l.wg.Done()
 	t := l.clock.NewTimer(maxExpirySleep)
@@ -116,7 +120,7 @@ func (l *lessor) scan(o *office, now clockwatch.Instant) (expires []expireJob, r
 		if !s.revoking {
 			held, _ := l.fsm.sessionHeld(d.name)
 			if len(held) == 0 {
-				o.emptiedLocked(d.name)
+				o.emptiedLocked(d.name, now)
 				continue
 			}
 			// Only grants whose events this office has seen: a grant
@@ -169,6 +173,9 @@ func (l *lessor) scan(o *office, now clockwatch.Instant) (expires []expireJob, r
 			continue
 		}
 		idleAt := s.last.Add(l.sessionIdle)
+		if s.term > 0 {
+			idleAt = l.timing.GrantorExpiry(s.last, s.term)
+		}
 		if now.Before(idleAt) {
 			next = minInstant(next, idleAt)
 			continue
@@ -278,7 +285,7 @@ func (l *lessor) finishDecisionLocked(o *office, session string, s *sessionState
 	}
 	s.revoking, s.decided = false, nil
 	if !l.fsm.holdsLeases(session) {
-		o.emptiedLocked(session)
+		o.emptiedLocked(session, l.clock.Now())
 		return true
 	}
 	o.queueLocked(session, s, s.expiry)

@@ -143,11 +143,11 @@ type fsm struct {
 
 	mu sync.RWMutex
 	st fsmState
-	// bySession indexes the leases of each session, heldByName counts the
-	// leases of each session owner; both derived from st.Leases and
-	// st.Sessions (sessions.go).
-	bySession  map[string]*sessionLeases
-	heldByName map[string]int
+	// bySession indexes the leases of each session (sessions.go), byOwner
+	// what each identity name holds (usage.go); both derived from
+	// st.Leases and st.Sessions.
+	bySession map[string]*sessionLeases
+	byOwner   map[string]*ownerUsage
 	// evs collects the events of the entry being applied (one goroutine).
 	evs []fsmEvent
 	// halted is set at the first entry that cannot be decoded; from then
@@ -161,7 +161,7 @@ type fsm struct {
 var _ raft.ConfigurationStore = (*fsm)(nil)
 
 func newFSM() *fsm {
-	return &fsm{st: newFSMState(), bySession: map[string]*sessionLeases{}, heldByName: map[string]int{}}
+	return &fsm{st: newFSMState(), bySession: map[string]*sessionLeases{}, byOwner: map[string]*ownerUsage{}}
 }
 
 // Apply applies one log entry. It returns *acquireResult, *releaseResult,
@@ -247,7 +247,7 @@ func (f *fsm) Apply(l *raft.Log) any {
 	case *endDelayCmd:
 		res = f.applyEndDelay(c)
 	case *closeSessionCmd:
-		delete(f.st.Sessions, c.Session)
+		f.deleteSession(c.Session)
 	case *registerNodeCmd:
 		f.st.Nodes[c.NodeID] = c.RPCAddr
 		if c.MaxCmd > baselineCmd {
@@ -305,7 +305,7 @@ func (f *fsm) session(id requestID, identity string) (*sessionRecord, error) {
 	}
 	if s == nil {
 		s = &sessionRecord{Outcomes: map[uint64]outcome{}, Owner: identity}
-		f.st.Sessions[id.Session] = s
+		f.putSession(id.Session, s)
 	}
 	if id.Seq < s.Floor {
 		return nil, &StaleRequestError{Session: id.Session, Seq: id.Seq, Floor: s.Floor}
@@ -329,7 +329,7 @@ func (f *fsm) session(id requestID, identity string) (*sessionRecord, error) {
 // as when an idle session is closed. cmdAcquire6 and later.
 func (f *fsm) dropEmptySession(session string) {
 	if s := f.st.Sessions[session]; s != nil && len(s.Outcomes) == 0 && f.bySession[session] == nil {
-		delete(f.st.Sessions, session)
+		f.deleteSession(session)
 	}
 }
 

@@ -2,7 +2,6 @@ package grantor
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"sync"
 	"time"
@@ -24,9 +23,10 @@ import (
 // the stream's flow-control window to the size the message declares, so
 // what an unfinished call can make the grantor hold is its message size
 // (Config.MaxRecvMsgSize), and the total is that times the calls in
-// progress. These bound the calls, per connection (MaxConcurrentStreams)
-// and per identity, the connections, in total, per source address and per
-// identity, and how long a connection may take to authenticate.
+// progress. These bound the calls per connection (MaxConcurrentStreams),
+// the connections in total and per source address, and how long a
+// connection may take to authenticate; the connections and calls of each
+// identity are charged to its account (account.go: conns, calls).
 const (
 	// grpcHandshakeTimeout bounds a connection's TLS handshake (gRPC's
 	// default is 120 s).
@@ -37,15 +37,6 @@ const (
 	grpcMaxConns = 16384
 	// grpcMaxConnsPerSource bounds them from one address.
 	grpcMaxConnsPerSource = 256
-	// grpcMaxConnsPerIdentity bounds them per certificate (role and
-	// name), once authenticated: a sidecar keeps one to each grantor,
-	// `leaseside bench` eight.
-	grpcMaxConnsPerIdentity = 32
-	// grpcMaxCallsPerIdentity bounds the calls in progress per
-	// certificate, over all its connections: with MaxRecvMsgSize, what
-	// one certificate can make the grantor hold. A sidecar's waiting
-	// acquires and streams count.
-	grpcMaxCallsPerIdentity = 2048
 	// A connection is pinged after grpcKeepaliveTime without traffic
 	// and closed when the ping is not answered within
 	// grpcKeepaliveTimeout, so that peers that vanished free their
@@ -58,29 +49,20 @@ const (
 	grpcRefusalInterval = 10 * time.Second
 )
 
-// edgeLimits holds the gRPC edge's per-identity counts and the
-// connection limiter.
+// edgeLimits holds the connection limiter and charges connections and
+// calls to their identities' accounts.
 type edgeLimits struct {
 	conns    *connlimit.Limiter
 	refusals *connlimit.Reporter
-
-	mu        sync.Mutex
-	idConns   map[string]int // authenticated connections, per identity
-	idCalls   map[string]int // calls in progress, per identity
-	maxConns  int
-	maxCalls  int
-	onRefused func(who, reason string)
+	accounts *accounts
 }
 
-// newEdgeLimits returns the edge's limits; refused is told, aggregated,
-// of the connections and calls refused.
-func newEdgeLimits(refused func(source, reason string, count int)) *edgeLimits {
+// newEdgeLimits returns the edge's limits, charging a; refused is told,
+// aggregated, of the connections and calls refused.
+func newEdgeLimits(a *accounts, refused func(source, reason string, count int)) *edgeLimits {
 	e := &edgeLimits{
 		refusals: connlimit.NewReporter(grpcRefusalInterval, refused),
-		idConns:  map[string]int{},
-		idCalls:  map[string]int{},
-		maxConns: grpcMaxConnsPerIdentity,
-		maxCalls: grpcMaxCallsPerIdentity,
+		accounts: a,
 	}
 	e.conns = connlimit.New(connlimit.Limits{Total: grpcMaxConns, PerSource: grpcMaxConnsPerSource}, e.refusals.Refused)
 	return e
@@ -108,49 +90,45 @@ func (e *edgeLimits) serverOptions(maxStreams uint32, tls bool) []grpc.ServerOpt
 // listener bounds the connections ln accepts.
 func (e *edgeLimits) listener(ln net.Listener) net.Listener { return e.conns.Listener(ln) }
 
-// callerOf returns the certificate identity of a connection's peer, ""
-// when it has none.
-func callerOf(ai credentials.AuthInfo) string {
-	if a, ok := ai.(pki.AuthInfo); ok {
-		return a.Identity.Role + "/" + a.Identity.Name
+// callerOf returns the certificate identity of a connection's peer;
+// false when it has none, or one of no known role (authz refuses its
+// calls).
+func callerOf(ai credentials.AuthInfo) (Identity, bool) {
+	a, ok := ai.(pki.AuthInfo)
+	if !ok {
+		return Identity{}, false
 	}
-	return ""
+	role, err := ParseRole(a.Identity.Role)
+	if err != nil {
+		return Identity{}, false
+	}
+	return Identity{Role: role, Name: a.Identity.Name}, true
 }
 
-// tap admits a call when its caller has fewer than maxCalls in progress,
-// and counts it until the call ends.
+// tap admits a call when its caller's account has room for one more call
+// in progress, and charges it until the call ends.
 func (e *edgeLimits) tap(ctx context.Context, _ *tap.Info) (context.Context, error) {
 	p, ok := peer.FromContext(ctx)
 	if !ok {
 		return ctx, nil
 	}
-	who := callerOf(p.AuthInfo)
-	if who == "" {
+	who, ok := callerOf(p.AuthInfo)
+	if !ok {
 		return ctx, nil
 	}
-	e.mu.Lock()
-	if e.idCalls[who] >= e.maxCalls {
-		e.mu.Unlock()
-		e.refusals.Refused(who, "too many calls in progress for this certificate")
-		return nil, status.Errorf(codes.ResourceExhausted, "grantor: %s has %d calls in progress, the most one certificate may", who, e.maxCalls)
+	acct, err := e.accounts.charge(who, limCalls, 1)
+	if err != nil {
+		e.refusals.Refused(who.String(), "too many calls in progress for this certificate")
+		return nil, status.Error(codes.ResourceExhausted, err.Error())
 	}
-	e.idCalls[who]++
-	e.mu.Unlock()
 	// The stream's context ends with the call, however it ends.
-	context.AfterFunc(ctx, func() { e.release(e.idCalls, who) })
+	context.AfterFunc(ctx, func() { e.accounts.refund(acct, limCalls, 1) })
 	return ctx, nil
 }
 
-func (e *edgeLimits) release(counts map[string]int, who string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if counts[who]--; counts[who] <= 0 {
-		delete(counts, who)
-	}
-}
-
-// credentials wraps c so that a certificate holds at most maxConns
-// connections at once: one more fails its handshake.
+// credentials wraps c so that each connection is charged to its
+// certificate's account: one past the account's conns fails its
+// handshake.
 func (e *edgeLimits) credentials(c credentials.TransportCredentials) credentials.TransportCredentials {
 	return limitedCreds{c, e}
 }
@@ -165,21 +143,18 @@ func (c limitedCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthI
 	if err != nil {
 		return nil, nil, err
 	}
-	who := callerOf(ai)
-	if who == "" {
+	who, ok := callerOf(ai)
+	if !ok {
 		return conn, ai, nil
 	}
 	e := c.e
-	e.mu.Lock()
-	if e.idConns[who] >= e.maxConns {
-		e.mu.Unlock()
+	acct, err := e.accounts.charge(who, limConns, 1)
+	if err != nil {
 		conn.Close()
-		e.refusals.Refused(who, "too many connections for this certificate")
-		return nil, nil, fmt.Errorf("grantor: %s holds %d gRPC connections, the most one certificate may", who, e.maxConns)
+		e.refusals.Refused(who.String(), "too many connections for this certificate")
+		return nil, nil, err
 	}
-	e.idConns[who]++
-	e.mu.Unlock()
-	return &identityConn{Conn: conn, release: sync.OnceFunc(func() { e.release(e.idConns, who) })}, ai, nil
+	return &identityConn{Conn: conn, release: sync.OnceFunc(func() { e.accounts.refund(acct, limConns, 1) })}, ai, nil
 }
 
 func (c limitedCreds) Clone() credentials.TransportCredentials {

@@ -122,8 +122,8 @@ func (h *h2Caller) read(untilPing bool) map[uint32]string {
 // until the call ends. What one certificate can make a grantor hold is
 // bounded: a request larger than MaxRecvMsgSize (now 256 KiB; was 4 MiB)
 // is refused as soon as its length is read, a connection carries at most
-// MaxConcurrentStreams calls, a certificate at most maxCalls over all its
-// connections and at most maxConns connections. Here (limits lowered to
+// MaxConcurrentStreams calls, a certificate at most its account's calls
+// over all its connections and at most its conns. Here (limits lowered to
 // keep the test small: 50 calls a connection, 120 calls and 4
 // connections a certificate) the attacker's fifth connection is refused,
 // exactly 120 of its 300 unfinished calls are held, and a sidecar with
@@ -133,10 +133,10 @@ func TestRPCUnfinishedCallsAreBounded(t *testing.T) {
 	cfg := fastConfig(t, t.TempDir())
 	cfg.TLS = p.conf(pki.RoleGrantor, cfg.NodeID)
 	cfg.MaxConcurrentStreams = 50
+	lim := DefaultLimits()
+	lim.Calls, lim.Conns = 120, 4
+	cfg.Limits.Identities = map[string]Limits{"sidecar/h2": lim}
 	n := start(t, cfg, true)
-	n.edge.mu.Lock()
-	n.edge.maxCalls, n.edge.maxConns = 120, 4
-	n.edge.mu.Unlock()
 	attacker := p.conf(pki.RoleSidecar, "h2")
 
 	// A request declaring the old limit is refused before it is read

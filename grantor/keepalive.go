@@ -125,20 +125,21 @@ func (l *lessor) queueRenewal(ctx context.Context, o *office, r *renewal) (renew
 // r.marked.
 func (l *lessor) markBusyLocked(o *office, r *renewal) {
 	now := l.clock.Now()
-	mark := func(session string) {
+	mark := func(session string, term time.Duration) {
 		if !l.fsm.hasSession(session) {
 			return
 		}
 		s := o.sessionLocked(session)
 		s.busy++
 		s.last = now
+		s.term = max(s.term, term)
 		r.marked = append(r.marked, s)
 	}
 	if r.session != "" {
-		mark(r.session)
+		mark(r.session, 0)
 	}
 	for _, s := range r.sessions {
-		mark(s.Session)
+		mark(s.Session, s.TTL)
 	}
 }
 

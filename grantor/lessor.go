@@ -51,6 +51,8 @@ type lessorConfig struct {
 	metrics *counters
 	// audit records revokes; nil records nothing.
 	audit *audit
+	// accounts are charged the waiters (account.go).
+	accounts *accounts
 }
 
 // testEvent is a milestone reported to lessorConfig.hook.
@@ -181,11 +183,19 @@ type sessionState struct {
 
 	busy int                // requests and streams in progress
 	last clockwatch.Instant // when the session was last seen
+	// term is the largest term this office has seen the session use
+	// (its grants, its Acquires, its keepalives); 0 when it has seen
+	// none. A session that holds nothing is forgotten a term after it
+	// was last seen (expiry.go).
+	term time.Duration
 }
 
 func newLessor(cfg lessorConfig, f *fsm, p proposer) *lessor {
 	if cfg.metrics == nil {
 		cfg.metrics = newCounters()
+	}
+	if cfg.accounts == nil {
+		cfg.accounts = newAccounts(AccountLimits{}, f, cfg.clock)
 	}
 	l := &lessor{lessorConfig: cfg, fsm: f, prop: p, changed: make(chan struct{})}
 	for i := range l.slots {
@@ -248,7 +258,7 @@ func (l *lessor) onEvent(ev fsmEvent) {
 		poke(o.kick)
 	case evFreed:
 		if !l.fsm.holdsLeases(ev.Rec.Session) {
-			o.emptiedLocked(ev.Rec.Session)
+			o.emptiedLocked(ev.Rec.Session, now)
 		}
 		// Only if the entry left room: one that handed the lease (or a
 		// semaphore's slot) over in the same entry did not.
@@ -266,7 +276,7 @@ func (l *lessor) onEvent(ev fsmEvent) {
 		o.seen = max(o.seen, l.fsm.lastToken())
 		for name := range o.sessions {
 			if !l.fsm.holdsLeases(name) {
-				o.emptiedLocked(name)
+				o.emptiedLocked(name, now)
 			}
 		}
 		for name, ttl := range l.fsm.sessionTerms() {
@@ -297,6 +307,7 @@ func (o *office) sessionLocked(session string) *sessionState {
 func (o *office) extendLocked(t clockwatch.Timing, session string, ttl time.Duration, tG clockwatch.Instant) {
 	s := o.sessionLocked(session)
 	s.ttl = max(s.ttl, ttl)
+	s.term = max(s.term, ttl)
 	exp := t.GrantorExpiry(tG, s.ttl)
 	switch {
 	case s.expiry == 0:
@@ -307,10 +318,14 @@ func (o *office) extendLocked(t clockwatch.Timing, session string, ttl time.Dura
 	}
 }
 
-// emptiedLocked notes that session holds no lease any more.
-func (o *office) emptiedLocked(session string) {
+// emptiedLocked notes that session holds no lease any more, at now: it is
+// idle from then (expiry.go).
+func (o *office) emptiedLocked(session string, now clockwatch.Instant) {
 	if s := o.sessions[session]; s != nil {
 		s.ttl, s.expiry, s.revoking, s.decided = 0, 0, false, nil
+		if now.After(s.last) {
+			s.last = now
+		}
 	}
 }
 
@@ -535,13 +550,15 @@ func (l *lessor) waitReady(ctx context.Context) error {
 	}
 }
 
-// touch marks session busy with a request until the returned func runs.
-func (l *lessor) touch(o *office, session string) func() {
+// touch marks session busy with a request until the returned func runs;
+// term, when positive, is the term the request asks for.
+func (l *lessor) touch(o *office, session string, term time.Duration) func() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := o.sessionLocked(session)
 	s.busy++
 	s.last = l.clock.Now()
+	s.term = max(s.term, term)
 	return func() {
 		l.mu.Lock()
 		defer l.mu.Unlock()

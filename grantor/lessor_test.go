@@ -346,27 +346,51 @@ func TestLessorResignFailsWaiters(t *testing.T) {
 	}
 }
 
-// Idle sessions that hold nothing are forgotten after SessionIdleTimeout.
-func TestLessorForgetsIdleSessions(t *testing.T) {
+// Rule (issue 21): a session that holds nothing is forgotten after its
+// own term (as its grants would run, from when it was last seen), not
+// after SessionIdleTimeout; a session whose term this office never saw
+// (opened under an earlier leader) after SessionIdleTimeout. A session
+// that holds a lease is kept.
+func TestLessorForgetsIdleSessionsAfterTheirTerm(t *testing.T) {
 	h := newHarness(t)
 	h.takeOffice()
 	r := h.acquire(acq("idle", 1, "a", time.Minute))
 	h.acquire(acq("holder", 1, "b", time.Minute))
 	h.l.release(h.ctx(), releaseCmd{ID: requestID{Session: "idle", Seq: 2}, Lease: "a", Owner: "o", Token: r.Token})
-	start := h.clock.Now()
-	m := h.events.mark()
-	// Keep b alive by renewing it as time passes.
+	closeAt := h.l.timing.GrantorExpiry(h.clock.Now(), time.Minute)
+	// A session the FSM knows and this office has not seen: its term is
+	// unknown here.
+	h.fsm.mu.Lock()
+	h.fsm.putSession("unseen", &sessionRecord{Outcomes: map[uint64]outcome{1: {Kind: cmdRelease, Lease: "c"}}})
+	h.fsm.mu.Unlock()
 	o, _ := h.l.await(h.ctx())
-	for h.clock.Now().Before(start.Add(h.l.sessionIdle)) {
-		h.advanceTo(h.clock.Now().Add(20 * time.Second))
+	h.l.mu.Lock()
+	o.sessionLocked("unseen").last = h.clock.Now()
+	h.l.mu.Unlock()
+	m := h.events.mark()
+	renewHolder := func() {
+		t.Helper()
 		if res, err := h.l.renew(h.ctx(), o, "holder", []leaseRef{{Lease: "b", Token: 2}}); err != nil || len(res.renewed) != 1 {
 			t.Fatalf("renew: %+v %v", res, err)
 		}
 	}
-	h.advanceTo(h.clock.Now().Add(time.Minute))
+	h.advanceTo(closeAt.Add(-time.Millisecond))
+	renewHolder()
+	if !h.fsm.hasSession("idle") {
+		t.Fatal("the idle session was forgotten before its term ran out")
+	}
+	h.advanceTo(closeAt)
 	h.events.wait(t, m, "close-session", func(e testEvent) bool { return e.what == "applied close-session" })
-	if h.fsm.hasSession("idle") {
-		t.Fatal("idle session kept")
+	if h.fsm.hasSession("idle") || !h.fsm.hasSession("unseen") {
+		t.Fatalf("after the idle session's term: idle kept %v, unseen kept %v; want only unseen", h.fsm.hasSession("idle"), h.fsm.hasSession("unseen"))
+	}
+	for h.clock.Now().Before(closeAt.Add(h.l.sessionIdle)) {
+		h.advanceTo(h.clock.Now().Add(20 * time.Second))
+		renewHolder()
+	}
+	h.advanceTo(h.clock.Now().Add(time.Minute))
+	if h.fsm.hasSession("unseen") {
+		h.events.wait(t, m, "close-session", func(e testEvent) bool { return e.what == "applied close-session" && !h.fsm.hasSession("unseen") })
 	}
 	if !h.fsm.hasSession("holder") {
 		t.Fatal("session that holds a lease was forgotten")

@@ -56,6 +56,9 @@ type Node struct {
 	rpcAddr string // advertised
 	server  *grpc.Server
 	edge    *edgeLimits // bounds of the gRPC edge (grpc_limits.go)
+	// accounts charge each identity what it makes the node keep
+	// (account.go).
+	accounts *accounts
 
 	gossip  *gossip.Member // nil without Config.Gossip
 	removed *removedServers
@@ -176,6 +179,8 @@ func New(cfg Config) (n *Node, err error) {
 
 	n.watcher = clockwatch.NewWatcher(cfg.Watch)
 	n.fsm = newFSM()
+	n.accounts = newAccounts(cfg.Limits, n.fsm, cfg.Clock)
+	n.audit.accounts = n.accounts
 	n.removed, n.staged = newRemovedServers(), map[raft.ServerID]uint64{}
 	n.fsm.onConfig = func(c raft.Configuration) {
 		n.removed.configured(c, n.gossipMembers)
@@ -191,11 +196,12 @@ func New(cfg Config) (n *Node, err error) {
 		afterOffice: n.registerSelf,
 		metrics:     n.metrics,
 		audit:       n.audit,
+		accounts:    n.accounts,
 	}, n.fsm, raftProposer{n})
 	n.halted = make(chan struct{})
 	n.fsm.onHalt = n.halt
 	n.registeredCh = make(chan struct{}, 1)
-	n.watch = newWatchHub(n.fsm, cfg.MaxWatchStreams)
+	n.watch = newWatchHub(n.fsm, n.accounts)
 	n.fsm.observe = func(ev fsmEvent) {
 		n.lessor.onEvent(ev)
 		n.watch.publish(ev)
@@ -231,7 +237,7 @@ func New(cfg Config) (n *Node, err error) {
 	}
 	n.gate.raft.Store(n.raft)
 
-	n.edge = newEdgeLimits(n.refusedRPC)
+	n.edge = newEdgeLimits(n.accounts, n.refusedRPC)
 	if unixPath(cfg.RPCAddr) == "" {
 		n.lis = n.edge.listener(n.lis)
 	}

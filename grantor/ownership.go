@@ -19,11 +19,11 @@ import "fmt"
 // holder's session, never its session or owner ids: those are what a
 // caller would need to act for the holder.
 //
-// The leader puts its configured limit of live leases per sidecar
-// identity into each Acquire of a sidecar (acquireCmd.Limit), so that the
-// FSM enforces it deterministically whatever the replicas' own configs
-// say: a grant that would take the identity past it is refused
-// (*TooManyLeasesError), and nothing held changes.
+// The leader puts the lease limit of the caller's account (account.go)
+// into each Acquire (acquireCmd.Limit), so that the FSM enforces it
+// deterministically whatever the replicas' own configs say: a grant that
+// would take the identity past it is refused (*LimitError), and nothing
+// held changes.
 //
 // Mixed versions: cmdAcquire4 and cmdRelease3 carry the identity. Until
 // every server applies them the leader writes the older types without it,
@@ -39,24 +39,12 @@ func checkOwner(s *sessionRecord, session, identity string) error {
 }
 
 // adopt makes identity the owner of session s if it had none, moving the
-// count of its leases to that identity.
+// charges of the session and its leases to that identity (usage.go).
 func (f *fsm) adopt(session string, s *sessionRecord, identity string) {
 	if s.Owner != "" || identity == "" {
 		return
 	}
-	n := f.bySession[session].count()
-	f.addByName(s.Owner, -n)
-	s.Owner = identity
-	f.addByName(identity, n)
-}
-
-func (f *fsm) addByName(name string, n int) {
-	if n == 0 {
-		return
-	}
-	if f.heldByName[name] += n; f.heldByName[name] <= 0 {
-		delete(f.heldByName, name)
-	}
+	f.moveOwner(session, s, identity)
 }
 
 func (f *fsm) ownerOf(session string) string {
@@ -64,15 +52,6 @@ func (f *fsm) ownerOf(session string) string {
 		return s.Owner
 	}
 	return ""
-}
-
-// checkLimit refuses a new grant to owner when it holds limit leases or
-// more (limit 0: no limit).
-func (f *fsm) checkLimit(owner string, limit int) error {
-	if limit <= 0 || f.heldByName[owner] < limit {
-		return nil
-	}
-	return &TooManyLeasesError{Identity: owner, Held: f.heldByName[owner], Limit: limit}
 }
 
 // sessionOwner returns the identity name that owns session, "" when none
@@ -109,18 +88,3 @@ func (e *PermissionError) Error() string {
 
 // Is makes errors.Is(err, ErrPermissionDenied) true.
 func (e *PermissionError) Is(target error) bool { return target == ErrPermissionDenied }
-
-// TooManyLeasesError says that a grant would take an identity past the
-// limit of live leases per sidecar. It matches ErrTooManyLeases.
-type TooManyLeasesError struct {
-	Identity    string
-	Held, Limit int
-}
-
-// Error names the identity, what it holds and the limit.
-func (e *TooManyLeasesError) Error() string {
-	return fmt.Sprintf("grantor: sidecar %q holds %d live leases, the most one sidecar may hold (MaxLeasesPerSidecar %d); release some first", e.Identity, e.Held, e.Limit)
-}
-
-// Is makes errors.Is(err, ErrTooManyLeases) true.
-func (e *TooManyLeasesError) Is(target error) bool { return target == ErrTooManyLeases }

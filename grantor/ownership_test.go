@@ -77,7 +77,7 @@ func TestFSMUnownedSessionIsAdopted(t *testing.T) {
 		t.Fatalf("host-b after host-a adopted the session: %v", r)
 	}
 	// Both leases count for host-a now.
-	if r := f.apply(cmdAcquire4, acq4("host-a", "s1", 4, "w", 2)); !errors.Is(asErr(r), ErrTooManyLeases) {
+	if r := f.apply(cmdAcquire4, acq4("host-a", "s1", 4, "w", 2)); !errors.Is(asErr(r), ErrOverLimit) {
 		t.Fatalf("host-a with 2 leases and limit 2: %v, want too many", r)
 	}
 }
@@ -99,15 +99,15 @@ func TestFSMLeaseLimitPerIdentity(t *testing.T) {
 	}
 	last := f.lastToken()
 	r := f.apply(cmdAcquire4, acq4("host-a", "s1", 3, "c", limit))
-	var tm *TooManyLeasesError
-	if !errors.As(asErr(r), &tm) || tm.Held != 2 || tm.Limit != 2 || !strings.Contains(tm.Error(), `"host-a" holds 2 live leases`) {
+	var tm *LimitError
+	if !errors.As(asErr(r), &tm) || tm.Used != 2 || tm.Max != 2 || tm.Limit != "leases" || !strings.Contains(tm.Error(), "host-a is at its limit of leases (2 of 2)") {
 		t.Fatalf("third grant: %v, want too many leases", r)
 	}
 	if f.lastToken() != last || f.hasOutcome("s1", 3) {
 		t.Fatal("the refused grant changed the state")
 	}
 	// Across sessions of the same identity.
-	if r := f.apply(cmdAcquire4, acq4("host-a", "s9", 1, "c", limit)); !errors.Is(asErr(r), ErrTooManyLeases) {
+	if r := f.apply(cmdAcquire4, acq4("host-a", "s9", 1, "c", limit)); !errors.Is(asErr(r), ErrOverLimit) {
 		t.Fatalf("another session of host-a: %v", r)
 	}
 	if r := f.apply(cmdAcquire4, acq4("host-a", "s1", 4, "a", limit)).(*acquireResult); !r.Granted || r.Token <= tokens[1] {
@@ -122,7 +122,7 @@ func TestFSMLeaseLimitPerIdentity(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.index = f.index
-	if r := g.apply(cmdAcquire4, acq4("host-a", "s1", 5, "d", limit)); !errors.Is(asErr(r), ErrTooManyLeases) {
+	if r := g.apply(cmdAcquire4, acq4("host-a", "s1", 5, "d", limit)); !errors.Is(asErr(r), ErrOverLimit) {
 		t.Fatalf("after a restore: %v, want the limit still counted", r)
 	}
 	// A release makes room; the refused seq is evaluated afresh.
@@ -198,10 +198,10 @@ func as(t *testing.T, addr string, id Identity) (grantorpb.GrantorClient, func(c
 // Issue 8 items 1 and 6 over real gRPC, with identities as the TLS
 // interceptor hands them over: the attack of issue 8 (probe, release as
 // the holder, acquire) fails at every step, and a sidecar over its limit
-// gets RESOURCE_EXHAUSTED while operators are not limited.
+// gets RESOURCE_EXHAUSTED while an operator, under its own account, acquires.
 func TestNodeSessionsBelongToTheirIdentity(t *testing.T) {
 	cfg := fastConfig(t, t.TempDir())
-	cfg.MaxLeasesPerSidecar = 3
+	cfg.Limits.Sidecar.Leases = 3
 	n := start(t, cfg, true)
 	addr := testIdentityServer(t, n.Node)
 	hostA, ctxA := as(t, addr, Identity{Role: RoleSidecar, Name: "host-a"})
@@ -293,7 +293,7 @@ func TestLessorOwnershipOnlyOnceEveryServerKnowsIt(t *testing.T) {
 // its leases do not count against the host's limit.
 func TestNodeOwnerIsRoleAndName(t *testing.T) {
 	cfg := fastConfig(t, t.TempDir())
-	cfg.MaxLeasesPerSidecar = 1
+	cfg.Limits.Sidecar.Leases = 1
 	n := start(t, cfg, true)
 	addr := testIdentityServer(t, n.Node)
 	host, ctxHost := as(t, addr, Identity{Role: RoleSidecar, Name: "h1"})

@@ -261,6 +261,10 @@ func (f *fsm) applyProclaim(c *proclaimCmd) any {
 	cur, held := f.grantLocked(c.Lease, c.Token)
 	ok := held && cur.Session == c.ID.Session && cur.Owner == c.Owner
 	if ok {
+		if sl := f.bySession[cur.Session]; sl != nil {
+			f.ownerUsageLocked(sl.owner).valueBytes += len(c.Value) - len(cur.Value)
+			f.dropUsageIfEmpty(sl.owner)
+		}
 		cur.Value = c.Value
 		f.setGrantLocked(c.Lease, cur)
 		f.event(fsmEvent{Kind: evProclaimed, Lease: c.Lease, Rec: cur})

@@ -26,9 +26,11 @@ func (s *service) Acquire(ctx context.Context, req *grantorpb.AcquireRequest) (*
 		return nil, toStatus(err)
 	}
 	id := IdentityFrom(ctx)
-	c.Identity = id.owner()
-	if id.Role == RoleSidecar {
-		c.Limit = s.n.cfg.MaxLeasesPerSidecar
+	c.Identity, c.caller = id.owner(), id
+	c.Limit = s.n.cfg.Limits.For(id).Leases
+	if err := s.n.accounts.checkRequest(id, c.ID, len(c.Value)); err != nil {
+		s.n.metrics.acquiresFailed.Add(1)
+		return nil, toStatus(err)
 	}
 	res, err := s.n.lessor.acquire(ctx, c, wait)
 	if err != nil {
@@ -63,7 +65,16 @@ func (s *service) Release(ctx context.Context, req *grantorpb.ReleaseRequest) (*
 		s.n.metrics.releasesFailed.Add(1)
 		return nil, toStatus(err)
 	}
-	c.Identity = IdentityFrom(ctx).owner()
+	id := IdentityFrom(ctx)
+	c.Identity = id.owner()
+	// Under a session the state does not know, a release is answered
+	// without an entry (lessor.release) and leaves nothing to charge.
+	if s.n.fsm.hasSession(c.ID.Session) {
+		if err := s.n.accounts.checkRequest(id, c.ID, 0); err != nil {
+			s.n.metrics.releasesFailed.Add(1)
+			return nil, toStatus(err)
+		}
+	}
 	res, err := s.n.lessor.release(ctx, c)
 	if err != nil {
 		s.n.metrics.releasesFailed.Add(1)
@@ -237,7 +248,7 @@ func toPB(refs []leaseRef) []*grantorpb.LeaseRef {
 //	ErrSeqReused          INVALID_ARGUMENT
 //	StaleRequestError     OUT_OF_RANGE (seq below the session's first_unacked, or listed in also_received)
 //	ErrTooManyOutstanding RESOURCE_EXHAUSTED
-//	ErrTooManyLeases      RESOURCE_EXHAUSTED
+//	ErrOverLimit          RESOURCE_EXHAUSTED (a limit of the caller's account, named)
 //	ErrPermissionDenied   PERMISSION_DENIED (a session of another identity)
 //	ErrUnknownServer      NOT_FOUND
 //	ErrNotSupported       UNIMPLEMENTED (semaphores, values, Proclaim before every grantor applies them)
@@ -259,7 +270,7 @@ func toStatus(err error) error {
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, ErrStaleRequest):
 		return status.Error(codes.OutOfRange, err.Error())
-	case errors.Is(err, ErrTooManyOutstanding), errors.Is(err, ErrTooManyLeases):
+	case errors.Is(err, ErrTooManyOutstanding), errors.Is(err, ErrOverLimit):
 		return status.Error(codes.ResourceExhausted, err.Error())
 	case errors.Is(err, ErrPermissionDenied):
 		return status.Error(codes.PermissionDenied, err.Error())

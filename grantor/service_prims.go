@@ -23,7 +23,7 @@ func (l *lessor) proclaim(ctx context.Context, c proclaimCmd) (*proclaimResult, 
 	if l.prop.allowed() < cmdProclaim {
 		return nil, ErrNotSupported
 	}
-	defer l.touch(o, c.ID.Session)()
+	defer l.touch(o, c.ID.Session, 0)()
 	res, err := l.prop.apply(encodeCmd(cmdProclaim, c))
 	if err != nil {
 		return nil, err
@@ -45,6 +45,9 @@ func (s *service) Proclaim(ctx context.Context, req *grantorpb.ProclaimRequest) 
 	}
 	who := IdentityFrom(ctx)
 	c.Identity = who.owner()
+	if err := s.n.accounts.checkRequest(who, c.ID, len(c.Value)); err != nil {
+		return nil, toStatus(err)
+	}
 	res, err := s.n.lessor.proclaim(ctx, c)
 	if err != nil {
 		return nil, toStatus(err)
@@ -80,9 +83,9 @@ func (s *service) Watch(stream grpc.BidiStreamingServer[grantorpb.WatchRequest, 
 	if s.n.lessor.prop.allowed() < cmdProclaim {
 		return toStatus(ErrNotSupported)
 	}
-	w, err := s.n.watch.open(IdentityFrom(ctx).owner())
+	w, err := s.n.watch.open(IdentityFrom(ctx))
 	if err != nil {
-		return err
+		return toStatus(err)
 	}
 	defer w.close()
 	recvErr := make(chan error, 1)

@@ -28,6 +28,8 @@ type sessionLeases struct {
 	// name is the session's name as its first grant stored it; later
 	// grants store this copy (internSession), not one of their own.
 	name string
+	// owner is the identity name the grants are charged to (usage.go).
+	owner string
 }
 
 // internSession returns session's name as the grants it holds store it,
@@ -47,29 +49,31 @@ func (s *sessionLeases) count() int {
 	return len(s.grants)
 }
 
-// hold enters a new grant of lease name in its session's index and counts
-// it for the session's owner.
+// hold enters a new grant of lease name in its session's index and charges
+// it, with its value, to the session's owner.
 func (f *fsm) hold(name string, cur leaseRecord) {
 	sl := f.bySession[cur.Session]
 	if sl == nil {
-		sl = &sessionLeases{grants: map[grantRef]struct{}{}, name: cur.Session}
+		sl = &sessionLeases{grants: map[grantRef]struct{}{}, name: cur.Session, owner: f.ownerOf(cur.Session)}
 		f.bySession[cur.Session] = sl
 	}
 	sl.grants[grantRef{name, cur.Token}] = struct{}{}
 	sl.digest += grantorpb.TokenDigest(cur.Token)
-	f.addByName(f.ownerOf(cur.Session), 1)
+	f.chargeGrant(sl.owner, 1, len(cur.Value))
 }
 
-// unhold takes a grant that ended out of the index.
+// unhold takes a grant that ended out of the index, and its charge.
 func (f *fsm) unhold(name string, cur leaseRecord) {
-	if sl := f.bySession[cur.Session]; sl != nil {
-		delete(sl.grants, grantRef{name, cur.Token})
-		sl.digest -= grantorpb.TokenDigest(cur.Token)
-		if len(sl.grants) == 0 {
-			delete(f.bySession, cur.Session)
-		}
+	sl := f.bySession[cur.Session]
+	if sl == nil {
+		return
 	}
-	f.addByName(f.ownerOf(cur.Session), -1)
+	delete(sl.grants, grantRef{name, cur.Token})
+	sl.digest -= grantorpb.TokenDigest(cur.Token)
+	if len(sl.grants) == 0 {
+		delete(f.bySession, cur.Session)
+	}
+	f.chargeGrant(sl.owner, -1, len(cur.Value))
 }
 
 // sessionGrant is one lease of a session as a keepalive reply lists it.

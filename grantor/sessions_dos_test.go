@@ -28,7 +28,7 @@ func TestRefusedAcquiresUnderFreshSessionsLeaveNoSessions(t *testing.T) {
 		c := acq(fmt.Sprintf("attacker-%d", i), 5, "popular", 10*time.Second)
 		c.ID.FirstUnacked = 5
 		c.Identity = "evil"
-		c.Limit = DefaultMaxLeasesPerSidecar
+		c.Limit = DefaultMaxLeases
 		if r := h.acquire(c); r.Granted {
 			t.Fatalf("granted %+v", r)
 		}

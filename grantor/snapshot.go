@@ -62,7 +62,10 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("grantor: snapshot token counter %d is behind the state's %d", st.LastToken, have)
 	}
 	f.st = st
-	f.bySession, f.heldByName = map[string]*sessionLeases{}, map[string]int{}
+	f.bySession, f.byOwner = map[string]*sessionLeases{}, map[string]*ownerUsage{}
+	for id, s := range st.Sessions {
+		f.putSession(id, s)
+	}
 	for name, l := range st.Leases {
 		l.Session = f.internSession(l.Session)
 		st.Leases[name] = l

@@ -21,8 +21,11 @@ type waiter struct {
 	// lessor.mu). A claimed waiter whose calls all ended is a ghost: settle
 	// takes it out of the queue whatever its entry did.
 	calls int
-	done  chan struct{} // closed by settle once res is the request's outcome
-	res   any           // *acquireResult or error, set before done is closed
+	// acct is the account the waiter is charged to, until it leaves
+	// its queue.
+	acct *account
+	done chan struct{} // closed by settle once res is the request's outcome
+	res  any           // *acquireResult or error, set before done is closed
 	// unclaimed (1-buffered) is poked when an entry that carried w ends
 	// without an outcome for it: a call whose wait ran out meanwhile
 	// answers then.
@@ -108,7 +111,8 @@ func (l *lessor) queuedBehindLocked(o *office, c acquireCmd) bool {
 // enqueue adds a waiter for c, with one call, at the tail of the lease's
 // queue; or attaches c to the waiter of its request id, if another call
 // of it queued one meanwhile. ans, when not nil, is c's answer instead:
-// the refusal this office gave c's request id meanwhile (refused.go).
+// the refusal this office gave c's request id meanwhile (refused.go), or
+// a *LimitError when c's caller has as many waiters as it may.
 func (l *lessor) enqueue(o *office, c acquireCmd) (w *waiter, ans any) {
 	l.mu.Lock()
 	if w = l.waiterLocked(o, c); w != nil {
@@ -118,7 +122,12 @@ func (l *lessor) enqueue(o *office, c acquireCmd) (w *waiter, ans any) {
 		l.test(testEvent{what: "refused again", lease: c.Lease})
 		return nil, r
 	} else {
-		w = &waiter{cmd: c, wake: make(chan struct{}, 1), calls: 1, done: make(chan struct{}), unclaimed: make(chan struct{}, 1)}
+		acct, err := l.accounts.charge(c.caller, limWaiters, 1)
+		if err != nil {
+			l.mu.Unlock()
+			return nil, err
+		}
+		w = &waiter{cmd: c, acct: acct, wake: make(chan struct{}, 1), calls: 1, done: make(chan struct{}), unclaimed: make(chan struct{}, 1)}
 		o.queues[c.Lease] = append(o.queues[c.Lease], w)
 		if l.fsm.hasOutcome(c.ID.Session, c.ID.Seq) {
 			// Another call's entry granted the id since c's own entry
@@ -149,6 +158,7 @@ func (l *lessor) dequeueLocked(o *office, lease string, w *waiter) {
 	q := o.queues[lease]
 	if i := slices.Index(q, w); i >= 0 {
 		q = slices.Delete(q, i, i+1)
+		l.accounts.refund(w.acct, limWaiters, 1)
 	}
 	if len(q) == 0 {
 		delete(o.queues, lease)

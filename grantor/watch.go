@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"sync/atomic"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -29,64 +28,48 @@ import (
 // told twice around the snapshot. Every event carries the name's holders
 // after its entry, so a reader needs no state of its own.
 //
-// Bounds: at most Config.MaxWatchStreams streams per caller identity, at
-// most maxWatchNames names per stream, at most maxWatchQueue events and
-// maxWatchStreamBytes bytes queued (or being sent) per stream, and at most
-// maxWatchIdentityBytes over all the streams of one identity (review
-// R8-1: a count bound alone let one identity queue gigabytes of
-// snapshots). A stream past a bound is dropped like a slow reader. A
-// request that removes and adds one name changes nothing for it (no new
-// snapshot), and removing a name drops its queued events, so a reader
-// that re-adds names holds at most one snapshot of each.
+// What a stream costs is charged to its identity's account (account.go):
+// the stream (watch_streams), each name it watches (watch_names, over all
+// its streams), and the bytes of the events queued for it or being sent
+// (queued_bytes, over all its streams; review R8-1: a count bound alone
+// let one identity queue gigabytes of snapshots). A stream opened past its
+// identity's limit is refused, a request that would add names past it
+// ends the stream, and a stream whose events would pass the bytes limit,
+// or that falls maxWatchQueue events behind, is dropped like a slow
+// reader; all with RESOURCE_EXHAUSTED naming the limit. A request that
+// removes and adds one name changes nothing for it (no new snapshot), and
+// removing a name drops its queued events, so a reader that re-adds names
+// holds at most one snapshot of each.
 
-// Bounds of one Watch stream.
 const (
-	// DefaultMaxWatchStreams is Config.MaxWatchStreams by default.
-	DefaultMaxWatchStreams = 256
-	// maxWatchNames is the most names one stream watches.
-	maxWatchNames = 4096
-	// maxWatchQueue is the most events queued for one stream's reader.
+	// maxWatchRequestNames is the most names one WatchRequest adds and
+	// removes.
+	maxWatchRequestNames = 4096
+	// maxWatchQueue is the most events queued for one stream's reader:
+	// past it the reader is too slow, and starts again from a snapshot.
 	maxWatchQueue = 4096
-	// maxWatchStreamBytes is the most bytes of events (encoded) queued
-	// for one stream's reader, with those it is sending: room for a
-	// snapshot of every name a stream may watch when each has one holder
-	// with the largest value.
-	maxWatchStreamBytes = 8 << 20
-	// maxWatchIdentityBytes is the most bytes of events queued over all
-	// the streams of one identity.
-	maxWatchIdentityBytes = 64 << 20
 )
 
 // watchHub fans the FSM's changes out to watch streams. Lock order:
-// watchHub.mu, then fsm.mu (through fsm.holders), then watchStream.mu.
+// watchHub.mu, then fsm.mu (through fsm.holders), then watchStream.mu,
+// then accounts.mu.
 type watchHub struct {
-	fsm        *fsm
-	maxStreams int // per identity; 0: no limit
-	// streamBytes and identityBytes bound the queued bytes of a stream
-	// and of an identity's streams.
-	streamBytes, identityBytes int
+	fsm      *fsm
+	accounts *accounts
 
-	mu          sync.Mutex
-	byName      map[string]map[*watchStream]struct{}
-	perIdentity map[string]*watchIdentity
+	mu      sync.Mutex
+	byName  map[string]map[*watchStream]struct{}
+	streamN int // streams open
 }
 
-// watchIdentity is what one identity's streams share.
-type watchIdentity struct {
-	streams int          // under watchHub.mu
-	bytes   atomic.Int64 // queued or being sent, over its streams
-}
-
-func newWatchHub(f *fsm, maxStreams int) *watchHub {
-	return &watchHub{fsm: f, maxStreams: maxStreams, streamBytes: maxWatchStreamBytes, identityBytes: maxWatchIdentityBytes,
-		byName: map[string]map[*watchStream]struct{}{}, perIdentity: map[string]*watchIdentity{}}
+func newWatchHub(f *fsm, a *accounts) *watchHub {
+	return &watchHub{fsm: f, accounts: a, byName: map[string]map[*watchStream]struct{}{}}
 }
 
 // watchStream is one Watch stream's subscription.
 type watchStream struct {
-	hub      *watchHub
-	identity string
-	shared   *watchIdentity
+	hub  *watchHub
+	acct *account
 
 	mu sync.Mutex
 	// names maps each watched name to the index its snapshot was read
@@ -107,21 +90,17 @@ type queuedEvent struct {
 	size int
 }
 
-// open registers a new stream for identity, or refuses it when identity
-// has as many as it may.
-func (h *watchHub) open(identity string) (*watchStream, error) {
+// open registers a new stream of identity, charged to its account, or
+// refuses it at the account's limit.
+func (h *watchHub) open(identity Identity) (*watchStream, error) {
+	acct, err := h.accounts.charge(identity, limWatchStreams, 1)
+	if err != nil {
+		return nil, err
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	id := h.perIdentity[identity]
-	if id == nil {
-		id = &watchIdentity{}
-		h.perIdentity[identity] = id
-	}
-	if h.maxStreams > 0 && id.streams >= h.maxStreams {
-		return nil, status.Errorf(codes.ResourceExhausted, "grantor: %q has %d watch streams open, the most one identity may (MaxWatchStreams)", identity, id.streams)
-	}
-	id.streams++
-	return &watchStream{hub: h, identity: identity, shared: id, names: map[string]uint64{}, queued: map[string]int{},
+	h.streamN++
+	return &watchStream{hub: h, acct: acct, names: map[string]uint64{}, queued: map[string]int{},
 		wake: make(chan struct{}, 1)}, nil
 }
 
@@ -138,9 +117,9 @@ func (w *watchStream) close() {
 	for name := range names {
 		h.unsubscribeLocked(w, name)
 	}
-	if w.shared.streams--; w.shared.streams <= 0 {
-		delete(h.perIdentity, w.identity)
-	}
+	h.streamN--
+	h.accounts.refund(w.acct, limWatchNames, len(names))
+	h.accounts.refund(w.acct, limWatchStreams, 1)
 }
 
 // update applies one WatchRequest: it stops watching the names of remove
@@ -159,21 +138,31 @@ func (w *watchStream) update(remove, add []string) error {
 }
 
 // add starts watching names: each gets its snapshot now, then its changes.
+// The names new to the stream are charged to its account first, all or
+// none: past the limit nothing is added.
 func (w *watchStream) add(names []string) error {
 	h := w.hub
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	w.mu.Lock()
+	fresh := make(map[string]bool, len(names))
 	for _, name := range names {
-		w.mu.Lock()
-		_, dup := w.names[name]
-		n := len(w.names)
-		w.mu.Unlock()
-		if dup {
+		if _, dup := w.names[name]; !dup {
+			fresh[name] = true
+		}
+	}
+	w.mu.Unlock()
+	if len(fresh) == 0 {
+		return nil
+	}
+	if _, err := h.accounts.charge(w.acct.id, limWatchNames, len(fresh)); err != nil {
+		return err
+	}
+	for _, name := range names {
+		if !fresh[name] {
 			continue
 		}
-		if n >= maxWatchNames {
-			return status.Errorf(codes.ResourceExhausted, "grantor: a watch stream watches at most %d names", maxWatchNames)
-		}
+		delete(fresh, name)
 		limit, hs, index := h.fsm.holders(name)
 		ev := &grantorpb.WatchEvent{Lease: name, Kind: grantorpb.WatchEvent_SNAPSHOT, Index: index}
 		setHolders(ev, limit, hs)
@@ -196,7 +185,7 @@ func (w *watchStream) remove(names []string) {
 	h := w.hub
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	drop := false
+	drop, removed := false, 0
 	for _, name := range names {
 		w.mu.Lock()
 		_, ok := w.names[name]
@@ -205,8 +194,10 @@ func (w *watchStream) remove(names []string) {
 		w.mu.Unlock()
 		if ok {
 			h.unsubscribeLocked(w, name)
+			removed++
 		}
 	}
+	h.accounts.refund(w.acct, limWatchNames, removed)
 	if !drop {
 		return
 	}
@@ -228,12 +219,12 @@ func (w *watchStream) unqueueLocked(q queuedEvent) {
 		delete(w.queued, q.ev.Lease)
 	}
 	w.bytes -= q.size
-	w.shared.bytes.Add(-int64(q.size))
+	w.acct.refundQueued(q.size)
 }
 
 // dropQueueLocked empties the queue and forgets what is being sent.
 func (w *watchStream) dropQueueLocked() {
-	w.shared.bytes.Add(-int64(w.bytes + w.inflight))
+	w.acct.refundQueued(w.bytes + w.inflight)
 	w.queue, w.queued, w.bytes, w.inflight = nil, map[string]int{}, 0, 0
 }
 
@@ -259,33 +250,30 @@ func (w *watchStream) take() ([]*grantorpb.WatchEvent, error) {
 	for i, q := range w.queue {
 		evs[i] = q.ev
 	}
-	w.shared.bytes.Add(-int64(w.inflight))
+	w.acct.refundQueued(w.inflight)
 	w.inflight, w.bytes = w.bytes, 0
 	w.queue, w.queued = nil, map[string]int{}
 	return evs, nil
 }
 
 // pushLocked queues ev (size bytes encoded), or fails the stream when its
-// queue is full, in count or in bytes, or its identity's streams hold as
-// many bytes as they may. The caller holds w.mu.
+// queue is full or its account's queued bytes would pass their limit. The
+// caller holds w.mu.
 func (w *watchStream) pushLocked(ev *grantorpb.WatchEvent, size int) {
 	if w.failed != nil {
 		return
 	}
-	h := w.hub
-	switch {
-	case len(w.queue) >= maxWatchQueue:
+	if len(w.queue) >= maxWatchQueue {
 		w.failLocked(status.Errorf(codes.ResourceExhausted, "grantor: the watch stream fell %d events behind; open a new one to start again from the holders now", len(w.queue)))
-	case w.bytes+w.inflight+size > h.streamBytes:
-		w.failLocked(status.Errorf(codes.ResourceExhausted, "grantor: the watch stream fell %d bytes of events behind (at most %d); open a new one to start again from the holders now", w.bytes+w.inflight, h.streamBytes))
-	case w.shared.bytes.Load()+int64(size) > int64(h.identityBytes):
-		w.failLocked(status.Errorf(codes.ResourceExhausted, "grantor: the watch streams of %q hold %d bytes of events unread (at most %d); read them, or open fewer", w.identity, w.shared.bytes.Load(), h.identityBytes))
-	default:
-		w.queue = append(w.queue, queuedEvent{ev: ev, size: size})
-		w.queued[ev.Lease]++
-		w.bytes += size
-		w.shared.bytes.Add(int64(size))
+		return
 	}
+	if err := w.acct.chargeQueued(size); err != nil {
+		w.failLocked(status.Error(codes.ResourceExhausted, err.Error()+"; read the events, or watch fewer names"))
+		return
+	}
+	w.queue = append(w.queue, queuedEvent{ev: ev, size: size})
+	w.queued[ev.Lease]++
+	w.bytes += size
 	poke(w.wake)
 }
 
@@ -356,11 +344,7 @@ func (h *watchHub) publish(ev fsmEvent) {
 func (h *watchHub) streams() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	n := 0
-	for _, id := range h.perIdentity {
-		n += id.streams
-	}
-	return n
+	return h.streamN
 }
 
 func setHolders(ev *grantorpb.WatchEvent, limit int, hs []holderView) {
@@ -373,8 +357,8 @@ func setHolders(ev *grantorpb.WatchEvent, limit int, hs []holderView) {
 
 // validWatch checks a WatchRequest.
 func validWatch(req *grantorpb.WatchRequest) error {
-	if n := len(req.GetAdd()) + len(req.GetRemove()); n > maxWatchNames {
-		return invalid("add", "%d names in one watch request, more than %d", n, maxWatchNames)
+	if n := len(req.GetAdd()) + len(req.GetRemove()); n > maxWatchRequestNames {
+		return invalid("add", "%d names in one watch request, more than %d", n, maxWatchRequestNames)
 	}
 	for _, names := range [][]string{req.GetAdd(), req.GetRemove()} {
 		for _, name := range names {

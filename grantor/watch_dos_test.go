@@ -31,7 +31,7 @@ func fillSemaphore(t *testing.T, h *harness, name string) {
 // in one request changes nothing now, and a removal drops the name's
 // queued events, so the stream holds one snapshot whatever it sends.
 func TestWatchReAddOfANameQueuesOneSnapshot(t *testing.T) {
-	h, hub := watchHarness(t, DefaultMaxWatchStreams)
+	h, hub := watchHarness(t, DefaultLimits())
 	h.takeOffice()
 	fillSemaphore(t, h, "sem")
 	const streams, requests = 2, 1000 // before the fix, 22 MiB per stream
@@ -40,7 +40,7 @@ func TestWatchReAddOfANameQueuesOneSnapshot(t *testing.T) {
 	runtime.ReadMemStats(&before)
 	var ws []*watchStream
 	for s := 0; s < streams; s++ {
-		w, err := hub.open("attacker")
+		w, err := hub.open(sc("attacker"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -70,26 +70,26 @@ func TestWatchReAddOfANameQueuesOneSnapshot(t *testing.T) {
 		}
 		w.close()
 	}
-	if perStream*DefaultMaxWatchStreams > 512<<20 {
+	if perStream*DefaultMaxWatchStreams > DefaultMaxQueuedBytes {
 		t.Fatalf("one identity can make the leader hold %d MiB of queued watch events", perStream*DefaultMaxWatchStreams>>20)
 	}
-	if n := hub.perIdentity["attacker"]; n != nil {
-		t.Fatalf("closed streams left %d streams, %d bytes counted", n.streams, n.bytes.Load())
+	if u, ok := hub.accounts.snapshot()["attacker"]; ok {
+		t.Fatalf("closed streams left %+v charged", u)
 	}
 }
 
-// R8-1, the bound itself: a stream is dropped with RESOURCE_EXHAUSTED once
-// it holds more bytes of events unread than it may, and once its
-// identity's streams together do; what the others hold stays counted and
-// is released when they close.
-func TestWatchQueueIsBoundedInBytes(t *testing.T) {
-	h, hub := watchHarness(t, DefaultMaxWatchStreams)
+// R8-1, the bound itself, now the account's queued_bytes: an identity's
+// stream is dropped with RESOURCE_EXHAUSTED naming the limit once its
+// streams together would hold more bytes of events unread than it may;
+// what the others hold stays charged, and is given back when they close.
+func TestWatchQueuedBytesAreChargedToTheAccount(t *testing.T) {
+	h, hub := watchHarness(t, DefaultLimits())
 	h.takeOffice()
 	for _, name := range []string{"a", "b", "c"} {
 		fillSemaphore(t, h, name)
 	}
 	one := func() int { // the bytes of one full snapshot
-		w, err := hub.open("probe")
+		w, err := hub.open(sc("probe"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,24 +101,14 @@ func TestWatchQueueIsBoundedInBytes(t *testing.T) {
 	}()
 	exhausted := func(w *watchStream) bool {
 		_, err := w.take()
-		return status.Code(err) == codes.ResourceExhausted
+		return status.Code(err) == codes.ResourceExhausted && strings.Contains(err.Error(), "queued_bytes")
 	}
-
-	hub.streamBytes, hub.identityBytes = 2*one+one/2, 1<<30 // snapshots differ in a few bytes (tokens)
-	w, _ := hub.open("x")
-	if err := w.add([]string{"a", "b"}); err != nil || exhausted(w) {
-		t.Fatalf("two snapshots within the stream's bound: %v", err)
-	}
-	w.add([]string{"c"})
-	if !exhausted(w) {
-		t.Fatalf("a stream holding three snapshots of %d bytes, more than %d, was not dropped", one, hub.streamBytes)
-	}
-	w.close()
-
-	hub.streamBytes, hub.identityBytes = 1<<30, 3*one+one/2
+	lim := DefaultLimits()
+	lim.QueuedBytes = 3*one + one/2 // snapshots differ in a few bytes (tokens)
+	hub.accounts.limits.Identities = map[string]Limits{"sidecar/x": lim}
 	var ws []*watchStream
 	for i, name := range []string{"a", "b", "c", "a"} {
-		w, err := hub.open("x")
+		w, err := hub.open(sc("x"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -132,13 +122,61 @@ func TestWatchQueueIsBoundedInBytes(t *testing.T) {
 	for _, w := range ws {
 		sending += w.inflight
 	}
-	if got := hub.perIdentity["x"].bytes.Load(); got != int64(sending) || sending < 3*one-one/2 {
-		t.Fatalf("identity counts %d bytes, its streams are sending %d (three snapshots of about %d)", got, sending, one)
+	acct := ws[0].acct
+	if got := acct.queued.Load(); got != int64(sending) || sending < 3*one-one/2 {
+		t.Fatalf("the account holds %d bytes, its streams are sending %d (three snapshots of about %d)", got, sending, one)
 	}
 	for _, w := range ws {
 		w.close()
 	}
-	if hub.perIdentity["x"] != nil {
-		t.Fatal("the identity's count outlived its streams")
+	if u, ok := hub.accounts.snapshot()["x"]; ok {
+		t.Fatalf("the account outlived its streams: %+v", u)
+	}
+}
+
+// The names an identity watches are charged over all its streams: a
+// request that would pass watch_names adds none of its names and is
+// refused naming the limit; removing names and closing streams gives
+// them back (the flood of issue 21: 256 streams x 4,096 names).
+func TestWatchNamesAreChargedOverStreams(t *testing.T) {
+	lim := DefaultLimits()
+	lim.WatchNames = 10
+	_, hub := watchHarness(t, lim)
+	names := func(prefix string, n int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprintf("%s/%d", prefix, i)
+		}
+		return out
+	}
+	w1, _ := hub.open(sc("x"))
+	w2, _ := hub.open(sc("x"))
+	if err := w1.add(names("a", 6)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w1.add(names("a", 6)); err != nil {
+		t.Fatalf("names it watches already are not charged again: %v", err)
+	}
+	err := w2.add(names("b", 5))
+	if status.Code(toStatus(err)) != codes.ResourceExhausted || !strings.Contains(err.Error(), "watch_names (6 of 10)") {
+		t.Fatalf("11 names over two streams: %v, want RESOURCE_EXHAUSTED naming watch_names", err)
+	}
+	if len(w2.names) != 0 || len(hub.byName) != 6 {
+		t.Fatalf("the refused request added names: %d on the stream, %d in the hub", len(w2.names), len(hub.byName))
+	}
+	if err := w2.add(names("b", 4)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hub.open(sc("y")); err != nil {
+		t.Fatalf("another identity: %v", err)
+	}
+	w1.remove(names("a", 3))
+	if err := w2.add(names("c", 3)); err != nil {
+		t.Fatalf("after removing 3: %v", err)
+	}
+	w1.close()
+	w2.close()
+	if u := hub.accounts.snapshot()["x"]; u.WatchNames != 0 || u.WatchStreams != 0 {
+		t.Fatalf("closed streams left %+v charged", u)
 	}
 }

@@ -13,15 +13,18 @@ import (
 )
 
 // watchHarness is a lessor harness whose FSM also feeds a watch hub.
-func watchHarness(t *testing.T, maxStreams int) (*harness, *watchHub) {
+func watchHarness(t *testing.T, lim Limits) (*harness, *watchHub) {
 	h := newHarness(t)
-	hub := newWatchHub(h.fsm, maxStreams)
+	hub := newWatchHub(h.fsm, newAccounts(AccountLimits{Sidecar: lim}, h.fsm, h.clock))
 	h.fsm.observe = func(ev fsmEvent) {
 		h.l.onEvent(ev)
 		hub.publish(ev)
 	}
 	return h, hub
 }
+
+// sc is the sidecar identity name.
+func sc(name string) Identity { return Identity{Role: RoleSidecar, Name: name} }
 
 // drain returns what is queued on w now.
 func drain(t *testing.T, w *watchStream) []*grantorpb.WatchEvent {
@@ -49,12 +52,12 @@ func describe(evs []*grantorpb.WatchEvent) string {
 // Rule: a watcher gets the holders first, then every change applied, in
 // log order, each with the holders after it; nothing it is not watching.
 func TestWatchSnapshotThenChangesInOrder(t *testing.T) {
-	h, hub := watchHarness(t, 0)
+	h, hub := watchHarness(t, Limits{})
 	h.takeOffice()
 	c := acq("s1", 1, "leader", 10*time.Second)
 	c.Value = "a:1"
 	g1 := h.acquire(c)
-	w, err := hub.open("insecure")
+	w, err := hub.open(sc("insecure"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,10 +122,10 @@ func TestWatchSnapshotThenChangesInOrder(t *testing.T) {
 // Rule: a change whose entry is already in the snapshot is not told
 // again; a later one is.
 func TestWatchNoChangeTwiceAroundTheSnapshot(t *testing.T) {
-	h, hub := watchHarness(t, 0)
+	h, hub := watchHarness(t, Limits{})
 	h.takeOffice()
 	g := h.acquire(acq("s1", 1, "x", 10*time.Second))
-	w, _ := hub.open("insecure")
+	w, _ := hub.open(sc("insecure"))
 	defer w.close()
 	w.add([]string{"x"})
 	snap := drain(t, w)[0]
@@ -141,13 +144,13 @@ func TestWatchNoChangeTwiceAroundTheSnapshot(t *testing.T) {
 // Rule: a watcher that does not read is dropped with RESOURCE_EXHAUSTED
 // when its queue is full; publishing never blocks, and others go on.
 func TestWatchSlowReaderIsDropped(t *testing.T) {
-	h, hub := watchHarness(t, 0)
+	h, hub := watchHarness(t, Limits{})
 	h.takeOffice()
 	g := h.acquire(acq("s1", 1, "x", 10*time.Second))
-	slow, _ := hub.open("a")
+	slow, _ := hub.open(sc("a"))
 	defer slow.close()
 	slow.add([]string{"x"})
-	fast, _ := hub.open("b")
+	fast, _ := hub.open(sc("b"))
 	defer fast.close()
 	fast.add([]string{"x"})
 	drain(t, fast)
@@ -167,30 +170,30 @@ func TestWatchSlowReaderIsDropped(t *testing.T) {
 	}
 }
 
-// Rule: an identity has at most MaxWatchStreams streams; a closed one
-// frees its place.
+// Rule: an identity has at most its account's watch_streams streams; a
+// closed one frees its place.
 func TestWatchStreamsPerIdentity(t *testing.T) {
-	_, hub := watchHarness(t, 2)
-	a1, _ := hub.open("a")
-	if _, err := hub.open("a"); err != nil {
+	_, hub := watchHarness(t, Limits{WatchStreams: 2})
+	a1, _ := hub.open(sc("a"))
+	if _, err := hub.open(sc("a")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := hub.open("a"); status.Code(err) != codes.ResourceExhausted {
+	if _, err := hub.open(sc("a")); status.Code(toStatus(err)) != codes.ResourceExhausted || !strings.Contains(err.Error(), "watch_streams") {
 		t.Fatalf("third stream of a: %v", err)
 	}
-	if _, err := hub.open("b"); err != nil {
+	if _, err := hub.open(sc("b")); err != nil {
 		t.Fatalf("another identity: %v", err)
 	}
 	a1.close()
-	if _, err := hub.open("a"); err != nil {
+	if _, err := hub.open(sc("a")); err != nil {
 		t.Fatalf("after a close: %v", err)
 	}
 }
 
 // A restored state ends every stream, which then starts again.
 func TestWatchRestoreEndsStreams(t *testing.T) {
-	_, hub := watchHarness(t, 0)
-	w, _ := hub.open("a")
+	_, hub := watchHarness(t, Limits{})
+	w, _ := hub.open(sc("a"))
 	defer w.close()
 	w.add([]string{"x"})
 	hub.publish(fsmEvent{Kind: evRestored})
@@ -203,7 +206,7 @@ func TestValidWatch(t *testing.T) {
 	if err := validWatch(&grantorpb.WatchRequest{Add: []string{"a/../b"}}); status.Code(toStatus(err)) != codes.InvalidArgument {
 		t.Fatalf("bad name: %v", err)
 	}
-	many := make([]string, maxWatchNames+1)
+	many := make([]string, maxWatchRequestNames+1)
 	for i := range many {
 		many[i] = fmt.Sprint("n", i)
 	}

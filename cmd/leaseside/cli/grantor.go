@@ -37,8 +37,9 @@ type grantorOptions struct {
 	GossipKeyFile   string
 	MetricsAddr     string
 	Timing          clockwatch.Timing
-	// MaxLeasesPerSidecar is the config file's max_leases_per_sidecar.
-	MaxLeasesPerSidecar int
+	// Limits are the accounts' limits (limits.go): the config file's
+	// "limits" and max_leases_per_sidecar, then --limit.
+	Limits grantor.AccountLimits
 	// Security (tls.go): TLS files, --insecure, the audit trail's file
 	// and the largest gRPC request.
 	TLS             pki.Files
@@ -59,13 +60,13 @@ type raftTimeouts struct {
 func defaultGrantorOptions() grantorOptions {
 	host, _ := os.Hostname()
 	return grantorOptions{
-		NodeID:              host,
-		DataDir:             defaultGrantorDataDir(),
-		RPCAddr:             "127.0.0.1:7401",
-		RaftAddr:            "127.0.0.1:7402",
-		GossipAddr:          "127.0.0.1:7403",
-		Timing:              clockwatch.DefaultTiming(),
-		MaxLeasesPerSidecar: grantor.DefaultMaxLeasesPerSidecar,
+		NodeID:     host,
+		DataDir:    defaultGrantorDataDir(),
+		RPCAddr:    "127.0.0.1:7401",
+		RaftAddr:   "127.0.0.1:7402",
+		GossipAddr: "127.0.0.1:7403",
+		Timing:     clockwatch.DefaultTiming(),
+		Limits:     grantor.DefaultAccountLimits(),
 		Raft: raftTimeouts{Heartbeat: grantor.DefaultHeartbeatTimeout, Election: grantor.DefaultElectionTimeout,
 			LeaderLease: grantor.DefaultLeaderLeaseTimeout, Commit: grantor.DefaultCommitTimeout},
 	}
@@ -101,13 +102,16 @@ type grantorFileConfig struct {
 	MetricsAddr     string   `json:"metrics_addr"`
 	Rho             *float64 `json:"rho"`
 	Epsilon         string   `json:"epsilon"`
-	// MaxLeasesPerSidecar: live leases one sidecar identity may hold.
-	MaxLeasesPerSidecar *int   `json:"max_leases_per_sidecar"`
-	TLSCA               string `json:"tls_ca"`
-	TLSCert             string `json:"tls_cert"`
-	TLSKey              string `json:"tls_key"`
-	AuditLog            string `json:"audit_log"`
-	MaxRequestBytes     *int   `json:"max_request_bytes"`
+	// MaxLeasesPerSidecar is limits.sidecar.leases, as config files
+	// written before the limits key said it.
+	MaxLeasesPerSidecar *int `json:"max_leases_per_sidecar"`
+	// Limits are the accounts' limits per role and identity (limits.go).
+	Limits          *limitsFileConfig `json:"limits"`
+	TLSCA           string            `json:"tls_ca"`
+	TLSCert         string            `json:"tls_cert"`
+	TLSKey          string            `json:"tls_key"`
+	AuditLog        string            `json:"audit_log"`
+	MaxRequestBytes *int              `json:"max_request_bytes"`
 
 	RaftHeartbeatTimeout   string `json:"raft_heartbeat_timeout"`
 	RaftElectionTimeout    string `json:"raft_election_timeout"`
@@ -152,7 +156,12 @@ func loadGrantorConfig(path string, o *grantorOptions) error {
 		o.Timing.Rho = *fc.Rho
 	}
 	if fc.MaxLeasesPerSidecar != nil {
-		o.MaxLeasesPerSidecar = *fc.MaxLeasesPerSidecar
+		o.Limits.Sidecar.Leases = *fc.MaxLeasesPerSidecar
+	}
+	if fc.Limits != nil {
+		if err := applyLimitsFile(fc.Limits, &o.Limits); err != nil {
+			return fmt.Errorf("config %s: %w", path, err)
+		}
 	}
 	if fc.LogFormat != "" {
 		o.LogFormat = fc.LogFormat
@@ -196,6 +205,7 @@ type grantorFlagValues struct {
 	tls         tlsFlags
 	auditLog    string
 	maxRequest  int
+	limits      []string
 }
 
 func (g *grantorFlagValues) register(fs *pflag.FlagSet) {
@@ -228,6 +238,8 @@ func (g *grantorFlagValues) register(fs *pflag.FlagSet) {
 	g.tls.register(fs, true)
 	fs.StringVar(&g.auditLog, "audit-log", "", "write the audit trail (grants, releases, revokes, membership changes, refused calls) as JSON lines to this file (default: the log)")
 	fs.IntVar(&g.maxRequest, "max-request-bytes", grantor.DefaultMaxRecvMsgSize, "largest gRPC request accepted, in bytes")
+	fs.StringArrayVar(&g.limits, "limit", nil, "an account limit, ROLE.KEY=N or ROLE/NAME.KEY=N (0: none), such as sidecar.leases=50000 or "+
+		"sidecar/web-7.watch_names=65536; repeatable, over the config file's \"limits\"; keys and defaults in docs/limits.md")
 }
 
 // options returns the settings: the defaults, then the config file, then
@@ -287,6 +299,11 @@ func (g *grantorFlagValues) options(fs *pflag.FlagSet) (grantorOptions, error) {
 			o.LogFormat = g.log.format
 		}
 	})
+	for _, l := range g.limits {
+		if err := applyLimitFlag(l, &o.Limits); err != nil {
+			return o, usagef("grantor: %v", err)
+		}
+	}
 	switch {
 	case o.NodeID == "":
 		return o, usagef("grantor: --node-id is empty (and the hostname unknown)")
@@ -353,7 +370,7 @@ func (o grantorOptions) config() grantor.Config {
 	cfg.RaftAddr = o.RaftAddr
 	cfg.BootstrapExpect = o.BootstrapExpect
 	cfg.Timing = o.Timing
-	cfg.MaxLeasesPerSidecar = o.MaxLeasesPerSidecar
+	cfg.Limits = o.Limits
 	cfg.MaxRecvMsgSize = o.MaxRequestBytes
 	cfg.HeartbeatTimeout = o.Raft.Heartbeat
 	cfg.ElectionTimeout = o.Raft.Election

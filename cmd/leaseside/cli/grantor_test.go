@@ -24,6 +24,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/leaseside/leaseside/clockwatch"
+	"github.com/leaseside/leaseside/grantor"
 	"github.com/leaseside/leaseside/grantor/pki"
 )
 
@@ -470,7 +471,7 @@ func TestGrantorConfigFile(t *testing.T) {
 	want := grantorOptions{NodeID: "grantor1", DataDir: "/var/lib/leaseside", RPCAddr: "0.0.0.0:7401", RaftAddr: "192.0.2.1:7402",
 		GossipAddr: "192.0.2.1:7403", Join: []string{"192.0.2.2:7403", "192.0.2.3:7403"}, BootstrapExpect: 3,
 		MetricsAddr: "127.0.0.1:7404", Timing: clockwatch.Timing{Rho: 0.0005, Epsilon: 100 * time.Millisecond},
-		MaxLeasesPerSidecar: 100000, Raft: defaultGrantorOptions().Raft,
+		Limits: grantor.DefaultAccountLimits(), Raft: defaultGrantorOptions().Raft,
 		GossipKeyFile: "/etc/leaseside/gossip.key", MaxRequestBytes: 256 << 10,
 		TLS: pki.Files{CA: "/etc/leaseside/tls/ca.pem", Cert: "/etc/leaseside/tls/grantor-grantor1.pem", Key: "/etc/leaseside/tls/grantor-grantor1-key.pem"}}
 	if fmt.Sprint(o) != fmt.Sprint(want) {

@@ -1,0 +1,183 @@
+package grantor
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/leaseside/leaseside/clockwatch"
+	"github.com/leaseside/leaseside/grantor/grantorpb"
+)
+
+// The replicated state's part of an identity's account follows the state:
+// a session, its outcomes, its grants and their value bytes are charged
+// when an entry makes them and given back when one ends them (release,
+// also_received, close, adoption moves them), and a restore from a
+// snapshot rebuilds the same counts: every replica holds the same ones,
+// whatever snapshot it started from.
+func TestFSMUsageFollowsTheState(t *testing.T) {
+	f := newTestFSM()
+	want := func(f *testFSM, owner string, u fsmUsage) {
+		t.Helper()
+		if got := f.usage(owner); got != u {
+			t.Fatalf("%s: %+v, want %+v", owner, got, u)
+		}
+	}
+	c := acq4("host-a", "s1", 1, "x", 0)
+	c.Value, c.MaxHolders = "vvvv", 2
+	if r := f.apply(cmdAcquire6, c).(*acquireResult); !r.Granted {
+		t.Fatal(r)
+	}
+	r2 := f.apply(cmdAcquire6, acq4("host-a", "s1", 2, "y", 0)).(*acquireResult)
+	f.apply(cmdAcquire6, acq4("host-a", "s2", 1, "z", 0))
+	want(f, "host-a", fsmUsage{Sessions: 2, Outcomes: 3, Leases: 3, ValueBytes: 4})
+	if !f.release(t, "s1", 3, "y", "o", r2.Token) {
+		t.Fatal("release")
+	}
+	want(f, "host-a", fsmUsage{Sessions: 2, Outcomes: 4, Leases: 2, ValueBytes: 4})
+	p := proclaimCmd{ID: requestID{Session: "s1", Seq: 4, FirstUnacked: 3}, Lease: "x", Owner: "o", Token: 1, Value: "vv", Identity: "host-a"}
+	f.apply(cmdProclaim, p)
+	// The floor 3 forgot seqs 1 and 2; the proclaim left one.
+	want(f, "host-a", fsmUsage{Sessions: 2, Outcomes: 3, Leases: 2, ValueBytes: 2})
+
+	g := newTestFSM()
+	if err := g.Restore(io.NopCloser(bytes.NewReader(persist(t, f.fsm)))); err != nil {
+		t.Fatal(err)
+	}
+	g.index = f.index
+	want(g, "host-a", f.usage("host-a"))
+
+	// An unowned session (an older entry) is adopted with its charges.
+	f.apply(cmdAcquire3, acquireCmd{ID: requestID{Session: "old", Seq: 1}, Lease: "w", Owner: "o", TTL: 10 * time.Second})
+	want(f, "", fsmUsage{Sessions: 1, Outcomes: 1, Leases: 1})
+	f.apply(cmdAcquire6, acq4("host-b", "old", 2, "v", 0))
+	want(f, "", fsmUsage{})
+	want(f, "host-b", fsmUsage{Sessions: 1, Outcomes: 2, Leases: 2})
+
+	// Closing a session gives back it and its outcomes.
+	f.apply(cmdRelease3, releaseCmd{ID: requestID{Session: "s2", Seq: 2}, Lease: "z", Owner: "o", Token: 3, Identity: "host-a"})
+	f.apply(cmdCloseSession, closeSessionCmd{Session: "s2"})
+	want(f, "host-a", fsmUsage{Sessions: 1, Outcomes: 2, Leases: 1, ValueBytes: 2})
+	if n := len(f.usages()); n != 2 {
+		t.Fatalf("%d identities in the usage, want host-a and host-b: %v", n, f.usages())
+	}
+}
+
+// Issue 21's flood (b) at the account: Releases of names an identity does
+// not hold, each under a session of its own, leave a session and an
+// outcome each in every replica. At its account's sessions limit the next
+// one is refused with RESOURCE_EXHAUSTED naming it and writes no entry;
+// another identity goes on; and once the sessions end, the identity may
+// open new ones. Outcomes likewise, within one session.
+func TestAccountBoundsSessionsAndOutcomes(t *testing.T) {
+	cfg := fastConfig(t, t.TempDir())
+	lim := DefaultLimits()
+	lim.Sessions, lim.Outcomes = 4, 6
+	cfg.Limits.Identities = map[string]Limits{"sidecar/evil": lim}
+	n := start(t, cfg, true)
+	addr := testIdentityServer(t, n.Node)
+	evil, ctxE := as(t, addr, Identity{Role: RoleSidecar, Name: "evil"})
+	good, ctxG := as(t, addr, Identity{Role: RoleSidecar, Name: "good"})
+
+	open := func(session string) error {
+		// A grant opens the session; its release leaves it holding
+		// nothing, with two outcomes.
+		a, err := evil.Acquire(ctxE(tctx(t)), acqReq(session, 1, "free-"+session))
+		if err != nil {
+			return err
+		}
+		_, err = evil.Release(ctxE(tctx(t)), &grantorpb.ReleaseRequest{Id: &grantorpb.RequestID{Session: session, Seq: 2}, Lease: "free-" + session, Owner: "o", Token: a.Token})
+		return err
+	}
+	for i := range 3 {
+		if err := open(fmt.Sprint("e", i)); err != nil {
+			t.Fatalf("session %d: %v", i, err)
+		}
+	}
+	// 3 sessions, 6 outcomes: the next outcome is over.
+	_, err := evil.Release(ctxE(tctx(t)), &grantorpb.ReleaseRequest{Id: &grantorpb.RequestID{Session: "e0", Seq: 3}, Lease: "unheld", Owner: "o", Token: 1})
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "sidecar/evil is at its limit of outcomes (6 of 6)") {
+		t.Fatalf("7th outcome: %v, want RESOURCE_EXHAUSTED naming outcomes", err)
+	}
+	applied := n.raft.AppliedIndex()
+	_, err = evil.Acquire(ctxE(tctx(t)), acqReq("e9", 1, "free-e9"))
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "outcomes") {
+		t.Fatalf("a new session at the outcomes limit: %v", err)
+	}
+	if n.raft.AppliedIndex() != applied || n.fsm.hasSession("e9") {
+		t.Fatal("the refused call wrote an entry")
+	}
+	// A retry of a remembered outcome is answered, not charged.
+	if r, err := evil.Release(ctxE(tctx(t)), &grantorpb.ReleaseRequest{Id: &grantorpb.RequestID{Session: "e0", Seq: 2}, Lease: "free-e0", Owner: "o", Token: 1}); err != nil {
+		t.Fatalf("a retry at the limit: %v %v", r, err)
+	}
+	if r, err := good.Acquire(ctxG(tctx(t)), acqReq("g1", 1, "good")); err != nil || !r.Granted {
+		t.Fatalf("another identity: %v %v", r, err)
+	}
+	// A request that acknowledges what it got (first_unacked) frees
+	// outcomes at the limit; then sessions count.
+	for _, s := range []string{"e0", "e1", "e2"} {
+		if _, err := evil.Release(ctxE(tctx(t)), &grantorpb.ReleaseRequest{Id: &grantorpb.RequestID{Session: s, Seq: 3, FirstUnacked: 3}, Lease: "unheld", Owner: "o", Token: 1}); err != nil {
+			t.Fatalf("an acknowledging release of %s at the outcomes limit: %v", s, err)
+		}
+	}
+	if err := open("e3"); err != nil {
+		t.Fatalf("4th session: %v", err)
+	}
+	if err := open("e4"); status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "limit of sessions (4 of 4)") {
+		t.Fatalf("5th session: %v, want RESOURCE_EXHAUSTED naming sessions", err)
+	}
+}
+
+// The leader-side and edge charges are given back with their things: a
+// waiter that leaves its queue, and the audit limiter's bucket refills
+// at its rate.
+func TestAccountChargesAndRefunds(t *testing.T) {
+	clock := clockwatch.NewFake(clockwatch.Instant(time.Hour))
+	lim := Limits{Waiters: 2, AuditLines: 2}
+	a := newAccounts(AccountLimits{Sidecar: lim}, newFSM(), clock)
+	id := Identity{Role: RoleSidecar, Name: "h"}
+	w1, err := a.charge(id, limWaiters, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.charge(id, limWaiters, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.charge(id, limWaiters, 1); err == nil || !strings.Contains(err.Error(), "sidecar/h is at its limit of waiters (2 of 2)") {
+		t.Fatalf("third waiter: %v", err)
+	}
+	if _, err := a.charge(Identity{Role: RoleOperator, Name: "h"}, limWaiters, 5); err != nil {
+		t.Fatalf("an operator named like the sidecar has its own account: %v", err)
+	}
+	a.refund(w1, limWaiters, 1)
+	if _, err := a.charge(id, limWaiters, 1); err != nil {
+		t.Fatalf("after one left: %v", err)
+	}
+	lines := func(n int) (written, suppressed int) {
+		for range n {
+			s, ok := a.auditLine(id)
+			if ok {
+				written++
+			}
+			suppressed += s
+		}
+		return
+	}
+	if w, _ := lines(5); w != 2 {
+		t.Fatalf("%d of 5 lines at once written, want 2", w)
+	}
+	clock.Advance(500 * time.Millisecond)
+	if w, s := lines(1); w != 1 || s != 3 {
+		t.Fatalf("half a second later: %d written saying %d suppressed, want 1 saying 3", w, s)
+	}
+	if (AccountLimits{}).For(InsecureIdentity) != (Limits{}) || DefaultAccountLimits().For(InsecureIdentity) != (Limits{}) {
+		t.Fatal("the insecure identity has limits by default")
+	}
+}
