@@ -2,6 +2,7 @@ package grantor
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -66,6 +67,38 @@ func TestFSMUsageFollowsTheState(t *testing.T) {
 	want(f, "host-a", fsmUsage{Sessions: 1, Outcomes: 2, Leases: 1, ValueBytes: 2})
 	if n := len(f.usages()); n != 2 {
 		t.Fatalf("%d identities in the usage, want host-a and host-b: %v", n, f.usages())
+	}
+}
+
+// A name left in its lock-delay counts as a lease of the identity whose
+// grant left it until the delay ends (else an identity could keep names
+// delayed without bound: acquire, release with owner_ended, again); the
+// count survives a restore.
+func TestFSMLockDelayCountsAsALease(t *testing.T) {
+	f := newTestFSM()
+	c := acq4("host-a", "s1", 1, "x", 1)
+	c.LockDelay = time.Minute
+	r := f.apply(cmdAcquire7, c).(*acquireResult)
+	if !r.Granted {
+		t.Fatal(r)
+	}
+	f.apply(cmdRelease6, releaseCmd{ID: requestID{Session: "s1", Seq: 2}, Lease: "x", Owner: "o", Token: r.Token, Identity: "host-a", OwnerEnded: true})
+	if u := f.usage("host-a"); u.Leases != 1 {
+		t.Fatalf("after a release into a lock-delay: %+v, want the delay counted as a lease", u)
+	}
+	if r := f.apply(cmdAcquire7, acq4("host-a", "s1", 3, "y", 1)); !errors.Is(asErr(r), ErrOverLimit) {
+		t.Fatalf("a second lease at limit 1 during the delay: %v, want over the limit", r)
+	}
+	g := newTestFSM()
+	if err := g.Restore(io.NopCloser(bytes.NewReader(persist(t, f.fsm)))); err != nil {
+		t.Fatal(err)
+	}
+	if u := g.usage("host-a"); u.Leases != 1 {
+		t.Fatalf("after a restore: %+v", u)
+	}
+	f.apply(cmdEndDelay, endDelayCmd{Lease: "x", Token: r.Token})
+	if u := f.usage("host-a"); u.Leases != 0 {
+		t.Fatalf("after the delay ended: %+v", u)
 	}
 }
 

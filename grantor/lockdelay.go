@@ -38,6 +38,9 @@ type delayRecord struct {
 	Token uint64 `json:"token"`
 	// Delay is its lock-delay, as stored with the grant.
 	Delay time.Duration `json:"delay_ns"`
+	// Owner is the identity name of the grant's session: the delay
+	// counts against its leases until it ends (usage.go).
+	Owner string `json:"owner,omitempty"`
 }
 
 // endDelayCmd ends the lock-delay of Lease started by the end of grant
@@ -71,7 +74,9 @@ func (f *fsm) delayLocked(lease string, cur leaseRecord) {
 	if cur.LockDelay <= 0 {
 		return
 	}
-	f.st.Delays[lease] = delayRecord{Token: cur.Token, Delay: cur.LockDelay}
+	d := delayRecord{Token: cur.Token, Delay: cur.LockDelay, Owner: f.ownerOf(cur.Session)}
+	f.st.Delays[lease] = d
+	f.chargeDelay(d.Owner, 1)
 	f.event(fsmEvent{Kind: evDelayed, Lease: lease, Rec: cur})
 }
 
@@ -86,6 +91,7 @@ func (f *fsm) applyEndDelay(c *endDelayCmd) any {
 		return &endDelayResult{}
 	}
 	delete(f.st.Delays, c.Lease)
+	f.chargeDelay(d.Owner, -1)
 	f.event(fsmEvent{Kind: evUndelayed, Lease: c.Lease})
 	return &endDelayResult{Ended: true, Next: f.handOff(c.Lease, c.Next)}
 }

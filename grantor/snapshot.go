@@ -76,6 +76,9 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 			f.hold(name, l)
 		}
 	}
+	for _, d := range st.Delays {
+		f.chargeDelay(d.Owner, 1)
+	}
 	f.mu.Unlock()
 	if f.observe != nil {
 		f.observe(fsmEvent{Kind: evRestored})

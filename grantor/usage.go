@@ -5,14 +5,17 @@ package grantor
 // are applied and rebuilt by a restore, the same on every replica.
 
 // ownerUsage is what the FSM holds for one identity name: its sessions
-// (their outcomes are counted from them) and its live grants and their
-// value bytes. Derived state, under fsm.mu.
+// (their outcomes are counted from them), its live grants and their value
+// bytes, and the names its grants left in a lock-delay (lockdelay.go),
+// which count as its leases until the delay ends. Derived state, under
+// fsm.mu.
 type ownerUsage struct {
-	sessions           map[string]*sessionRecord
-	leases, valueBytes int
+	sessions                   map[string]*sessionRecord
+	leases, valueBytes, delays int
 }
 
-// fsmUsage is an identity's usage of the replicated state.
+// fsmUsage is an identity's usage of the replicated state; Leases counts
+// its names in a lock-delay too.
 type fsmUsage struct {
 	Sessions, Outcomes, Leases, ValueBytes int
 }
@@ -27,7 +30,7 @@ func (f *fsm) ownerUsageLocked(owner string) *ownerUsage {
 }
 
 func (f *fsm) dropUsageIfEmpty(owner string) {
-	if u := f.byOwner[owner]; u != nil && len(u.sessions) == 0 && u.leases == 0 && u.valueBytes == 0 {
+	if u := f.byOwner[owner]; u != nil && len(u.sessions) == 0 && u.leases == 0 && u.valueBytes == 0 && u.delays == 0 {
 		delete(f.byOwner, owner)
 	}
 }
@@ -57,6 +60,13 @@ func (f *fsm) chargeGrant(owner string, n, value int) {
 	u := f.ownerUsageLocked(owner)
 	u.leases += n
 	u.valueBytes += n * value
+	f.dropUsageIfEmpty(owner)
+}
+
+// chargeDelay adds (n = 1) or takes back (n = -1) a name in a lock-delay
+// that owner's grant left.
+func (f *fsm) chargeDelay(owner string, n int) {
+	f.ownerUsageLocked(owner).delays += n
 	f.dropUsageIfEmpty(owner)
 }
 
@@ -118,7 +128,7 @@ func (f *fsm) usageLocked(u *ownerUsage) fsmUsage {
 	if u == nil {
 		return fsmUsage{}
 	}
-	out := fsmUsage{Sessions: len(u.sessions), Leases: u.leases, ValueBytes: u.valueBytes}
+	out := fsmUsage{Sessions: len(u.sessions), Leases: u.leases + u.delays, ValueBytes: u.valueBytes}
 	for _, s := range u.sessions {
 		out.Outcomes += len(s.Outcomes)
 	}
@@ -142,7 +152,7 @@ func (f *fsm) usages() map[string]fsmUsage {
 func (f *fsm) checkLimit(owner string, limit int) error {
 	held := 0
 	if u := f.byOwner[owner]; u != nil {
-		held = u.leases
+		held = u.leases + u.delays
 	}
 	if limit <= 0 || held < limit {
 		return nil
