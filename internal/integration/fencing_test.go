@@ -1,0 +1,150 @@
+package integration
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+)
+
+// pausedWorkerHeading is the section of docs/fencing.md whose shell block
+// is the paused-worker scenario.
+const pausedWorkerHeading = "## A paused worker, refused"
+
+// readmeWrite is the write in that block; each adapter's case puts its
+// own write in its place.
+const readmeWrite = "leaseside write jobs/report report.txt"
+
+// The paused-worker scenario (issue 23 item 5), the block of
+// docs/fencing.md run as written against a real dev whose daemon gives up on an owner stopped
+// for 1 s: worker A takes the lease and is stopped (SIGSTOP, run and its
+// command) past its term; B acquires and writes; A resumes and writes
+// with its old token. Through each fence A's write is refused and B's
+// data stays; with a plain write A's write lands over B's.
+func TestPausedWorkerWriteIsFenced(t *testing.T) {
+	block := docBlock(t, "docs/fencing.md", pausedWorkerHeading, "sh")
+	if !strings.Contains(block, readmeWrite) {
+		t.Fatalf("the block of docs/fencing.md has no %q to swap", readmeWrite)
+	}
+	conf := filepath.Join(t.TempDir(), "conf.json")
+	if err := os.WriteFile(conf, []byte(`{"owner_stopped_limit":"1s"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	socket := tempSocket(t)
+	startDev(t, socket, t.TempDir(), "--config", conf)
+	backend := newStoreBackend(t)
+	proxyURL := startFenceProxy(t, backend.srv.URL, filepath.Join(t.TempDir(), "proxy.fence"))
+
+	readFile := func(dir, _ string) string {
+		b, _ := os.ReadFile(filepath.Join(dir, "report.txt"))
+		return string(b)
+	}
+	adapters := []struct {
+		name  string
+		write string // in place of readmeWrite; @LEASE@ is the case's lease
+		read  func(dir, lease string) string
+		exit  string // A's write's exit status
+		says  string // and what it says
+		holds string // what the store holds at the end
+	}{
+		{name: "file", write: "leaseside write @LEASE@ report.txt", read: readFile, exit: "4", says: "is stale, token", holds: "B\n"},
+		{name: "proxy", write: `curl -fsS -o /dev/null -X PUT -H "Leaseside-Lease: $LEASESIDE_LEASE" -H "Leaseside-Token: $LEASESIDE_TOKEN" --data-binary @- ` + proxyURL + "/@LEASE@",
+			read: func(_, lease string) string { return backend.get("/" + lease) }, exit: "22", says: "returned error: 409", holds: "B\n"},
+		{name: "plain write", write: "cat > report.txt", read: readFile, exit: "0", holds: "A\n"},
+	}
+	for _, a := range adapters {
+		t.Run(a.name, func(t *testing.T) {
+			t.Parallel()
+			lease := "jobs/report-" + strings.ReplaceAll(a.name, " ", "-")
+			script := strings.ReplaceAll(block, readmeWrite, a.write)
+			script = strings.ReplaceAll(strings.ReplaceAll(script, "jobs/report", lease), "@LEASE@", lease)
+			dir := t.TempDir()
+			out := runScript(t, dir, socket, script)
+			m := regexp.MustCompile(`(?m)^A: exit (\d+)$`).FindStringSubmatch(out)
+			if m == nil || m[1] != a.exit || !strings.Contains(out, a.says) {
+				t.Fatalf("A's resumed write: %q, want exit %s saying %q; output:\n%s", m, a.exit, a.says, out)
+			}
+			if got := a.read(dir, lease); got != a.holds {
+				t.Fatalf("the store holds %q after A's resumed write, want %q; output:\n%s", got, a.holds, out)
+			}
+			t.Logf("%s: A's write exit %s, the store holds %q", a.name, m[1], a.holds)
+		})
+	}
+}
+
+// runScript runs script with sh in dir, the built leaseside first on
+// PATH and the daemon at socket, and returns its output. Whatever it
+// leaves running (its process group; run kills its command with it) is
+// killed at the end.
+func runScript(t *testing.T, dir, socket, script string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "sh", "-c", script)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"), "LEASESIDE_SOCKET="+socket)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+	cmd.Wait()
+	if ctx.Err() != nil {
+		t.Fatalf("the script did not end within %v; output:\n%s", 2*timeout, out.String())
+	}
+	return out.String()
+}
+
+// storeBackend is an HTTP store behind the fence proxy: PUT keeps the
+// body at the path.
+type storeBackend struct {
+	mu   sync.Mutex
+	data map[string]string
+	srv  *httptest.Server
+}
+
+func newStoreBackend(t *testing.T) *storeBackend {
+	b := &storeBackend{data: map[string]string{}}
+	b.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if r.Method == http.MethodPut {
+			b.data[r.URL.Path] = string(body)
+		}
+		io.WriteString(w, b.data[r.URL.Path])
+	}))
+	t.Cleanup(b.srv.Close)
+	return b
+}
+
+func (b *storeBackend) get(path string) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.data[path]
+}
+
+// startFenceProxy starts `leaseside fence-proxy` in front of backend and
+// returns its URL.
+func startFenceProxy(t *testing.T, backend, state string) string {
+	t.Helper()
+	p := startProcess(t, "fence-proxy", exec.Command(bin, "fence-proxy", "--listen", "127.0.0.1:0", "--backend", backend, "--state", state))
+	_, line := p.waitLine(t, 0, "leaseside fence-proxy ready")
+	m := regexp.MustCompile(`listen=(\S+)`).FindStringSubmatch(line.v)
+	if m == nil {
+		t.Fatalf("no listen address in %q", line.v)
+	}
+	return "http://" + m[1]
+}
