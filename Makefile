@@ -29,13 +29,15 @@ run:
 # runs), postgresql-15 and redis-server (the fences' tests start throwaway
 # servers of their own, internal/stores; the packages' own services are not
 # used), python3-psycopg2 and python3-redis (the Python examples of the
-# fences), postgresql-client (psql, the shell example).
+# fences), postgresql-client (psql, the shell example), curl (the shell
+# example of leaseside fence-proxy, the paused-worker test).
 deps:
 	@if ! command -v python3 >/dev/null || ! python3 -c 'import ensurepip' 2>/dev/null || [ ! -x /usr/bin/python3 ] || ! command -v socat >/dev/null \
 		|| ! command -v ip >/dev/null || ! command -v nsenter >/dev/null || ! command -v unshare >/dev/null \
-		|| ! command -v etcd >/dev/null || ! command -v tmux >/dev/null || [ ! -f /usr/share/bash-completion/bash_completion ]; then \
+		|| ! command -v etcd >/dev/null || ! command -v tmux >/dev/null || [ ! -f /usr/share/bash-completion/bash_completion ] \
+		|| ! command -v curl >/dev/null; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-venv socat iproute2 util-linux etcd-server tmux \
-			bash-completion >/dev/null; \
+			bash-completion curl >/dev/null; \
 	fi
 	@if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \

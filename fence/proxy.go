@@ -22,6 +22,10 @@ const (
 	HeaderHighest = "Leaseside-Highest-Token"
 )
 
+// maxIdlePerBackend is how many idle connections to the backend the
+// proxy keeps.
+const maxIdlePerBackend = 256
+
 // ProxyConfig configures a Proxy.
 type ProxyConfig struct {
 	// Backend is the service the proxy forwards to (http or https URL).
@@ -113,7 +117,12 @@ func NewProxy(cfg ProxyConfig) (*Proxy, error) {
 	for _, pre := range cfg.PathPrefixes {
 		p.strict = p.strict || pre != "/"
 	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	// Keep a connection to the backend for each request in flight, as
+	// clients come many at once (the default keeps 2 and redials).
+	tr.MaxIdleConnsPerHost = maxIdlePerBackend
 	p.rp = &httputil.ReverseProxy{
+		Transport: tr,
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(cfg.Backend)
 			r.SetXForwarded()
@@ -222,8 +231,12 @@ func (p *Proxy) turn(lease string) *sync.Mutex {
 	return t
 }
 
-// Close closes the record. Call it after the server in front has stopped.
-func (p *Proxy) Close() error { return p.cfg.Record.Close() }
+// Close closes the record and the idle connections to the backend. Call
+// it after the server in front has stopped.
+func (p *Proxy) Close() error {
+	p.rp.Transport.(*http.Transport).CloseIdleConnections()
+	return p.cfg.Record.Close()
+}
 
 // canonical says whether u's path is one a backend reads as the proxy
 // does: cleaned (a trailing slash allowed) and with no encoded slash.
