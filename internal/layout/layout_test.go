@@ -77,6 +77,7 @@ func TestDependencyDirection(t *testing.T) {
 		"internal/netlab":            {},
 		"internal/stores":            {},
 		"internal/stranger":          {},
+		"internal/attack":            {"grantor/grantorpb"},
 		"internal/connlimit":         {},
 		"internal/safefs":            {},
 		"internal/chaos":             {"internal/netlab", "internal/chaos/workload", "fence", "ipc", "clockwatch"},

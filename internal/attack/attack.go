@@ -1,0 +1,313 @@
+// Package attack floods a grantor the ways issue 21 found, as the holder
+// of one certificate would, so that the tests of the accounts
+// (internal/integration) can show what each flood costs the grantors and
+// measure it at full scale: Watch streams adding distinct names, Releases
+// of unheld names under fresh sessions, and Releases under sessions that
+// never existed. Victim is the well-behaved sidecar that goes on
+// renewing and acquiring meanwhile.
+package attack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/leaseside/leaseside/grantor/grantorpb"
+)
+
+// Result counts what a flood sent and how it was answered.
+type Result struct {
+	// Sent is the calls (or, for Watch, the names) sent; OK those
+	// answered without an error.
+	Sent, OK int64
+	// Refused counts the errors by code; Limits the RESOURCE_EXHAUSTED
+	// ones by the limit their message names ("" when none).
+	Refused map[codes.Code]int64
+	Limits  map[string]int64
+	Elapsed time.Duration
+}
+
+// String sums r up on one line.
+func (r Result) String() string {
+	return fmt.Sprintf("sent %d, ok %d, refused %v (limits %v) in %v", r.Sent, r.OK, r.Refused, r.Limits, r.Elapsed.Round(time.Millisecond))
+}
+
+// counter collects a Result from many goroutines.
+type counter struct {
+	sent, ok atomic.Int64
+	mu       sync.Mutex
+	refused  map[codes.Code]int64
+	limits   map[string]int64
+	start    time.Time
+}
+
+func newCounter() *counter {
+	return &counter{refused: map[codes.Code]int64{}, limits: map[string]int64{}, start: time.Now()}
+}
+
+// limitNames are the account limits a refusal may name (docs/limits.md).
+var limitNames = []string{"conns", "calls", "sessions", "outcomes", "leases", "value_bytes", "waiters",
+	"watch_streams", "watch_names", "queued_bytes"}
+
+// add counts one answer.
+func (c *counter) add(err error) {
+	if err == nil {
+		c.ok.Add(1)
+		return
+	}
+	code := status.Code(err)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.refused[code]++
+	if code == codes.ResourceExhausted {
+		limit := ""
+		for _, l := range limitNames {
+			if strings.Contains(err.Error(), "limit of "+l+" ") {
+				limit = l
+			}
+		}
+		c.limits[limit]++
+	}
+}
+
+func (c *counter) result() Result {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return Result{Sent: c.sent.Load(), OK: c.ok.Load(), Refused: c.refused, Limits: c.limits, Elapsed: time.Since(c.start)}
+}
+
+// name returns a distinct lease name of n bytes (at least 16).
+func name(prefix string, i, n int) string {
+	s := fmt.Sprintf("%s/%d/", prefix, i)
+	return s + strings.Repeat("x", max(0, n-len(s)))
+}
+
+// WatchNames opens streams Watch streams on c and adds names distinct
+// names of nameLen bytes to each, in requests of batch names, reading
+// every event; it returns once every stream has added its names or ended,
+// and keeps the open ones until ctx ends. Sent counts names; a stream
+// ended by an error counts that error.
+func WatchNames(ctx context.Context, c grantorpb.GrantorClient, prefix string, streams, names, nameLen, batch int) Result {
+	cnt := newCounter()
+	var wg sync.WaitGroup
+	for s := range streams {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st, err := c.Watch(ctx)
+			if err != nil {
+				cnt.add(err)
+				return
+			}
+			ended := make(chan error, 1)
+			go func() {
+				for {
+					if _, err := st.Recv(); err != nil {
+						ended <- err
+						return
+					}
+				}
+			}()
+			for i := 0; i < names; i += batch {
+				req := &grantorpb.WatchRequest{}
+				for j := i; j < min(i+batch, names); j++ {
+					req.Add = append(req.Add, name(fmt.Sprintf("%s/%d", prefix, s), j, nameLen))
+				}
+				cnt.sent.Add(int64(len(req.Add)))
+				if err := st.Send(req); err != nil {
+					break // the stream ended: Recv says why
+				}
+			}
+			select {
+			case err := <-ended:
+				cnt.add(err)
+			case <-time.After(2 * time.Second): // no error came: the stream holds its names
+				cnt.add(nil)
+			}
+		}()
+	}
+	wg.Wait()
+	return cnt.result()
+}
+
+// ReleasesUnderFreshSessions floods for d with workers goroutines: each
+// opens a session of its own (an Acquire of a free name, granted, and its
+// Release), releases perSession names it does not hold under it, each a
+// raft entry whose outcome the session remembers, then takes a fresh
+// session. Sent and the answers count every call.
+func ReleasesUnderFreshSessions(ctx context.Context, c grantorpb.GrantorClient, prefix string, d time.Duration, workers, perSession int) Result {
+	cnt := newCounter()
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for s := 0; ctx.Err() == nil; s++ {
+				session := fmt.Sprintf("%s-%d-%d", prefix, w, s)
+				lease := name(prefix+"/own", w*1_000_000+s, 64)
+				cnt.sent.Add(1)
+				a, err := c.Acquire(ctx, &grantorpb.AcquireRequest{Id: &grantorpb.RequestID{Session: session, Seq: 1},
+					Lease: lease, Owner: "o", TtlNs: int64(10 * time.Second)})
+				if ctx.Err() != nil {
+					return
+				}
+				cnt.add(err)
+				if err != nil {
+					continue
+				}
+				for seq := uint64(2); seq < uint64(perSession+2) && ctx.Err() == nil; seq++ {
+					req := &grantorpb.ReleaseRequest{Id: &grantorpb.RequestID{Session: session, Seq: seq},
+						Lease: name(prefix+"/unheld", int(seq), 250), Owner: "o", Token: 1}
+					if seq == 2 {
+						req.Lease, req.Token = lease, a.GetToken()
+					}
+					cnt.sent.Add(1)
+					_, err := c.Release(ctx, req)
+					if ctx.Err() != nil {
+						return
+					}
+					cnt.add(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return cnt.result()
+}
+
+// ReleasesUnderUnknownSessions floods for d with workers goroutines of
+// Releases under session ids that never existed: no raft entry, but an
+// audit line each unless the identity's account limits them.
+func ReleasesUnderUnknownSessions(ctx context.Context, c grantorpb.GrantorClient, prefix string, d time.Duration, workers int) Result {
+	cnt := newCounter()
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ctx.Err() == nil; i++ {
+				cnt.sent.Add(1)
+				_, err := c.Release(ctx, &grantorpb.ReleaseRequest{Id: &grantorpb.RequestID{Session: fmt.Sprintf("%s-never-%d-%d", prefix, w, i), Seq: 1},
+					Lease: name(prefix, i, 250), Owner: "o", Token: 1})
+				if ctx.Err() != nil {
+					return
+				}
+				cnt.add(err)
+			}
+		}()
+	}
+	wg.Wait()
+	return cnt.result()
+}
+
+// VictimStats is what the well-behaved sidecar saw.
+type VictimStats struct {
+	// Renewals and Acquires counted; Failures lists the calls that
+	// failed, with their errors.
+	Renewals, Acquires int
+	Failures           []string
+	// Slowest is the longest a renewal or acquire took.
+	Slowest time.Duration
+}
+
+// Victim acts as a well-behaved sidecar until ctx ends: it holds one
+// lease of term ttl in session, renewed by a keepalive every ttl/3, and
+// every period acquires and releases a fresh name in that session. Its
+// stats come on the returned channel when it stops.
+func Victim(ctx context.Context, c grantorpb.GrantorClient, session string, ttl, period time.Duration) <-chan VictimStats {
+	out := make(chan VictimStats, 1)
+	go func() {
+		var st VictimStats
+		defer func() { out <- st }()
+		fail := func(what string, err error) { st.Failures = append(st.Failures, fmt.Sprintf("%s: %v", what, err)) }
+		timed := func(f func() error) error {
+			t0 := time.Now()
+			err := f()
+			st.Slowest = max(st.Slowest, time.Since(t0))
+			return err
+		}
+		seq := uint64(0)
+		next := func() *grantorpb.RequestID {
+			seq++
+			return &grantorpb.RequestID{Session: session, Seq: seq, FirstUnacked: seq}
+		}
+		var held *grantorpb.AcquireResponse
+		if err := timed(func() (err error) {
+			held, err = c.Acquire(ctx, &grantorpb.AcquireRequest{Id: next(), Lease: session + "/held", Owner: "o", TtlNs: int64(ttl)})
+			if err == nil && !held.Granted {
+				err = errors.New("not granted")
+			}
+			return err
+		}); err != nil {
+			fail("first acquire", err)
+			return
+		}
+		digest := grantorpb.TokenDigest(held.Token)
+		ka, err := c.KeepAlive(ctx)
+		if err != nil {
+			fail("keepalive stream", err)
+			return
+		}
+		renew := time.NewTicker(ttl / 3)
+		defer renew.Stop()
+		churn := time.NewTicker(period)
+		defer churn.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-renew.C:
+				err := timed(func() error {
+					if err := ka.Send(&grantorpb.KeepAliveRequest{Session: session, Batch: uint64(i + 1), Sessions: []*grantorpb.SessionRenewal{{Session: session, TtlNs: int64(ttl), LeaseSetVersion: digest}}}); err != nil {
+						return err
+					}
+					r, err := ka.Recv()
+					if err == nil && (len(r.Sessions) != 1 || !r.Sessions[0].Renewed) {
+						err = fmt.Errorf("not renewed: %v", r)
+					}
+					return err
+				})
+				if ctx.Err() != nil {
+					return
+				}
+				st.Renewals++
+				if err != nil {
+					fail("renewal", err)
+				}
+			case <-churn.C:
+				lease := fmt.Sprintf("%s/churn-%d", session, i)
+				err := timed(func() error {
+					a, err := c.Acquire(ctx, &grantorpb.AcquireRequest{Id: next(), Lease: lease, Owner: "o", TtlNs: int64(ttl)})
+					if err == nil && !a.Granted {
+						err = errors.New("not granted")
+					}
+					if err != nil {
+						return err
+					}
+					_, err = c.Release(ctx, &grantorpb.ReleaseRequest{Id: next(), Lease: lease, Owner: "o", Token: a.Token})
+					return err
+				})
+				if ctx.Err() != nil {
+					return
+				}
+				st.Acquires++
+				if err != nil && !errors.Is(err, io.EOF) {
+					fail("acquire "+lease, err)
+				}
+			}
+		}
+	}()
+	return out
+}
