@@ -42,6 +42,10 @@ type ProxyConfig struct {
 	// waited for even if the client goes away, so that the next request
 	// of the lease is not forwarded while it may still be applied.
 	BackendTimeout time.Duration
+	// MaxLeases bounds the leases the record keeps: a request of a lease
+	// new to it beyond that is refused (507, lease_limit), so that
+	// clients making up lease names cannot grow the state without bound.
+	MaxLeases int
 	// CheckToken, if set, is asked about a token higher than any seen for
 	// its lease before the proxy records it: live says the grantors hold
 	// it as a live grant of lease. It must be safe for concurrent use.
@@ -54,6 +58,7 @@ func DefaultProxyConfig() ProxyConfig {
 		Methods:        []string{http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch},
 		PathPrefixes:   []string{"/"},
 		BackendTimeout: time.Minute,
+		MaxLeases:      65536,
 	}
 }
 
@@ -70,6 +75,8 @@ func (c ProxyConfig) Validate() error {
 		return errors.New("fence: no path prefix to fence")
 	case c.BackendTimeout <= 0:
 		return errors.New("fence: the backend timeout must be more than 0s")
+	case c.MaxLeases <= 0:
+		return errors.New("fence: the lease limit must be at least 1")
 	}
 	for _, m := range c.Methods {
 		if m == "" || m != strings.ToUpper(m) || strings.ContainsAny(m, " \t,") {
@@ -100,9 +107,16 @@ type Proxy struct {
 	strict bool
 
 	mu sync.Mutex
-	// turns holds one lock per lease: held across check, record and
-	// forward. Entries are never removed (one per lease in the record).
-	turns map[string]*sync.Mutex
+	// turns holds the lock of each lease with a request in the proxy,
+	// held across check, record and forward; an entry goes when its last
+	// request does, so the map is bounded by the requests in flight.
+	turns map[string]*turn
+}
+
+// turn is a lease's lock and how many requests hold or wait for it.
+type turn struct {
+	sync.Mutex
+	users int
 }
 
 // NewProxy returns a Proxy for cfg.
@@ -110,7 +124,7 @@ func NewProxy(cfg ProxyConfig) (*Proxy, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	p := &Proxy{cfg: cfg, methods: map[string]bool{}, turns: map[string]*sync.Mutex{}}
+	p := &Proxy{cfg: cfg, methods: map[string]bool{}, turns: map[string]*turn{}}
 	for _, m := range cfg.Methods {
 		p.methods[m] = true
 	}
@@ -175,9 +189,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse(w, http.StatusBadRequest, "bad_token", fmt.Sprintf("%s %q: a token is a positive decimal integer", HeaderToken, tok), nil)
 		return
 	}
-	turn := p.turn(lease)
-	turn.Lock()
-	defer turn.Unlock()
+	t := p.take(lease)
+	defer p.leave(lease, t)
 	if !p.admit(w, r, lease, token) {
 		return
 	}
@@ -193,6 +206,11 @@ func (p *Proxy) admit(w http.ResponseWriter, r *http.Request, lease string, toke
 	if token < h {
 		refuse(w, http.StatusConflict, "stale_token", (&StaleTokenError{Lease: lease, Token: token, Highest: h}).Error(),
 			map[string]string{"lease": lease, "token": strconv.FormatUint(token, 10), "highest": strconv.FormatUint(h, 10)})
+		return false
+	}
+	if h == 0 && p.cfg.Record.Leases() >= p.cfg.MaxLeases {
+		refuse(w, http.StatusInsufficientStorage, "lease_limit",
+			fmt.Sprintf("the proxy keeps the tokens of %d leases, its limit: %s is not one of them", p.cfg.MaxLeases, lease), nil)
 		return false
 	}
 	if token > h && p.cfg.CheckToken != nil {
@@ -219,16 +237,28 @@ func (p *Proxy) admit(w http.ResponseWriter, r *http.Request, lease string, toke
 	return true
 }
 
-// turn returns the lock of lease.
-func (p *Proxy) turn(lease string) *sync.Mutex {
+// take waits for lease's turn and returns it, held.
+func (p *Proxy) take(lease string) *turn {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	t := p.turns[lease]
 	if t == nil {
-		t = &sync.Mutex{}
+		t = &turn{}
 		p.turns[lease] = t
 	}
+	t.users++
+	p.mu.Unlock()
+	t.Lock()
 	return t
+}
+
+// leave ends the turn t of lease.
+func (p *Proxy) leave(lease string, t *turn) {
+	t.Unlock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if t.users--; t.users == 0 {
+		delete(p.turns, lease)
+	}
 }
 
 // Close closes the record and the idle connections to the backend. Call
@@ -253,7 +283,7 @@ func canonical(u *url.URL) bool {
 type ProxyError struct {
 	// Error is a stable code: fence_required, bad_lease, bad_token,
 	// stale_token, token_not_live, check_unavailable, record_failed,
-	// path_not_canonical, backend_unavailable.
+	// lease_limit, path_not_canonical, backend_unavailable.
 	Error   string `json:"error"`
 	Message string `json:"message"`
 	// Lease, Token and Highest (decimal strings) name the tokens of a

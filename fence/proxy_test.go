@@ -215,7 +215,7 @@ func TestProxyCheckToken(t *testing.T) {
 // token's, and every refusal named a higher token.
 func TestProxyConcurrentInterleavedTokens(t *testing.T) {
 	b := newBackend(t)
-	srv, _ := startProxy(t, b, filepath.Join(t.TempDir(), "p.fence"), nil)
+	srv, p := startProxy(t, b, filepath.Join(t.TempDir(), "p.fence"), nil)
 	const clients, rounds = 8, 30
 	for r := 0; r < rounds; r++ {
 		order := rand.Perm(clients)
@@ -247,6 +247,32 @@ func TestProxyConcurrentInterleavedTokens(t *testing.T) {
 		}
 	}
 	t.Logf("%d of %d requests forwarded", len(b.tokens), clients*rounds)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.turns) != 0 {
+		t.Fatalf("%d turns kept with no request in flight", len(p.turns))
+	}
+}
+
+// Leases new to the record beyond MaxLeases are refused (507); the ones
+// it keeps go on.
+func TestProxyLeaseLimit(t *testing.T) {
+	b := newBackend(t)
+	srv, _ := startProxy(t, b, filepath.Join(t.TempDir(), "p.fence"), func(c *ProxyConfig) { c.MaxLeases = 2 })
+	for _, s := range []struct {
+		lease  string
+		status int
+		code   string
+	}{
+		{lease: "a", status: 200},
+		{lease: "b", status: 200},
+		{lease: "c", status: 507, code: "lease_limit"},
+		{lease: "a", status: 200},
+	} {
+		if status, pe, _ := send(t, srv, "PUT", "/k", s.lease, "1", "v"); status != s.status || pe.Error != s.code {
+			t.Fatalf("lease %s: %d %+v, want %d %s", s.lease, status, pe, s.status, s.code)
+		}
+	}
 }
 
 func TestProxyConfigValidate(t *testing.T) {
@@ -265,6 +291,7 @@ func TestProxyConfigValidate(t *testing.T) {
 		{name: "lower-case method", edit: func(c *ProxyConfig) { c.Methods = []string{"put"} }, says: `"put"`},
 		{name: "prefix without slash", edit: func(c *ProxyConfig) { c.PathPrefixes = []string{"data"} }, says: `"data"`},
 		{name: "no timeout", edit: func(c *ProxyConfig) { c.BackendTimeout = 0 }, says: "timeout"},
+		{name: "no lease limit", edit: func(c *ProxyConfig) { c.MaxLeases = 0 }, says: "lease limit"},
 	}
 	if err := good.Validate(); err != nil {
 		t.Fatal(err)

@@ -239,6 +239,13 @@ func (r *Record) Highest(lease string) uint64 {
 	return r.highest[lease]
 }
 
+// Leases returns how many leases the record keeps a token of.
+func (r *Record) Leases() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.highest)
+}
+
 // Admit refuses a token below the highest recorded for lease with a
 // *StaleTokenError; otherwise it records token (durably, before it
 // returns, if it is a new highest) and returns nil.

@@ -30,6 +30,7 @@ type fenceProxyOptions struct {
 	checkToken     bool
 	socket         string
 	checkTimeout   time.Duration
+	maxLeases      int
 	log            logFlags
 }
 
@@ -86,6 +87,7 @@ once it serves.`,
 	fs.BoolVar(&o.checkToken, "check-token", false, "check a token higher than any seen for its lease with the grantors before accepting it")
 	fs.StringVar(&o.socket, "socket", "", "daemon socket for --check-token (default $"+ipc.SocketEnv+", else the system's or your own daemon's)")
 	fs.DurationVar(&o.checkTimeout, "check-timeout", 10*time.Second, "give up on a --check-token call after this long (the request gets 503)")
+	fs.IntVar(&o.maxLeases, "max-leases", def.MaxLeases, "most leases whose tokens the proxy keeps; a request of another lease gets 507")
 	o.log.register(fs)
 	return cmd
 }
@@ -105,12 +107,14 @@ func (o *fenceProxyOptions) proxyConfig() (fence.ProxyConfig, error) {
 		return cfg, usagef("--backend-timeout %s: must be more than 0s", fmtDuration(o.backendTimeout))
 	case o.checkTimeout <= 0:
 		return cfg, usagef("--check-timeout %s: must be more than 0s", fmtDuration(o.checkTimeout))
+	case o.maxLeases <= 0:
+		return cfg, usagef("--max-leases %d: must be at least 1", o.maxLeases)
 	}
 	u, err := url.Parse(o.backend)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return cfg, usagef("--backend %q: give an http:// or https:// URL with a host", o.backend)
 	}
-	cfg.Backend, cfg.BackendTimeout = u, o.backendTimeout
+	cfg.Backend, cfg.BackendTimeout, cfg.MaxLeases = u, o.backendTimeout, o.maxLeases
 	cfg.Methods = nil
 	for _, m := range o.methods {
 		m = strings.ToUpper(strings.TrimSpace(m))
