@@ -240,7 +240,7 @@ func (d *Daemon) handle(ctx context.Context, c *ipc.Conn, req *ipc.Request) *ipc
 	case ipc.OpAcquire:
 		return grantResponse(d.acquire(ctx, c, req))
 	case ipc.OpRelease:
-		if err := d.release(ctx, c, req.Lease, req.Token); err != nil {
+		if err := d.release(ctx, c, req.Lease, req.Token, req.Reason); err != nil {
 			return &ipc.Response{Error: err}
 		}
 		return &ipc.Response{}

@@ -28,7 +28,7 @@ func (d *Daemon) handlePrims(ctx context.Context, c *ipc.Conn, req *ipc.Request)
 	case req.Op == ipc.OpElect:
 		return grantResponse(d.acquire(ctx, c, req)), true
 	case req.Op == ipc.OpResign:
-		if err := d.release(ctx, c, req.Lease, req.Token); err != nil {
+		if err := d.release(ctx, c, req.Lease, req.Token, ""); err != nil {
 			return &ipc.Response{Error: err}, true
 		}
 		return &ipc.Response{}, true

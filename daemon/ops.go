@@ -122,8 +122,10 @@ func (d *Daemon) renewNow(ctx context.Context, l *lease) *ipc.Error {
 // the turn of the lease's owner for the name, as the owner's acquires do,
 // so that it cannot land after a newer grant of the same owner. A lease
 // that took over the lock-delay of its owner's lost grant leaves the
-// table, but its name stays held until that delay is over.
-func (d *Daemon) release(ctx context.Context, c *ipc.Conn, name, token string) *ipc.Error {
+// table, but its name stays held until that delay is over. A release
+// with reason ipc.ReasonRenewFailed (its owner gave the lease up because
+// it could not be renewed in time) is reported as the loss it is.
+func (d *Daemon) release(ctx context.Context, c *ipc.Conn, name, token, reason string) *ipc.Error {
 	rctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
 	defer cancel()
 	d.mu.Lock()
@@ -152,7 +154,13 @@ func (d *Daemon) release(ctx context.Context, c *ipc.Conn, name, token string) *
 		l.conn.Send(&ipc.Event{Event: ipc.EventLost, Lease: l.name, Token: strconv.FormatUint(l.token, 10), Reason: ipc.ReasonReleasedByAdmin})
 		l.conn = nil
 	}
-	d.emitLocked(l, &ipc.Event{Event: ipc.EventReleased, Reason: ipc.ReasonExplicitRelease})
+	if reason == ipc.ReasonRenewFailed {
+		d.metrics.lostOne(reason)
+		d.log.Warn("lease lost", "lease", l.name, "token", l.token, "reason", reason, "by", "its owner, as the deadline came near")
+		d.emitLocked(l, &ipc.Event{Event: ipc.EventLost, Reason: reason})
+	} else {
+		d.emitLocked(l, &ipc.Event{Event: ipc.EventReleased, Reason: ipc.ReasonExplicitRelease})
+	}
 	if l.delayFloor.After(d.clock.Now()) {
 		// l took over the lock-delay of its owner's lost grant: the name
 		// stays held at the grantor until that is over (lockdelay.go).

@@ -243,6 +243,21 @@ func (c *Client) ReleaseToken(ctx context.Context, name, token string) error {
 	return err
 }
 
+// GiveUp releases the grant of name with token (required) because its
+// owner stopped using it when it could not be renewed in time: the daemon
+// reports it lost with reason renew_failed, not released, so that
+// watchers see what happened (protocol 4).
+func (c *Client) GiveUp(ctx context.Context, name, token string) error {
+	if token == "" {
+		return fmt.Errorf("ipc: GiveUp needs the grant's token")
+	}
+	_, err := c.call(ctx, &Request{Op: OpRelease, Lease: name, Token: token, Reason: ReasonRenewFailed})
+	if err == nil {
+		c.endLease(name, token, ReasonRenewFailed)
+	}
+	return err
+}
+
 // Renew renews a lease this host holds at once and returns its new grant.
 func (c *Client) Renew(ctx context.Context, name string) (*Grant, error) {
 	return c.RenewToken(ctx, name, "")

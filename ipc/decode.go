@@ -19,7 +19,7 @@ var opFields = map[string]struct{ allowed, required []string }{
 	OpHello:    {},
 	OpStatus:   {},
 	OpAcquire:  {allowed: []string{"lease", "ttl_ms", "wait_ms", "owner", "owner_pid", "lock_delay_ms", "no_renew", "limit"}, required: []string{"lease", "ttl_ms"}},
-	OpRelease:  {allowed: []string{"lease", "token"}, required: []string{"lease"}},
+	OpRelease:  {allowed: []string{"lease", "token", "reason"}, required: []string{"lease"}},
 	OpRenew:    {allowed: []string{"lease", "token"}, required: []string{"lease"}},
 	OpCheck:    {allowed: []string{"lease", "token"}, required: []string{"lease"}},
 	OpWatch:    {allowed: []string{"lease", "holders"}},
@@ -238,6 +238,9 @@ func (r *Request) validate(seen map[string]bool, minTTL, maxTTL time.Duration) *
 		}
 	default:
 		return Errorf(CodeBadRequest, "owner must be %q, %q or %q, got %q", OwnerConnection, OwnerPID, OwnerDetached, r.Owner)
+	}
+	if r.Reason != "" && r.Reason != ReasonRenewFailed {
+		return Errorf(CodeBadRequest, "reason must be absent or %q, got %q", ReasonRenewFailed, r.Reason)
 	}
 	if r.NoRenew && r.Owner != OwnerDetached {
 		return Errorf(CodeBadRequest, "no_renew is only for owner %q", OwnerDetached)

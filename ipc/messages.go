@@ -7,7 +7,7 @@ import (
 
 // ProtocolVersion is the version of the socket protocol this package speaks.
 // PROTOCOL.md keeps the history.
-const ProtocolVersion = 3
+const ProtocolVersion = 4
 
 // MaxLineBytes is the longest request line the server reads; longer lines
 // are answered with CodeLineTooLong and skipped.
@@ -77,6 +77,11 @@ type Request struct {
 	// Holders asks watch for the cluster-wide holders of the named lease
 	// rather than this host's events.
 	Holders bool `json:"holders,omitempty"`
+	// Reason (release, protocol 4) says why its owner gives the lease up:
+	// "" for a plain release, or ReasonRenewFailed when the owner stopped
+	// using it because it could not be renewed in time; the daemon then
+	// reports it lost with that reason rather than released.
+	Reason string `json:"reason,omitempty"`
 }
 
 // LockDelay returns the requested lock-delay.
@@ -296,7 +301,9 @@ const (
 
 // Reasons a lease is lost.
 const (
-	// ReasonRenewFailed: renewals failed until the deadline passed.
+	// ReasonRenewFailed: renewals failed until the deadline passed, or
+	// until its owner (run, elect) stopped using the lease as the
+	// deadline came near and gave it up (a release with this reason).
 	ReasonRenewFailed = "renew_failed"
 	// ReasonDeadlinePassed: the deadline passed before a renewal could
 	// be made.

@@ -163,6 +163,9 @@ func TestDecodeRequestStrict(t *testing.T) {
 		{name: "unknown owner", line: `{"id":1,"op":"acquire","lease":"a","ttl_ms":1000,"owner":"me"}`, code: CodeBadRequest},
 		{name: "status with lease", line: `{"id":1,"op":"status","lease":"a"}`, code: CodeBadRequest},
 		{name: "unknown op", line: `{"id":1,"op":"nope"}`, code: CodeUnknownOp},
+		{name: "release given up", line: `{"id":1,"op":"release","lease":"a","token":"3","reason":"renew_failed"}`},
+		{name: "release with another reason", line: `{"id":1,"op":"release","lease":"a","reason":"bored"}`, code: CodeBadRequest},
+		{name: "reason on renew", line: `{"id":1,"op":"renew","lease":"a","reason":"renew_failed"}`, code: CodeBadRequest},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -124,7 +124,8 @@ func TestReadmePythonExample(t *testing.T) {
 func TestReadmeSystemdGate(t *testing.T) {
 	gate := docBlock(t, "README.md", "## Shell recipes", "ini")
 	for _, want := range []string{"TimeoutStartSec=", "SupplementaryGroups=leaseside", "Environment=LEASESIDE_SOCKET=/run/leaseside/leaseside.sock",
-		"ExecStartPre=/usr/bin/leaseside acquire", "--detached --wait", "ExecStopPost=-/usr/bin/leaseside release"} {
+		"ExecStartPre=/usr/bin/leaseside acquire", "--detached --wait", "--env-file %t/%N-lease/token.env", "RuntimeDirectory=%N-lease",
+		"EnvironmentFile=-%t/%N-lease/token.env", "ExecStopPost=-/usr/bin/leaseside release", "--token ${LEASESIDE_TOKEN}"} {
 		if !strings.Contains(gate, want) {
 			t.Errorf("the README's gate lacks %q:\n%s", want, gate)
 		}

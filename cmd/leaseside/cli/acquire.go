@@ -23,6 +23,7 @@ type acquireOptions struct {
 	lockDelay time.Duration
 	quiet     bool
 	limit     int
+	envFile   string
 }
 
 func newAcquireCmd(e *env) *cobra.Command {
@@ -32,7 +33,9 @@ func newAcquireCmd(e *env) *cobra.Command {
 		Short: "acquire a lease and print its token",
 		Long: `Acquires the lease NAME through the local sidecar and prints its fencing
 token. The daemon renews it while its owner lives: by default the calling
-shell (the parent of this command); --owner-pid names another process;
+shell (the parent of this command; in a command substitution such as
+tok=$(leaseside acquire X | tr -d '\n'), the shell that reads the output,
+not the subshell that ends with it); --owner-pid names another process;
 --detached binds it to nothing, and it is held until 'leaseside release'.
 
 When the lease is held elsewhere, acquire waits up to --wait for it, then
@@ -42,9 +45,16 @@ and how long the wait has run; --quiet hides that.
 With --limit N the name is a semaphore: up to N holders at once, on any
 hosts, each with its own token (tokens still grow with every grant),
 waiting in line first come, first served. Every holder of a name asks
-with the same --limit; another one is refused (exit 2) naming both.`,
+with the same --limit; another one is refused (exit 2) naming both.
+
+With --env-file PATH it also writes LEASESIDE_LEASE, LEASESIDE_TOKEN,
+LEASESIDE_DEADLINE_BOOTTIME_NS (this grant's first deadline) and
+LEASESIDE_SOCKET to PATH, for systemd's EnvironmentFile= (a service gated
+on a detached lease gets its token) or sh's ".": replaced atomically, mode
+0600, no symlink followed. If it cannot be written, the lease is released
+and acquire fails.`,
 		Example: `  tok=$(leaseside acquire leader/billing --ttl 15s) || exit
-  leaseside acquire leader/billing --wait 5m --detached   # systemd ExecStartPre
+  leaseside acquire leader/billing --wait 5m --detached --env-file /run/leaseside/leader-billing.env   # systemd
   leaseside acquire job/nightly --owner-pid $$ --json
   leaseside acquire pool/gpu --limit 3 --wait 10m     # one of 3 slots`,
 		Args: exactArgs("NAME"),
@@ -56,12 +66,13 @@ with the same --limit; another one is refused (exit 2) naming both.`,
 	o.client.register(fs, true)
 	fs.DurationVar(&o.ttl, "ttl", 15*time.Second, "lease term")
 	fs.DurationVar(&o.wait, "wait", 0, "how long to wait when the lease is held elsewhere")
-	fs.IntVar(&o.ownerPID, "owner-pid", 0, "bind the lease to this process (default: the calling shell, the parent of this command)")
+	fs.IntVar(&o.ownerPID, "owner-pid", 0, "bind the lease to this process (default: the calling shell, the parent of this command, or the shell a command substitution's output goes to)")
 	fs.BoolVar(&o.detached, "detached", false, "bind the lease to nothing: held until 'leaseside release'")
 	fs.BoolVar(&o.noRenew, "no-renew", false, "with --detached: the daemon does not renew the lease; it lapses unless 'leaseside renew' is run")
 	fs.DurationVar(&o.lockDelay, "lock-delay", 0, "when the owner ends without releasing, keep the lease this long before releasing it")
 	fs.BoolVarP(&o.quiet, "quiet", "q", false, "do not show who holds the lease while --wait runs (shown on a terminal only)")
 	fs.IntVar(&o.limit, "limit", 1, "a semaphore: up to this many holders of NAME at once, cluster-wide, each with its own token (1 to 256)")
+	fs.StringVar(&o.envFile, "env-file", "", "also write LEASESIDE_LEASE, LEASESIDE_TOKEN, ... to this file (for systemd's EnvironmentFile=)")
 	return cmd
 }
 
@@ -80,7 +91,7 @@ func runAcquire(ctx context.Context, e *env, o *acquireOptions, name string) err
 	case o.detached:
 		opt.Owner, opt.OwnerPID = ipc.OwnerDetached, 0
 	case o.ownerPID == 0:
-		opt.OwnerPID = os.Getppid()
+		opt.OwnerPID = defaultOwner(os.Getppid())
 		if opt.OwnerPID == 1 {
 			// Run by init (systemd's ExecStartPre, say): PID 1 never exits,
 			// so binding to it would hold the lease for good.
@@ -97,6 +108,14 @@ func runAcquire(ctx context.Context, e *env, o *acquireOptions, name string) err
 	l, err := acquireWaiting(ctx, e.stderr, o.quiet, c, name, opt)
 	if err != nil {
 		return o.client.fail(e, err, asked{lease: name, ttl: o.ttl, wait: o.wait, hasWait: true, limit: o.limit})
+	}
+	if o.envFile != "" {
+		if err := writeEnvFile(o.envFile, grantEnv(name, &l.Grant, c.SocketPath())); err != nil {
+			rctx, cancel := context.WithTimeout(context.Background(), o.client.timeout)
+			defer cancel()
+			c.ReleaseToken(rctx, name, l.Token) // nobody could use it
+			return fail(e, fmt.Errorf("%w; lease %s (token %s) released", err, name, l.Token))
+		}
 	}
 	if o.client.json {
 		printJSON(e.stdout, l.Grant)

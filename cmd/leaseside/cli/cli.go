@@ -97,12 +97,13 @@ const exitCodesHelp = `Exit codes:
       'check-token': the token is not live; 'leader': nobody leads;
       'proclaim': this host does not lead the election
   4   'write': refused, a newer token of the lease has written the file
+  65  'grantor' or 'dev': halted at a raft log entry written by a newer leaseside
+      (upgrade this grantor)
   69  unavailable: the daemon or the grantor cluster cannot be reached
       (also when no leader answers in time)
   75  held elsewhere and the wait ran out
-  79  'run' or 'elect' lost the lease and stopped its command
-  65  'grantor' or 'dev': halted at a raft log entry written by a newer leaseside
-      (upgrade this grantor)
+  79  'run' or 'elect' lost the lease, or could not renew it in time, and
+      stopped its command (whatever the command's own status)
 'run' and 'elect' otherwise exit with their command's status.`
 
 // NewRootCommand returns the leaseside command tree writing to stdout and

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -215,5 +217,25 @@ func TestSidecarConfigMetricsAddr(t *testing.T) {
 	}
 	if s.metricsAddr != "127.0.0.1:1" {
 		t.Errorf("--metrics-addr did not win over the file: %q", s.metricsAddr)
+	}
+}
+
+// The help lists the exit codes in ascending order (issue 24: 65 came
+// after 79).
+func TestExitCodesHelpInOrder(t *testing.T) {
+	var codes []int
+	for _, l := range strings.Split(exitCodesHelp, "\n") {
+		f := strings.Fields(l)
+		if len(f) == 0 || !strings.HasPrefix(l, "  ") || strings.HasPrefix(l, "   ") {
+			continue
+		}
+		n, err := strconv.Atoi(f[0])
+		if err != nil {
+			continue
+		}
+		codes = append(codes, n)
+	}
+	if len(codes) < 8 || !slices.IsSorted(codes) {
+		t.Errorf("exit codes in the help: %v, want all of them in ascending order", codes)
 	}
 }

@@ -32,7 +32,8 @@ failed for a third of the term (the grantors are out of reach): it still
 leads, but may not for long; stderr says when a renewal succeeds again.
 
 Exit codes: CMD's status (128+N if a signal N ended it); 79 if leadership
-was lost and CMD was stopped; 75 if --wait ran out before it led; 69 if
+was lost or could not be renewed in time and CMD was stopped, whatever
+CMD's own status; 75 if --wait ran out before it led; 69 if
 the daemon or grantors are unreachable; 127 if CMD could not be started;
 2 for usage errors.`,
 		Example: `  leaseside elect svc/api --value 10.0.0.5:8080 -- ./api --primary

@@ -20,6 +20,12 @@ token (a later grant of the same name is left alone).`,
   leaseside release leader/billing --token "$LEASESIDE_TOKEN"   # systemd ExecStopPost`,
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("token") && token == "" {
+				// --token "$LEASESIDE_TOKEN" with the variable unset (an
+				// EnvironmentFile= its acquire never wrote): releasing any
+				// grant of the name could end another owner's.
+				return usagef("--token is empty (an unset variable?); without --token, release ends this uid's grant of %s whatever its token", args[0])
+			}
 			return runRelease(cmd.Context(), e, &cf, args[0], token)
 		},
 	}

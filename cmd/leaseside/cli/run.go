@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -86,9 +85,10 @@ but may be lost at its deadline; stderr says when a renewal succeeds
 again.
 
 Exit codes: CMD's status (128+N if a signal N ended it); 75 if the lease is
-held elsewhere and --wait ran out; 79 if the lease was lost and CMD was
-stopped; 69 if the daemon or grantors are unreachable; 127 if CMD could not
-be started; 2 for usage errors.`,
+held elsewhere and --wait ran out; 79 if the lease was lost or could not be
+renewed in time and CMD was stopped, whatever CMD's own status (a TERM trap
+that exits 0 too); 69 if the daemon or grantors are unreachable; 127 if CMD
+could not be started; 2 for usage errors.`,
 		Example: `  leaseside run leader/billing --wait 5m -- /usr/bin/billing --serve
   leaseside run job/nightly --ttl 1m -- sh -c 'backup --fence "$LEASESIDE_TOKEN"'
   leaseside run pool/encoders --limit 4 --wait 1h -- ./encode batch-17
@@ -150,12 +150,10 @@ func runRun(ctx context.Context, e *env, o *runOptions, name string, argv []stri
 
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, e.stdout, e.stderr
-	cmd.Env = append(os.Environ(),
-		EnvLease+"="+name,
-		EnvToken+"="+l.Token,
-		EnvDeadline+"="+strconv.FormatInt(l.DeadlineBoottimeNs, 10),
-		EnvSocket+"="+c.SocketPath(), // the daemon the lease is from
-	)
+	cmd.Env = os.Environ()
+	for _, kv := range grantEnv(name, &l.Grant, c.SocketPath()) { // the socket of the daemon the lease is from
+		cmd.Env = append(cmd.Env, kv[0]+"="+kv[1])
+	}
 	if o.value != nil {
 		cmd.Env = append(cmd.Env, EnvValue+"="+*o.value)
 	}
@@ -185,11 +183,17 @@ func runRun(ctx context.Context, e *env, o *runOptions, name string, argv []stri
 		clock: clockwatch.System, stderr: e.stderr, deadline: clockwatch.Instant(l.DeadlineBoottimeNs)}
 	timer := time.NewTimer(clockwatch.Until(w.clock, w.termAt()))
 	defer timer.Stop()
+	// stop ends CMD because the lease is lost or could not be renewed in
+	// time, and run exits 79 whatever CMD's own status (a TERM trap that
+	// exits 0 included): the command did not finish, it was stopped.
 	stop := func(why string) error {
 		w.stop(why, w.clock.Now(), exited)
 		// The lease is lost or about to be, likely because the grantor is
-		// out of reach: try to free it, but do not linger.
-		release(time.Second)
+		// out of reach: give it up, reported as lost (renew_failed), not
+		// released; but do not linger.
+		gctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		c.GiveUp(gctx, name, l.Token)
 		return exitCode(ExitLost)
 	}
 	for {
