@@ -107,7 +107,7 @@ func documentedCommands(doc string) [][]string {
 			}
 			var simple []string
 			for _, m := range subst.FindAllStringSubmatch(line, -1) {
-				simple = append(simple, m[1])
+				simple = append(simple, splitCommands(m[1])...)
 			}
 			line = subst.ReplaceAllString(line, "SUBST")
 			simple = append(simple, splitCommands(line)...)
