@@ -112,6 +112,7 @@ func runScript(t *testing.T, dir, socket, script string) string {
 type storeBackend struct {
 	mu   sync.Mutex
 	data map[string]string
+	puts int
 	srv  *httptest.Server
 }
 
@@ -123,6 +124,7 @@ func newStoreBackend(t *testing.T) *storeBackend {
 		defer b.mu.Unlock()
 		if r.Method == http.MethodPut {
 			b.data[r.URL.Path] = string(body)
+			b.puts++
 		}
 		io.WriteString(w, b.data[r.URL.Path])
 	}))
@@ -136,6 +138,12 @@ func (b *storeBackend) get(path string) string {
 	return b.data[path]
 }
 
+func (b *storeBackend) putCount() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.puts
+}
+
 // startFenceProxy starts `leaseside fence-proxy` in front of backend and
 // returns its URL.
 func startFenceProxy(t *testing.T, backend, state string) string {
@@ -147,4 +155,77 @@ func startFenceProxy(t *testing.T, backend, state string) string {
 		t.Fatalf("no listen address in %q", line.v)
 	}
 	return "http://" + m[1]
+}
+
+// The Python and Go programs of docs/fencing.md, as written, against the
+// real binary and a real fence-proxy: under a token they write the file
+// and the object; under an older one the file is refused; under an older
+// one in a fresh directory the file passes and the proxy refuses. Each
+// refusal ends the program with its message and exit 1, and the store
+// keeps what the newer token wrote.
+func TestFencingExamples(t *testing.T) {
+	backend := newStoreBackend(t)
+	proxyURL := startFenceProxy(t, backend.srv.URL, filepath.Join(t.TempDir(), "proxy.fence"))
+	const docAddr = "http://127.0.0.1:8081"
+	build := t.TempDir()
+	py := filepath.Join(build, "example.py")
+	pySrc := docBlock(t, "docs/fencing.md", "## From Python and Go", "python")
+	goSrc := docBlock(t, "docs/fencing.md", "## From Python and Go", "go")
+	for _, src := range []string{pySrc, goSrc} {
+		if !strings.Contains(src, docAddr) {
+			t.Fatalf("an example does not write to %s:\n%s", docAddr, src)
+		}
+	}
+	if err := os.WriteFile(py, []byte(strings.ReplaceAll(pySrc, docAddr, proxyURL)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(build, "main.go"), []byte(strings.ReplaceAll(goSrc, docAddr, proxyURL)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	goBin := filepath.Join(build, "example")
+	gobuild := exec.Command("go", "build", "-o", goBin, filepath.Join(build, "main.go"))
+	gobuild.Dir = "../.." // the module the example imports
+	if out, err := gobuild.CombinedOutput(); err != nil {
+		t.Fatalf("the Go example of docs/fencing.md does not build: %v\n%s", err, out)
+	}
+	for _, ex := range []struct {
+		name string
+		argv []string
+	}{
+		{name: "python", argv: []string{"python3", py}},
+		{name: "go", argv: []string{goBin}},
+	} {
+		t.Run(ex.name, func(t *testing.T) {
+			lease := "jobs/doc-" + ex.name
+			run := func(dir, token string) (string, int) {
+				t.Helper()
+				cmd := exec.Command(ex.argv[0], ex.argv[1:]...)
+				cmd.Dir = dir
+				cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"), "LEASESIDE_LEASE="+lease, "LEASESIDE_TOKEN="+token)
+				out, err := cmd.CombinedOutput()
+				if _, ok := err.(*exec.ExitError); err != nil && !ok {
+					t.Fatal(err)
+				}
+				return string(out), cmd.ProcessState.ExitCode()
+			}
+			const report = "rows: 42\n"
+			first, fresh := t.TempDir(), t.TempDir()
+			puts := backend.putCount()
+			if out, code := run(first, "5"); code != 0 || !strings.Contains(out, "written under token 5") || backend.putCount() != puts+1 {
+				t.Fatalf("under token 5: exit %d, %d puts: %s", code, backend.putCount()-puts, out)
+			}
+			if b, _ := os.ReadFile(filepath.Join(first, "report.txt")); string(b) != report {
+				t.Fatalf("report.txt holds %q", b)
+			}
+			if out, code := run(first, "3"); code != 1 || !strings.Contains(out, "report.txt:") || !strings.Contains(out, "lost the lease") {
+				t.Fatalf("token 3 after 5, the file: exit %d: %s", code, out)
+			}
+			if out, code := run(fresh, "4"); code != 1 || !strings.Contains(out, "store:") || !strings.Contains(out, "4") || !strings.Contains(out, "5") {
+				t.Fatalf("token 4 after 5, the proxy: exit %d: %s", code, out)
+			}
+			if backend.putCount() != puts+1 {
+				t.Fatalf("the backend took %d puts, want only token 5's", backend.putCount()-puts)
+			}
+		})
+	}
 }
