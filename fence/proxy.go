@@ -174,6 +174,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.rp.ServeHTTP(w, r)
 		return
 	}
+	if len(r.Header.Values(HeaderLease)) > 1 || len(r.Header.Values(HeaderToken)) > 1 {
+		refuse(w, http.StatusBadRequest, "bad_token",
+			fmt.Sprintf("more than one %s or %s header: send one of each (the backend might read another than the proxy checked)", HeaderLease, HeaderToken), nil)
+		return
+	}
 	lease, tok := r.Header.Get(HeaderLease), r.Header.Get(HeaderToken)
 	if lease == "" || tok == "" {
 		refuse(w, http.StatusPreconditionRequired, "fence_required",

@@ -76,13 +76,17 @@ func startProxy(t *testing.T, b *backend, rec string, tune func(*ProxyConfig)) (
 	return srv, p
 }
 
-// send makes a request through the proxy; lease "" sends no fence headers.
+// send makes a request through the proxy; lease "" sends no fence
+// headers, a token with a comma sends one Leaseside-Token header for each
+// of its parts.
 func send(t *testing.T, srv *httptest.Server, method, path, lease, token, body string) (int, ProxyError, http.Header) {
 	t.Helper()
 	req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
 	if lease != "" {
 		req.Header.Set(HeaderLease, lease)
-		req.Header.Set(HeaderToken, token)
+		for _, tok := range strings.Split(token, ",") {
+			req.Header.Add(HeaderToken, tok)
+		}
 	}
 	resp, err := srv.Client().Do(req)
 	if err != nil {
@@ -121,6 +125,7 @@ func TestProxyFences(t *testing.T) {
 		{name: "lower-case method is fenced too", method: "put", path: "/data/x", body: "bare", status: 428, code: "fence_required"},
 		{name: "token 0", method: "PUT", path: "/data/x", lease: "jobs/x", token: "0", status: 400, code: "bad_token"},
 		{name: "token not a number", method: "PUT", path: "/data/x", lease: "jobs/x", token: "8x", status: 400, code: "bad_token"},
+		{name: "two tokens", method: "PUT", path: "/data/x", lease: "jobs/x", token: "9,1", status: 400, code: "bad_token"},
 		{name: "lease with a space", method: "PUT", path: "/data/x", lease: "jobs x", token: "9", status: 400, code: "bad_lease"},
 		{name: "path around the prefix", method: "PUT", path: "/other/../data/x", lease: "jobs/x", token: "1", status: 400, code: "path_not_canonical"},
 		{name: "encoded slash", method: "PUT", path: "/data%2Fx", lease: "jobs/x", token: "1", status: 400, code: "path_not_canonical"},
