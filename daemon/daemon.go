@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/leaseside/leaseside/clockwatch"
+	"github.com/leaseside/leaseside/grantor/grantorpb"
 	"github.com/leaseside/leaseside/ipc"
 )
 
@@ -318,10 +319,28 @@ func (d *Daemon) wake() {
 
 // grantorError turns a failed grantor call into the socket's error object,
 // with a sentence a person understands rather than a gRPC status.
+// nameNotAllowed returns the detail of a grantor's refusal by its name
+// rules, nil for any other error.
+func nameNotAllowed(err error) *grantorpb.NameNotAllowed {
+	if status.Code(err) != codes.PermissionDenied {
+		return nil
+	}
+	for _, d := range status.Convert(err).Details() {
+		if nn, ok := d.(*grantorpb.NameNotAllowed); ok {
+			return nn
+		}
+	}
+	return nil
+}
+
 func grantorError(err error) *ipc.Error {
 	switch {
 	case status.Code(err) == codes.InvalidArgument:
 		return ipc.Errorf(ipc.CodeBadRequest, "grantor refused the request: %s", status.Convert(err).Message())
+	case nameNotAllowed(err) != nil:
+		nn := nameNotAllowed(err)
+		return ipc.Errorf(ipc.CodeNameNotAllowed, "the grantors' name rules do not let this sidecar (%s) %s %q: ask the grantors' operator for a rule",
+			nn.Identity, nn.Access, nn.Lease)
 	case status.Code(err) == codes.PermissionDenied:
 		return ipc.Errorf(ipc.CodePermissionDenied, "grantor refused this sidecar: %s", status.Convert(err).Message())
 	case status.Code(err) == codes.ResourceExhausted:

@@ -281,6 +281,10 @@ func (hw *holderWatch) apply(ev *grantorpb.WatchEvent) {
 	if wn == nil {
 		return // nobody watches it any more
 	}
+	if ev.Kind == grantorpb.WatchEvent_DENIED {
+		hw.refusedLocked(ev.Lease, wn)
+		return
+	}
 	prev, wasKnown := wn.holders, wn.known
 	wn.limit, wn.holders = int(ev.Limit), toHolders(ev.Holders)
 	wn.known, wn.synced = true, true
@@ -303,6 +307,20 @@ func (hw *holderWatch) apply(ev *grantorpb.WatchEvent) {
 				Holders: wn.holders, Limit: wn.limit})
 		}
 	}
+}
+
+// refusedLocked ends every subscription of name, which the grantors'
+// name rules do not let this host watch (the stream no longer carries
+// it), telling each subscriber.
+func (hw *holderWatch) refusedLocked(name string, wn *watchedName) {
+	delete(hw.names, name)
+	for sub := range wn.subs {
+		if hw.perConn[sub.c]--; hw.perConn[sub.c] <= 0 {
+			delete(hw.perConn, sub.c)
+		}
+		sub.c.Send(&ipc.Event{Event: ipc.EventWatchRefused, Lease: name, Reason: ipc.CodeNameNotAllowed})
+	}
+	hw.log.Warn("the grantors' name rules do not let this sidecar watch a name; its watchers were told", "lease", name, "watchers", len(wn.subs))
 }
 
 // tellLocked tells sub the holders of name as they are now: a holder

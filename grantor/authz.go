@@ -76,13 +76,17 @@ func (n *Node) authorize(ctx context.Context, method string) (context.Context, e
 	return ContextWithIdentity(ctx, id), nil
 }
 
-// unaryAuth is the unary half of the authorisation interceptor.
+// unaryAuth is the unary half of the authorisation interceptor: the
+// caller's role, then the name rules (namerules.go), then the handler.
 func (n *Node) unaryAuth(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	ctx, err := n.authorize(ctx, info.FullMethod)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := handler(ctx, req)
+	var resp any
+	if err = n.checkNames(ctx, info.FullMethod, req); err == nil {
+		resp, err = handler(ctx, req)
+	}
 	n.auditRefusal(ctx, info.FullMethod, req, err)
 	return resp, err
 }

@@ -137,6 +137,11 @@ type Config struct {
 	// RESOURCE_EXHAUSTED naming it, and nothing changes.
 	Limits AccountLimits
 
+	// NameRules say which lease names each caller identity may acquire
+	// and read (namerules.go); nil allows every name to everyone.
+	// Node.SetNameRules replaces them while the node runs.
+	NameRules *NameRules
+
 	// SessionIdleTimeout is how long the leader keeps the idempotency
 	// records of a session that holds no lease and has sent nothing when
 	// it has not seen the session's term (a session opened under an

@@ -43,6 +43,9 @@ type Node struct {
 	lessor *lessor
 	// watch fans applied changes out to Watch streams (watch.go).
 	watch *watchHub
+	// nameRules are the name rules in force (namerules.go); nil allows
+	// everything.
+	nameRules atomic.Pointer[NameRules]
 
 	dirLock *os.File // the data dir's lock (datadir.go)
 	meta    *metadb.BoltMetaDB
@@ -116,6 +119,7 @@ func New(cfg Config) (n *Node, err error) {
 		n.metrics.tls = cfg.TLS.Collector("leaseside_grantor")
 		cfg.TLS.LogExpiries(n.log, time.Now())
 	}
+	n.SetNameRules(cfg.NameRules)
 	node := n // the error returns below set n to nil
 	defer func() {
 		if err != nil {

@@ -71,7 +71,26 @@ func (s *service) CheckToken(ctx context.Context, req *grantorpb.CheckTokenReque
 	return &grantorpb.CheckTokenResponse{Live: live, Tokens: tokens}, nil
 }
 
-// Watch implements grantorpb.GrantorServer (watch.go). The stream belongs
+// watchable splits names into those the name rules let id watch and
+// those they do not (audited).
+func (n *Node) watchable(id Identity, names []string) (add, denied []string) {
+	for _, name := range names {
+		if err := n.allowName(id, name, AccessRead); err != nil {
+			n.audit.refused(id, "Watch", status.Convert(err).Message(), "lease", name)
+			denied = append(denied, name)
+			continue
+		}
+		add = append(add, name)
+	}
+	if len(denied) == 0 {
+		return names, nil
+	}
+	return add, denied
+}
+
+// Watch implements grantorpb.GrantorServer (watch.go). A name the name
+// rules do not let the caller watch gets a DENIED event and is not
+// watched; the stream goes on. The stream belongs
 // to the office it started in, as KeepAlive's does: it ends with NotLeader
 // when this node leaves office.
 func (s *service) Watch(stream grpc.BidiStreamingServer[grantorpb.WatchRequest, grantorpb.WatchEvent]) error {
@@ -83,7 +102,8 @@ func (s *service) Watch(stream grpc.BidiStreamingServer[grantorpb.WatchRequest, 
 	if s.n.lessor.prop.allowed() < cmdProclaim {
 		return toStatus(ErrNotSupported)
 	}
-	w, err := s.n.watch.open(IdentityFrom(ctx))
+	who := IdentityFrom(ctx)
+	w, err := s.n.watch.open(who)
 	if err != nil {
 		return toStatus(err)
 	}
@@ -96,7 +116,10 @@ func (s *service) Watch(stream grpc.BidiStreamingServer[grantorpb.WatchRequest, 
 				err = validWatch(req)
 			}
 			if err == nil {
-				err = w.update(req.GetRemove(), req.GetAdd())
+				add, denied := s.n.watchable(who, req.GetAdd())
+				if err = w.update(req.GetRemove(), add); err == nil && len(denied) > 0 {
+					w.deny(denied)
+				}
 			}
 			if err != nil {
 				recvErr <- err

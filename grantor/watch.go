@@ -180,6 +180,18 @@ func (w *watchStream) add(names []string) error {
 	return nil
 }
 
+// deny stops watching names, if the stream did, and queues one DENIED
+// event for each: the name rules do not let the caller watch them.
+func (w *watchStream) deny(names []string) {
+	w.remove(names)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, name := range names {
+		ev := &grantorpb.WatchEvent{Lease: name, Kind: grantorpb.WatchEvent_DENIED}
+		w.pushLocked(ev, proto.Size(ev))
+	}
+}
+
 // remove stops watching names and drops their queued events.
 func (w *watchStream) remove(names []string) {
 	h := w.hub

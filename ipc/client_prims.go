@@ -138,7 +138,8 @@ type observer struct {
 // a new value, nobody leading). A reader that falls behind gets the
 // latest state, not every step. The channel is closed when ctx ends or
 // the connection to the daemon closes (the subscription itself lasts as
-// long as the connection).
+// long as the connection), or when the grantors refuse to watch name (a
+// watch_refused event on the Notify channels says why).
 func (c *Client) Observe(ctx context.Context, name string) (<-chan Leader, error) {
 	if _, err := c.connect(ctx); err != nil {
 		return nil, err
@@ -242,6 +243,15 @@ func (c *Client) deliverPrims(ev *Event) {
 			l.setStateLocked(Safe)
 		}
 		l.mu.Unlock()
+	case EventWatchRefused:
+		// The subscription ended: its observers' channels close.
+		c.mu.Lock()
+		obs := c.observers[ev.Lease]
+		delete(c.observers, ev.Lease)
+		c.mu.Unlock()
+		for _, o := range obs {
+			close(o.ch)
+		}
 	case EventLeader, EventNoLeader:
 		v := Leader{Lease: ev.Lease}
 		if ev.Event == EventLeader {

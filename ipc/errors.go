@@ -40,6 +40,10 @@ const (
 	// CodeResourceExhausted: a limit was reached (the grantor's live
 	// leases per sidecar); nothing held changed.
 	CodeResourceExhausted = "resource_exhausted"
+	// CodeNameNotAllowed: the grantors' name rules do not let this
+	// sidecar's identity use the lease name (acquire, elect, proclaim,
+	// check_token; a watch of holders gets a watch_refused event).
+	CodeNameNotAllowed = "name_not_allowed"
 )
 
 // Error is the error object of a failed response. It implements error, and

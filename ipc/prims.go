@@ -62,6 +62,10 @@ const (
 	EventJeopardy = "jeopardy"
 	// EventSafe: a renewal succeeded again after jeopardy.
 	EventSafe = "safe"
+	// EventWatchRefused: the grantors refused to watch a lease's holders
+	// for this host (reason name_not_allowed: their name rules); the
+	// subscription ended.
+	EventWatchRefused = "watch_refused"
 )
 
 // Changes a holder event describes.

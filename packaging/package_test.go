@@ -185,7 +185,7 @@ func TestDeb(t *testing.T) {
 		}
 		keys := slices.Sorted(maps.Keys(cfg))
 		want := []string{"audit_log", "bootstrap_expect", "data_dir", "epsilon", "gossip_addr", "gossip_key_file", "join", "max_leases_per_sidecar",
-			"max_request_bytes", "metrics_addr", "node_id", "raft_addr", "rho", "rpc_addr", "tls_ca", "tls_cert", "tls_key"}
+			"max_request_bytes", "metrics_addr", "name_rules", "node_id", "raft_addr", "rho", "rpc_addr", "tls_ca", "tls_cert", "tls_key"}
 		if !slices.Equal(keys, want) {
 			t.Errorf("grantor.json keys %q, want %q", keys, want)
 		}

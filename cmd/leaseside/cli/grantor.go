@@ -46,7 +46,10 @@ type grantorOptions struct {
 	Insecure        bool
 	AuditLog        string
 	MaxRequestBytes int
-	Raft            raftTimeouts
+	// NameRules is the name rules file (grantor/namerules.go), "" for
+	// none: every identity may use every name.
+	NameRules string
+	Raft      raftTimeouts
 	// LogFormat is --log-format ("" means text).
 	LogFormat string
 }
@@ -112,6 +115,7 @@ type grantorFileConfig struct {
 	TLSKey          string            `json:"tls_key"`
 	AuditLog        string            `json:"audit_log"`
 	MaxRequestBytes *int              `json:"max_request_bytes"`
+	NameRules       string            `json:"name_rules"`
 
 	RaftHeartbeatTimeout   string `json:"raft_heartbeat_timeout"`
 	RaftElectionTimeout    string `json:"raft_election_timeout"`
@@ -138,7 +142,7 @@ func loadGrantorConfig(path string, o *grantorOptions) error {
 		dst *string
 	}{{fc.NodeID, &o.NodeID}, {fc.DataDir, &o.DataDir}, {fc.RPCAddr, &o.RPCAddr}, {fc.RaftAddr, &o.RaftAddr},
 		{fc.GossipAddr, &o.GossipAddr}, {fc.GossipKeyFile, &o.GossipKeyFile}, {fc.MetricsAddr, &o.MetricsAddr},
-		{fc.TLSCA, &o.TLS.CA}, {fc.TLSCert, &o.TLS.Cert}, {fc.TLSKey, &o.TLS.Key}, {fc.AuditLog, &o.AuditLog}} {
+		{fc.TLSCA, &o.TLS.CA}, {fc.TLSCert, &o.TLS.Cert}, {fc.TLSKey, &o.TLS.Key}, {fc.AuditLog, &o.AuditLog}, {fc.NameRules, &o.NameRules}} {
 		if s.v != "" {
 			*s.dst = s.v
 		}
@@ -206,6 +210,7 @@ type grantorFlagValues struct {
 	auditLog    string
 	maxRequest  int
 	limits      []string
+	nameRules   string
 }
 
 func (g *grantorFlagValues) register(fs *pflag.FlagSet) {
@@ -240,6 +245,8 @@ func (g *grantorFlagValues) register(fs *pflag.FlagSet) {
 	fs.IntVar(&g.maxRequest, "max-request-bytes", grantor.DefaultMaxRecvMsgSize, "largest gRPC request accepted, in bytes")
 	fs.StringArrayVar(&g.limits, "limit", nil, "an account limit, ROLE.KEY=N or ROLE/NAME.KEY=N (0: none), such as sidecar.leases=50000 or "+
 		"sidecar/web-7.watch_names=65536; repeatable, over the config file's \"limits\"; keys and defaults in docs/limits.md")
+	fs.StringVar(&g.nameRules, "name-rules", "", "file of name rules: which lease names each identity may acquire, watch and check "+
+		"(lines IDENTITY-GLOB acquire|read PREFIX...; see SECURITY.md); re-read on SIGHUP, a bad file keeping the rules in force (default: every identity may use every name)")
 }
 
 // options returns the settings: the defaults, then the config file, then
@@ -295,6 +302,8 @@ func (g *grantorFlagValues) options(fs *pflag.FlagSet) (grantorOptions, error) {
 			o.AuditLog = g.auditLog
 		case "max-request-bytes":
 			o.MaxRequestBytes = g.maxRequest
+		case "name-rules":
+			o.NameRules = g.nameRules
 		case "log-format":
 			o.LogFormat = g.log.format
 		}
@@ -422,6 +431,11 @@ func runGrantor(ctx context.Context, e *env, o grantorOptions, lf logFlags) erro
 		}
 		cfg.TLS = c
 	}
+	if o.NameRules != "" {
+		if cfg.NameRules, err = grantor.LoadNameRules(o.NameRules); err != nil {
+			return fail(e, err)
+		}
+	}
 	var audit *logFile
 	if o.AuditLog != "" {
 		var err error
@@ -448,7 +462,8 @@ func runGrantor(ctx context.Context, e *env, o grantorOptions, lf logFlags) erro
 	defer cancelRun()
 	runErr := make(chan error, 1)
 	go func() { runErr <- node.Run(runCtx) }()
-	reloader{tls: cfg.TLS, keyFile: o.GossipKeyFile, setKeys: node.SetGossipKeys, audit: audit, log: log}.run(runCtx)
+	reloader{tls: cfg.TLS, keyFile: o.GossipKeyFile, setKeys: node.SetGossipKeys, audit: audit,
+		nameRules: o.NameRules, setNameRules: node.SetNameRules, log: log}.run(runCtx)
 
 	metricsCtx, stopMetrics := context.WithCancel(ctx)
 	defer stopMetrics()

@@ -94,6 +94,9 @@ func runObserve(ctx context.Context, e *env, cf *clientFlags, name string) error
 			fmt.Fprintln(e.stderr, "leaseside: the daemon closed the connection")
 			return exitCode(ExitUnavailable)
 		case ev := <-events:
+			if err := watchRefused(e, ev, name); err != nil {
+				return err
+			}
 			if ev.Lease != name || (ev.Event != ipc.EventLeader && ev.Event != ipc.EventNoLeader) {
 				continue
 			}
@@ -125,6 +128,9 @@ func runLeader(ctx context.Context, e *env, cf *clientFlags, name string) error 
 		case <-c.Closed():
 			return cf.fail(e, ipc.ErrConnectionClosed, asked{lease: name})
 		case ev := <-events:
+			if err := watchRefused(e, ev, name); err != nil {
+				return err
+			}
 			switch {
 			case ev.Lease != name:
 			case ev.Event == ipc.EventNoLeader:

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/leaseside/leaseside/grantor"
 	"github.com/leaseside/leaseside/grantor/gossip"
 	"github.com/leaseside/leaseside/grantor/pki"
 	"github.com/leaseside/leaseside/internal/safefs"
@@ -139,7 +140,11 @@ type reloader struct {
 	keyFile string            // "" without a gossip key
 	setKeys func([][]byte) error
 	audit   *logFile // reopened (after logrotate moved it); nil without --audit-log
-	log     *slog.Logger
+	// nameRules is the name rules file ("" without --name-rules), read
+	// again and handed to setNameRules.
+	nameRules    string
+	setNameRules func(*grantor.NameRules)
+	log          *slog.Logger
 }
 
 // run reloads on every SIGHUP until ctx ends. It starts catching SIGHUP
@@ -181,6 +186,15 @@ func (r reloader) reload() {
 			r.log.Error("reload: gossip keys not reloaded; keeping the ones loaded before", "file", r.keyFile, "err", err)
 		} else {
 			r.log.Info("reload: gossip keys reloaded", "file", r.keyFile, "keys", len(keys))
+		}
+	}
+	if r.nameRules != "" {
+		rules, err := grantor.LoadNameRules(r.nameRules)
+		if err != nil {
+			ok = false
+			r.log.Error("reload: name rules not reloaded; keeping the ones in force", "file", r.nameRules, "err", err)
+		} else {
+			r.setNameRules(rules)
 		}
 	}
 	if r.audit != nil {

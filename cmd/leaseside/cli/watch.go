@@ -82,6 +82,9 @@ func runWatch(ctx context.Context, e *env, cf *clientFlags, name string, holders
 			fmt.Fprintln(e.stderr, "leaseside: the daemon closed the connection")
 			return exitCode(ExitUnavailable)
 		case ev := <-events:
+			if err := watchRefused(e, ev, name); err != nil {
+				return err
+			}
 			if cf.json {
 				b, _ := json.Marshal(ev)
 				fmt.Fprintln(e.stdout, string(b))
@@ -90,6 +93,16 @@ func runWatch(ctx context.Context, e *env, cf *clientFlags, name string, holders
 			fmt.Fprintln(e.stdout, eventLine(ev))
 		}
 	}
+}
+
+// watchRefused ends a watch of name's holders (watch --holders, observe,
+// leader) that the grantors refused: exit 1, saying why.
+func watchRefused(e *env, ev *ipc.Event, name string) error {
+	if ev.Event != ipc.EventWatchRefused || ev.Lease != name {
+		return nil
+	}
+	fmt.Fprintf(e.stderr, "leaseside: the grantors' name rules do not let this host watch %s (%s)\n", name, ev.Reason)
+	return exitCode(ExitError)
 }
 
 // eventLine is an event as watch prints it: the event, then what it is
