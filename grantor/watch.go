@@ -217,8 +217,8 @@ func (w *watchStream) remove(names []string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.queue = slices.DeleteFunc(w.queue, func(q queuedEvent) bool {
-		if _, watched := w.names[q.ev.Lease]; watched {
-			return false
+		if _, watched := w.names[q.ev.Lease]; watched || q.ev.Kind == grantorpb.WatchEvent_DENIED {
+			return false // a refusal is told whatever is removed after it
 		}
 		w.unqueueLocked(q)
 		return true

@@ -184,7 +184,7 @@ func TestDeb(t *testing.T) {
 			t.Fatal(err)
 		}
 		keys := slices.Sorted(maps.Keys(cfg))
-		want := []string{"audit_log", "bootstrap_expect", "data_dir", "epsilon", "gossip_addr", "gossip_key_file", "join", "max_leases_per_sidecar",
+		want := []string{"audit_log", "bootstrap_expect", "data_dir", "epsilon", "gossip_addr", "gossip_key_file", "join", "limits",
 			"max_request_bytes", "metrics_addr", "name_rules", "node_id", "raft_addr", "rho", "rpc_addr", "tls_ca", "tls_cert", "tls_key"}
 		if !slices.Equal(keys, want) {
 			t.Errorf("grantor.json keys %q, want %q", keys, want)
