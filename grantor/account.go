@@ -3,6 +3,7 @@ package grantor
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"sync"
@@ -237,6 +238,10 @@ type accounts struct {
 	fsm    *fsm
 	clock  clockwatch.Clock
 
+	// refused counts the refusals past each limit (metrics); the
+	// replicated state's lease limit is counted by the service.
+	refused *[numLimits]atomic.Uint64
+
 	mu     sync.Mutex
 	byName map[string]*account
 }
@@ -244,10 +249,11 @@ type accounts struct {
 // account is one identity's charges. used is guarded by accounts.mu;
 // queued is the watch hub's, charged without that lock.
 type account struct {
-	id     Identity
-	limits Limits
-	used   [numLimits]int
-	queued atomic.Int64
+	id      Identity
+	limits  Limits
+	refused *[numLimits]atomic.Uint64 // the accounts' counts
+	used    [numLimits]int
+	queued  atomic.Int64
 	// The audit limiter (a token bucket of AuditLines a second, as many
 	// deep) and the lines it held back since the last one written;
 	// guarded by accounts.mu.
@@ -262,7 +268,7 @@ func newAccounts(limits AccountLimits, f *fsm, clock clockwatch.Clock) *accounts
 	if clock == nil {
 		clock = clockwatch.System
 	}
-	return &accounts{limits: limits, fsm: f, clock: clock, byName: map[string]*account{}}
+	return &accounts{limits: limits, fsm: f, clock: clock, byName: map[string]*account{}, refused: new([numLimits]atomic.Uint64)}
 }
 
 // getLocked returns id's account, opening it.
@@ -271,7 +277,7 @@ func (a *accounts) getLocked(id Identity) *account {
 	acct := a.byName[name]
 	if acct == nil {
 		l := a.limits.For(id)
-		acct = &account{id: id, limits: l, tokens: float64(l.AuditLines), refilled: a.clock.Now()}
+		acct = &account{id: id, limits: l, refused: a.refused, tokens: float64(l.AuditLines), refilled: a.clock.Now()}
 		a.byName[name] = acct
 	}
 	return acct
@@ -285,6 +291,7 @@ func (a *accounts) charge(id Identity, k limitKind, n int) (*account, error) {
 	acct := a.getLocked(id)
 	if max := acct.limits.of(k); max > 0 && acct.used[k]+n > max {
 		a.dropIfIdleLocked(acct)
+		a.refused[k].Add(1)
 		return nil, &LimitError{Identity: id.String(), Limit: k.String(), Used: acct.used[k], Max: max}
 	}
 	acct.used[k] += n
@@ -319,6 +326,7 @@ func (acct *account) chargeQueued(n int) error {
 	max := acct.limits.QueuedBytes
 	if used := acct.queued.Add(int64(n)); max > 0 && used > int64(max) {
 		acct.queued.Add(-int64(n))
+		acct.refused[limQueuedBytes].Add(1)
 		return &LimitError{Identity: acct.id.String(), Limit: limQueuedBytes.String(), Used: int(used) - n, Max: max}
 	}
 	return nil
@@ -367,6 +375,7 @@ func (a *accounts) checkRequest(id Identity, r requestID, valueBytes int) error 
 	u := a.fsm.usage(id.owner())
 	over := func(k limitKind, used, n int) error {
 		if max := l.of(k); max > 0 && used+n > max {
+			a.refused[k].Add(1)
 			return &LimitError{Identity: id.String(), Limit: k.String(), Used: used, Max: max}
 		}
 		return nil
@@ -382,6 +391,45 @@ func (a *accounts) checkRequest(id Identity, r requestID, valueBytes int) error 
 		err = over(limValueBytes, u.ValueBytes, valueBytes)
 	}
 	return err
+}
+
+// countRefused counts a refusal past k made elsewhere (the replicated
+// state's lease limit).
+func (a *accounts) countRefused(k limitKind) { a.refused[k].Add(1) }
+
+// highest returns, for each limit, the largest share of it that one
+// account uses now (0 to 1; limits of 0 are left out): what an operator
+// alerts on before a host is refused.
+func (a *accounts) highest() [numLimits]float64 {
+	var out [numLimits]float64
+	for name, u := range a.snapshot() {
+		l := a.limitsOf(name)
+		used := [numLimits]int{u.Conns, u.Calls, u.Sessions, u.Outcomes, u.Leases, u.ValueBytes, u.Waiters,
+			u.WatchStreams, u.WatchNames, u.QueuedBytes, 0}
+		for k := limitKind(0); k < numLimits; k++ {
+			if max := l.of(k); max > 0 {
+				out[k] = math.Max(out[k], float64(used[k])/float64(max))
+			}
+		}
+	}
+	return out
+}
+
+// limitsOf returns the limits of the identity whose owner name is name
+// (Identity.owner): a sidecar by its name alone, any other ROLE/NAME.
+func (a *accounts) limitsOf(name string) Limits {
+	role, rest, ok := strings.Cut(name, "/")
+	if !ok {
+		if name == InsecureIdentity.Name {
+			return a.limits.For(InsecureIdentity)
+		}
+		return a.limits.For(Identity{Role: RoleSidecar, Name: name})
+	}
+	r, err := ParseRole(role)
+	if err != nil {
+		return Limits{}
+	}
+	return a.limits.For(Identity{Role: r, Name: rest})
 }
 
 // usage is what one identity's account holds, as the stats and metrics

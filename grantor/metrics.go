@@ -106,6 +106,8 @@ var (
 	descSynced      = prometheus.NewDesc("leaseside_grantor_clock_kernel_synced", "1 when the kernel says its clock is synchronised.", nil, nil)
 	descRefused     = prometheus.NewDesc("leaseside_grantor_refused_total", "Calls, connections and packets refused: gRPC calls by the caller's role (link grpc), inbound raft connections and RPCs (link raft, role empty), gossip packets and streams discarded (link gossip, role empty: a wrong or missing key, another cluster, garbage).", []string{"link", "role"}, nil)
 	descNonMember   = prometheus.NewDesc("leaseside_grantor_raft_refused_nonmember_total", "Inbound raft RPCs refused because their sender, authenticated by its grantor certificate, is not a server of this node's latest raft configuration nor one its join path names, by RPC (AppendEntries, RequestVote, RequestPreVote, InstallSnapshot, TimeoutNow). Also counted in leaseside_grantor_refused_total{link=\"raft\"}. Zero without TLS.", []string{"rpc"}, nil)
+	descAcctRefused = prometheus.NewDesc("leaseside_grantor_account_refused_total", "Calls refused because they would take their identity's account past a limit (docs/limits.md), by limit (conns, calls, sessions, outcomes, leases, value_bytes, waiters, watch_streams, watch_names, queued_bytes).", []string{"limit"}, nil)
+	descAcctHighest = prometheus.NewDesc("leaseside_grantor_account_highest_use_ratio", "The largest share of a limit that one identity's account uses now (0 to 1), by limit: alert before a host is refused. Limits of 0 (none) are left out; sessions, outcomes and leases are the replicated state's, the others this node's (the leader's).", []string{"limit"}, nil)
 	descClockEvents = prometheus.NewDesc("leaseside_grantor_clock_events_total", "Clock watcher events, by kind (pause, suspend, unsynced).", []string{"kind"}, nil)
 )
 
@@ -120,7 +122,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descAcquires, descReleases, descRevokes, descKABatches, descRenewed,
 		descRenewLost, descVerify, descLeases, descWaiters, descIsLeader, descInOffice, descLastIndex,
 		descCommitIndex, descApplied, descTerm, descServers, descGossip, descLastToken, descPause, descPauses,
-		descLongest, descSuspends, descSuspended, descSynced, descClockEvents, descBecame, descRefused, descNonMember} {
+		descLongest, descSuspends, descSuspended, descSynced, descClockEvents, descBecame, descRefused, descNonMember, descAcctRefused, descAcctHighest} {
 		ch <- d
 	}
 	c.n.metrics.applyTime.Describe(ch)
@@ -171,6 +173,11 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if m.tls != nil {
 		m.tls.Collect(ch)
+	}
+	highest := n.accounts.highest()
+	for k := limitKind(0); k < limAuditLines; k++ {
+		counter(descAcctRefused, n.accounts.refused[k].Load(), k.String())
+		gauge(descAcctHighest, highest[k], k.String())
 	}
 
 	gauge(descLeases, float64(n.fsm.leaseCount()))

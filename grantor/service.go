@@ -34,6 +34,9 @@ func (s *service) Acquire(ctx context.Context, req *grantorpb.AcquireRequest) (*
 	}
 	res, err := s.n.lessor.acquire(ctx, c, wait)
 	if err != nil {
+		if le := (*LimitError)(nil); errors.As(err, &le) && le.Limit == limLeases.String() {
+			s.n.accounts.countRefused(limLeases)
+		}
 		s.n.metrics.acquiresFailed.Add(1)
 		return nil, toStatus(err)
 	}
