@@ -94,12 +94,12 @@ type AccountLimits struct {
 // the leader at most: about 64 MiB).
 const (
 	DefaultMaxConns        = 32
-	DefaultMaxCalls        = 128
+	DefaultMaxCalls        = 64
 	DefaultMaxSessions     = 256
 	DefaultMaxOutcomes     = 8192
 	DefaultMaxLeases       = 8192
 	DefaultMaxValueBytes   = 1 << 20
-	DefaultMaxWaiters      = 128
+	DefaultMaxWaiters      = 64
 	DefaultMaxWatchStreams = 16
 	DefaultMaxWatchNames   = 8192
 	DefaultMaxQueuedBytes  = 4 << 20

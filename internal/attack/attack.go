@@ -139,9 +139,10 @@ func WatchNames(ctx context.Context, c grantorpb.GrantorClient, prefix string, s
 }
 
 // ReleasesUnderFreshSessions floods for d with workers goroutines: each
-// opens a session of its own (an Acquire of a free name, granted, and its
-// Release), releases perSession names it does not hold under it, each a
-// raft entry whose outcome the session remembers, then takes a fresh
+// opens a session of its own (an Acquire of a free name with a term of an
+// hour, so that the session is kept as long as it may be, granted, and
+// its Release), releases perSession names it does not hold under it, each
+// a raft entry whose outcome the session remembers, then takes a fresh
 // session. Sent and the answers count every call.
 func ReleasesUnderFreshSessions(ctx context.Context, c grantorpb.GrantorClient, prefix string, d time.Duration, workers, perSession int) Result {
 	cnt := newCounter()
@@ -157,7 +158,7 @@ func ReleasesUnderFreshSessions(ctx context.Context, c grantorpb.GrantorClient, 
 				lease := name(prefix+"/own", w*1_000_000+s, 64)
 				cnt.sent.Add(1)
 				a, err := c.Acquire(ctx, &grantorpb.AcquireRequest{Id: &grantorpb.RequestID{Session: session, Seq: 1},
-					Lease: lease, Owner: "o", TtlNs: int64(10 * time.Second)})
+					Lease: lease, Owner: "o", TtlNs: int64(time.Hour)})
 				if ctx.Err() != nil {
 					return
 				}
