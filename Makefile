@@ -43,7 +43,7 @@ deps:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
 	fi
 	@if ! ls /usr/lib/postgresql/15/bin/initdb >/dev/null 2>&1 || ! command -v psql >/dev/null || ! command -v redis-server >/dev/null \
-		|| ! command -v redis-cli >/dev/null || ! python3 -c 'import psycopg2, redis' 2>/dev/null; then \
+		|| ! command -v redis-cli >/dev/null || ! /usr/bin/python3 -c 'import psycopg2, redis' 2>/dev/null; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql-15 postgresql-client \
 			redis-server redis-tools python3-psycopg2 python3-redis >/dev/null; \
 	fi

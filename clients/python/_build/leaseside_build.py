@@ -1,6 +1,7 @@
 """A PEP 517 build backend for the leaseside client, standard library only.
 
-The package is one module, leaseside.py, with no dependencies; this backend
+The package is two modules, leaseside.py (the client) and leaseside_fence.py
+(fenced writes in PostgreSQL and Redis), with no dependencies; this backend
 builds its wheel and sdist without fetching a build tool from an index, so
 `pip install ./clients/python` works offline. Metadata comes from the
 [project] table of pyproject.toml, the version from leaseside.py's
@@ -17,7 +18,9 @@ import zipfile
 
 _HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _MODULE = "leaseside.py"
-_SDIST_FILES = ["pyproject.toml", _MODULE, "_build/leaseside_build.py"]
+# leaseside_fence.py: fenced writes in PostgreSQL and Redis (no dependencies either).
+_MODULES = [_MODULE, "leaseside_fence.py"]
+_SDIST_FILES = ["pyproject.toml"] + _MODULES + ["_build/leaseside_build.py"]
 
 
 def _project():
@@ -61,8 +64,10 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     p = _project()
     dist_info = "%s-%s.dist-info" % (p["name"], p["version"])
     wheel = "%s-%s-py3-none-any.whl" % (p["name"], p["version"])
-    with open(os.path.join(_HERE, _MODULE), "rb") as f:
-        files = [(_MODULE, f.read())]
+    files = []
+    for m in _MODULES:
+        with open(os.path.join(_HERE, m), "rb") as f:
+            files.append((m, f.read()))
     files.append((dist_info + "/METADATA", _metadata(p).encode()))
     files.append((dist_info + "/WHEEL", b"Wheel-Version: 1.0\nGenerator: leaseside_build\nRoot-Is-Purelib: true\nTag: py3-none-any\n"))
     record = "".join(_record_line(n, d) for n, d in files) + dist_info + "/RECORD,,\n"
