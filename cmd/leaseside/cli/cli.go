@@ -76,6 +76,7 @@ var subcommands = []func(*env) *cobra.Command{
 	newCheckTokenCmd,
 	newWriteCmd,
 	newFenceProxyCmd,
+	newFenceCmd,
 	newRenewCmd,
 	newWatchCmd,
 	newTopCmd,
