@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"sync"
 	"time"
@@ -39,7 +40,9 @@ type Client struct {
 type AcquireOptions struct {
 	// TTL is the lease term. Required.
 	TTL time.Duration
-	// Wait is how long to wait for a held lease; 0 fails at once.
+	// Wait is how long to wait for a held lease; 0 fails at once;
+	// WaitForever waits without a limit. A wait longer than MaxWait
+	// (which one request may carry) is made of several requests.
 	Wait time.Duration
 	// Owner is the binding: OwnerConnection (default), OwnerPID or
 	// OwnerDetached.
@@ -182,12 +185,44 @@ func (c *Client) Hello(ctx context.Context) (*Hello, error) {
 	return resp.Hello, nil
 }
 
+// WaitForever, as AcquireOptions.Wait, waits for a held lease without a
+// limit (flock and etcdctl lock do): the client asks again, MaxWait at a
+// time, while the lease is held elsewhere, until it is granted or ctx
+// ends.
+const WaitForever = time.Duration(math.MaxInt64)
+
 // Acquire takes the named lease. When it is held elsewhere the error
 // matches ErrLeaseHeld and is an *Error with HolderToken set.
 func (c *Client) Acquire(ctx context.Context, name string, opt AcquireOptions) (*Lease, error) {
-	req := &Request{Op: OpAcquire, Lease: name, TTLMs: opt.TTL.Milliseconds(), WaitMs: opt.Wait.Milliseconds(),
-		Owner: opt.Owner, OwnerPID: opt.OwnerPID, LockDelayMs: opt.LockDelay.Milliseconds(), NoRenew: opt.NoRenew, Limit: opt.Limit}
-	return c.acquire(ctx, req)
+	return waitInTurns(ctx, opt.Wait, func(wait time.Duration) (*Lease, error) {
+		req := &Request{Op: OpAcquire, Lease: name, TTLMs: opt.TTL.Milliseconds(), WaitMs: wait.Milliseconds(),
+			Owner: opt.Owner, OwnerPID: opt.OwnerPID, LockDelayMs: opt.LockDelay.Milliseconds(), NoRenew: opt.NoRenew, Limit: opt.Limit}
+		return c.acquire(ctx, req)
+	})
+}
+
+// waitInTurns calls try with the wait one request may carry (at most
+// MaxWait) and asks again while the lease is held elsewhere, until wait
+// (WaitForever: no limit) is used up, counted in the turns asked, or ctx
+// ends. A wait up to MaxWait is one request.
+func waitInTurns(ctx context.Context, wait time.Duration, try func(time.Duration) (*Lease, error)) (*Lease, error) {
+	if wait <= MaxWait {
+		return try(max(wait, 0))
+	}
+	left := wait
+	for {
+		turn := min(MaxWait, left)
+		if dl, ok := ctx.Deadline(); ok {
+			turn = min(turn, max(time.Until(dl), 0))
+		}
+		if wait != WaitForever {
+			left -= turn
+		}
+		l, err := try(turn)
+		if err == nil || !isHeld(err) || ctx.Err() != nil || left <= 0 {
+			return l, err
+		}
+	}
 }
 
 // acquire sends an acquire or an elect and follows the lease it grants.

@@ -70,23 +70,18 @@ func (l *Lease) setStateLocked(s State) {
 // say): it waits in line until it leads, and returns the lease that makes
 // it leader, or ctx's error. The lease ends like any other (Done); a
 // leader that is done leading calls Resign. opt.TTL is required; opt.Wait,
-// when set, bounds the wait (then the error matches ErrLeaseHeld).
+// when set and not WaitForever, bounds the wait (then the error matches
+// ErrLeaseHeld); unset, the candidate waits without a limit.
 func (c *Client) Campaign(ctx context.Context, name, value string, opt AcquireOptions) (*Lease, error) {
-	for {
-		wait := opt.Wait
-		if wait <= 0 {
-			wait = MaxWait
-			if dl, ok := ctx.Deadline(); ok {
-				wait = min(wait, time.Until(dl))
-			}
-		}
-		req := &Request{Op: OpElect, Lease: name, TTLMs: opt.TTL.Milliseconds(), WaitMs: max(wait, 0).Milliseconds(),
-			Owner: opt.Owner, OwnerPID: opt.OwnerPID, LockDelayMs: opt.LockDelay.Milliseconds(), Value: &value}
-		l, err := c.acquire(ctx, req)
-		if err == nil || opt.Wait > 0 || !isHeld(err) || ctx.Err() != nil {
-			return l, err
-		}
+	wait := opt.Wait
+	if wait <= 0 {
+		wait = WaitForever
 	}
+	return waitInTurns(ctx, wait, func(wait time.Duration) (*Lease, error) {
+		req := &Request{Op: OpElect, Lease: name, TTLMs: opt.TTL.Milliseconds(), WaitMs: wait.Milliseconds(),
+			Owner: opt.Owner, OwnerPID: opt.OwnerPID, LockDelayMs: opt.LockDelay.Milliseconds(), Value: &value}
+		return c.acquire(ctx, req)
+	})
 }
 
 func isHeld(err error) bool {

@@ -37,8 +37,15 @@ func DefaultSocketPath() string {
 	return filepath.Join(os.TempDir(), "leaseside-"+strconv.Itoa(os.Geteuid()), "leaseside.sock")
 }
 
-// ErrNoDaemon is returned by Dial when nothing answers on the socket.
+// ErrNoDaemon is returned by Dial when the socket cannot be used: nothing
+// answers on it, or (the error also matches ErrSocketPermission) this
+// user may not use it.
 var ErrNoDaemon = errors.New("cannot reach the leaseside daemon")
+
+// ErrSocketPermission is returned by Dial, besides ErrNoDaemon, when a
+// socket is there but this user may not connect to it (its mode and
+// group, or its directory's): the daemon may well be running.
+var ErrSocketPermission = errors.New("permission denied on its socket")
 
 // ErrConnectionClosed is returned by Client calls once the daemon closed
 // the connection (it stopped, or restarted).
@@ -312,9 +319,23 @@ func dial(ctx context.Context, path string) (*net.UnixConn, error) {
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "unix", path)
 	if err != nil {
-		return nil, fmt.Errorf("%w at %s (is it running?): %w", ErrNoDaemon, path, err)
+		return nil, dialError(path, err)
 	}
 	return c.(*net.UnixConn), nil
+}
+
+// dialError says why the socket at path could not be used: not there or
+// nobody listening (is the daemon running?), or no permission (it may
+// well be running).
+func dialError(path string, err error) error {
+	switch {
+	case errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM):
+		return fmt.Errorf("%w at %s: %w (it is for root and the socket's group: join that group, or run your own daemon with 'leaseside dev'): %w",
+			ErrNoDaemon, path, ErrSocketPermission, err)
+	case errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Errorf("%w at %s (is it running? 'leaseside dev' starts one): %w", ErrNoDaemon, path, err)
+	}
+	return fmt.Errorf("%w at %s: %w", ErrNoDaemon, path, err)
 }
 
 // Cred is who is at the other end of a connection, from SO_PEERCRED and

@@ -2,6 +2,7 @@ package ipc
 
 import (
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -141,5 +142,32 @@ func TestListenGroupChangesOnlyADirectoryItCreated(t *testing.T) {
 	defer ln.Close()
 	if gidOf(made) != nobody {
 		t.Fatalf("the daemon's own directory from an earlier run has group %d, want %d", gidOf(made), nobody)
+	}
+}
+
+// A socket this user may not use is told apart from one nobody listens
+// on: both match ErrNoDaemon, only the first ErrSocketPermission, and
+// only the second asks whether the daemon runs.
+func TestDialErrorTellsPermissionFromNoDaemon(t *testing.T) {
+	for _, tt := range []struct {
+		errno      syscall.Errno
+		permission bool
+		says       string
+	}{
+		{syscall.EACCES, true, "permission denied on its socket (it is for root and the socket's group"},
+		{syscall.ENOENT, false, "(is it running?"},
+		{syscall.ECONNREFUSED, false, "(is it running?"},
+	} {
+		err := dialError("/run/x.sock", &net.OpError{Op: "dial", Net: "unix", Err: os.NewSyscallError("connect", tt.errno)})
+		if !errors.Is(err, ErrNoDaemon) || errors.Is(err, ErrSocketPermission) != tt.permission || !errors.Is(err, tt.errno) {
+			t.Errorf("%v: %v matches ErrNoDaemon %v, ErrSocketPermission %v, the errno %v", tt.errno, err,
+				errors.Is(err, ErrNoDaemon), errors.Is(err, ErrSocketPermission), errors.Is(err, tt.errno))
+		}
+		if !strings.Contains(err.Error(), "cannot reach the leaseside daemon at /run/x.sock") || !strings.Contains(err.Error(), tt.says) {
+			t.Errorf("%v: %q does not say %q", tt.errno, err, tt.says)
+		}
+		if tt.permission && strings.Contains(err.Error(), "is it running") {
+			t.Errorf("%v: %q asks whether it runs", tt.errno, err)
+		}
 	}
 }

@@ -31,8 +31,8 @@ import threading
 import time
 import warnings
 
-__all__ = ["Client", "Lease", "Leader", "LeasesideError", "default_socket_path", "boottime_ns",
-           "SAFE", "JEOPARDY", "LOST"]
+__all__ = ["Client", "Lease", "Leader", "LeasesideError", "DaemonUnreachableError", "default_socket_path", "boottime_ns",
+           "SAFE", "JEOPARDY", "LOST", "WAIT_FOREVER"]
 
 __version__ = "0.1.0"
 
@@ -50,6 +50,10 @@ Leader = collections.namedtuple("Leader", "lease token holder value")
 
 # The longest wait one request may carry (the protocol's wait_ms bound).
 _MAX_WAIT = 3600
+
+# acquire(wait=WAIT_FOREVER) waits for a held lease without a limit (as
+# flock and etcdctl lock do), asking again _MAX_WAIT at a time.
+WAIT_FOREVER = float("inf")
 
 
 def _exists(path):
@@ -131,15 +135,39 @@ def _warn_fallback(why):
                   RuntimeWarning, stacklevel=4)
 
 
+class DaemonUnreachableError(ConnectionError):
+    """The daemon's socket could not be used. path is the socket tried,
+    hint what to do; errno is the connect's (ENOENT or ECONNREFUSED: no
+    daemon there; EACCES: one is there, but this user may not use it)."""
+
+    def __init__(self, path, err):
+        self.path = path
+        if isinstance(err, PermissionError):
+            self.hint = ("the daemon's socket is for root and its group: join that group (sudo usermod -aG leaseside $USER, "
+                         "then log in again), or run your own daemon with 'leaseside dev'")
+            what = "permission denied on the leaseside daemon's socket %s" % path
+        elif isinstance(err, (FileNotFoundError, ConnectionRefusedError)):
+            self.hint = "start one with 'leaseside dev', or 'sudo systemctl start leaseside.socket'; LEASESIDE_SOCKET names another"
+            what = "no leaseside daemon at %s" % path
+        else:
+            self.hint = "is LEASESIDE_SOCKET (or the path given) a leaseside daemon's socket?"
+            what = "cannot reach the leaseside daemon at %s: %s" % (path, err.strerror or err)
+        super().__init__(err.errno, "%s: %s" % (what, self.hint))
+
+
 def _connect(path, euid=None):
     """A socket connected to the daemon at path. euid set: path is a
     per-user socket the client chose itself for a caller of that uid, and
     a daemon there that runs as neither it nor root is refused, with a
-    warning, for the system daemon's."""
+    warning, for the system daemon's. A socket that cannot be used raises
+    DaemonUnreachableError naming it."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.connect(path)
         why = _untrusted_server(sock, euid) if euid is not None else None
+    except OSError as e:
+        sock.close()
+        raise DaemonUnreachableError(path, e) from e
     except BaseException:
         sock.close()
         raise
@@ -315,27 +343,41 @@ class Client:
         return self.call({"op": "hello"})
 
     def acquire(self, name, ttl, wait=0, owner=None, owner_pid=None, lock_delay=0, limit=1):
-        """Acquires a lease; ttl, wait and lock_delay are in seconds. limit above
-        1 makes it a semaphore: up to limit holders at once, cluster-wide, each
-        with its own token (every holder asks with the same limit)."""
-        req = self._acquire_request("acquire", name, ttl, wait, owner, owner_pid, lock_delay)
-        if limit != 1:
-            req["limit"] = limit
-        return self._acquire(req, wait)
+        """Acquires a lease; ttl, wait and lock_delay are in seconds. wait is
+        how long to wait for a held lease (WAIT_FOREVER: without a limit);
+        then LeasesideError lease_held. limit above 1 makes it a semaphore:
+        up to limit holders at once, cluster-wide, each with its own token
+        (every holder asks with the same limit)."""
+        left = wait
+        while True:
+            turn = min(left, _MAX_WAIT)
+            if wait != WAIT_FOREVER:
+                left -= turn
+            req = self._acquire_request("acquire", name, ttl, turn, owner, owner_pid, lock_delay)
+            if limit != 1:
+                req["limit"] = limit
+            try:
+                return self._acquire(req, turn)
+            except LeasesideError as e:
+                if e.code != "lease_held" or left <= 0:
+                    raise
 
     def campaign(self, name, value, ttl, wait=None, owner=None, owner_pid=None, lock_delay=0):
         """Runs for leader of the election name with value (an address, say):
         waits in line until it leads (wait=None: for as long as it takes; else
         at most wait seconds, then LeasesideError lease_held) and returns the
         Lease that makes it leader. Observers see value while it leads."""
+        left = WAIT_FOREVER if wait is None else wait
         while True:
-            w = _MAX_WAIT if wait is None else wait
-            req = self._acquire_request("elect", name, ttl, w, owner, owner_pid, lock_delay)
+            turn = min(left, _MAX_WAIT)
+            if left != WAIT_FOREVER:
+                left -= turn
+            req = self._acquire_request("elect", name, ttl, turn, owner, owner_pid, lock_delay)
             req["value"] = value
             try:
-                return self._acquire(req, w)
+                return self._acquire(req, turn)
             except LeasesideError as e:
-                if wait is not None or e.code != "lease_held":
+                if e.code != "lease_held" or left <= 0:
                     raise
 
     def proclaim(self, lease, value):

@@ -11,6 +11,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import unittest
 import warnings
@@ -116,7 +117,7 @@ class ClientTest(unittest.TestCase):
     def test_hello(self):
         h = self.c.hello()
         self.assertEqual(h["server"], "leaseside")
-        self.assertEqual(h["protocol"], 3)
+        self.assertEqual(h["protocol"], 4)
 
     def test_acquire_status_release(self):
         lease = self.c.acquire("py/one", ttl=10)
@@ -128,6 +129,30 @@ class ClientTest(unittest.TestCase):
         self.c.release("py/one")
         self.assertTrue(lease.lost.is_set())
         self.assertNotIn("py/one", [l["lease"] for l in self.c.status()])
+
+    def test_wait_forever(self):
+        lease = self.c.acquire("py/forever", ttl=10)
+        got = queue.Queue()
+
+        def wait():
+            with Client() as other:
+                got.put(other.acquire("py/forever", ttl=10, wait=leaseside.WAIT_FOREVER).token)
+        t = threading.Thread(target=wait)
+        t.start()
+        t.join(1.0)
+        self.assertTrue(t.is_alive(), "the acquire did not wait for the held lease")
+        self.c.release("py/forever")
+        self.assertGreater(int(got.get(timeout=30)), int(lease.token))
+        t.join()
+
+    def test_no_daemon_names_the_socket(self):
+        path = os.path.join(tempfile.mkdtemp(), "none.sock")
+        with self.assertRaises(leaseside.DaemonUnreachableError) as cm:
+            Client(path)
+        self.assertIsInstance(cm.exception, OSError)
+        self.assertEqual(cm.exception.path, path)
+        self.assertIn("no leaseside daemon at " + path, str(cm.exception))
+        self.assertIn("leaseside dev", str(cm.exception))
 
     def test_held_elsewhere(self):
         lease = self.c.acquire("py/held", ttl=10)

@@ -38,9 +38,11 @@ tok=$(leaseside acquire X | tr -d '\n'), the shell that reads the output,
 not the subshell that ends with it); --owner-pid names another process;
 --detached binds it to nothing, and it is held until 'leaseside release'.
 
-When the lease is held elsewhere, acquire waits up to --wait for it, then
-exits 75. On a terminal, stderr shows meanwhile who holds it (token, host)
-and how long the wait has run; --quiet hides that.
+When the lease is held elsewhere, acquire waits up to --wait for it
+(--wait forever: without a limit), then exits 75, or the code given with
+--conflict-exit-code (as flock -E). On a terminal, stderr shows meanwhile
+who holds it (token, host) and how long the wait has run; --quiet hides
+that.
 
 With --limit N the name is a semaphore: up to N holders at once, on any
 hosts, each with its own token (tokens still grow with every grant),
@@ -65,7 +67,7 @@ and acquire fails.`,
 	fs := cmd.Flags()
 	o.client.register(fs, true)
 	fs.DurationVar(&o.ttl, "ttl", 15*time.Second, "lease term")
-	fs.DurationVar(&o.wait, "wait", 0, "how long to wait when the lease is held elsewhere")
+	waitFlag(fs, &o.wait, "how long to wait when the lease is held elsewhere (a duration, or forever)")
 	fs.IntVar(&o.ownerPID, "owner-pid", 0, "bind the lease to this process (default: the calling shell, the parent of this command, or the shell a command substitution's output goes to)")
 	fs.BoolVar(&o.detached, "detached", false, "bind the lease to nothing: held until 'leaseside release'")
 	fs.BoolVar(&o.noRenew, "no-renew", false, "with --detached: the daemon does not renew the lease; it lapses unless 'leaseside renew' is run")
@@ -83,7 +85,7 @@ func runAcquire(ctx context.Context, e *env, o *acquireOptions, name string) err
 	if o.noRenew && !o.detached {
 		return usagef("--no-renew needs --detached")
 	}
-	if err := cmp.Or(checkRange("wait", o.wait, ipc.MaxWait), checkRange("lock-delay", o.lockDelay, ipc.MaxLockDelay), checkLimit(o.limit)); err != nil {
+	if err := cmp.Or(checkRange("lock-delay", o.lockDelay, ipc.MaxLockDelay), checkLimit(o.limit)); err != nil {
 		return err
 	}
 	opt := ipc.AcquireOptions{TTL: o.ttl, Wait: o.wait, Owner: ipc.OwnerPID, OwnerPID: o.ownerPID, LockDelay: o.lockDelay, NoRenew: o.noRenew, Limit: o.limit}
@@ -98,7 +100,7 @@ func runAcquire(ctx context.Context, e *env, o *acquireOptions, name string) err
 			return usagef("the calling process is PID 1 (systemd?); use --detached (and release in ExecStopPost) or --owner-pid")
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, o.wait+o.client.timeout)
+	ctx, cancel := withWait(ctx, o.wait, o.client.timeout)
 	defer cancel()
 	c := o.client.client()
 	defer c.Close()

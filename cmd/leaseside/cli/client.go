@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -14,6 +16,10 @@ type clientFlags struct {
 	socket  string
 	json    bool
 	timeout time.Duration
+	// conflictCode, when set (--conflict-exit-code, commands with
+	// --wait), is the exit code for a lease held elsewhere, instead of
+	// ExitHeld.
+	conflictCode *int
 }
 
 // register adds --socket, --json and --timeout to fs; withWait says the
@@ -25,6 +31,7 @@ func (c *clientFlags) register(fs *pflag.FlagSet, withWait bool) {
 	help := "give up on the daemon after this long"
 	if withWait {
 		help += " (on top of --wait)"
+		fs.Var(conflictCodeValue{&c.conflictCode}, "conflict-exit-code", "exit with this code (0 to 255) when the lease is held elsewhere and --wait ran out, instead of 75 (as flock -E)")
 	}
 	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, help)
 }
@@ -49,3 +56,24 @@ func (c *clientFlags) socketPath() string {
 	}
 	return ipc.ClientSocketPath()
 }
+
+// conflictCodeValue is --conflict-exit-code: an exit code, 0 to 255.
+type conflictCodeValue struct{ p **int }
+
+func (v conflictCodeValue) String() string {
+	if v.p == nil || *v.p == nil {
+		return "75"
+	}
+	return strconv.Itoa(**v.p)
+}
+
+func (v conflictCodeValue) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 || n > 255 {
+		return fmt.Errorf("an exit code is a number from 0 to 255")
+	}
+	*v.p = &n
+	return nil
+}
+
+func (conflictCodeValue) Type() string { return "code" }

@@ -33,7 +33,8 @@ leads, but may not for long; stderr says when a renewal succeeds again.
 
 Exit codes: CMD's status (128+N if a signal N ended it); 79 if leadership
 was lost or could not be renewed in time and CMD was stopped, whatever
-CMD's own status; 75 if --wait ran out before it led; 69 if
+CMD's own status; 75 (or --conflict-exit-code's) if --wait ran out before
+it led; 69 if
 the daemon or grantors are unreachable; 127 if CMD could not be started;
 2 for usage errors.`,
 		Example: `  leaseside elect svc/api --value 10.0.0.5:8080 -- ./api --primary
@@ -54,7 +55,7 @@ the daemon or grantors are unreachable; 127 if CMD could not be started;
 	fs := cmd.Flags()
 	o.register(fs)
 	fs.StringVar(&value, "value", "", "the value observers see while this candidate leads (required; at most 1024 bytes)")
-	fs.DurationVar(&o.wait, "wait", 0, "give up if not leading within this long (default: wait for as long as it takes)")
+	waitFlag(fs, &o.wait, "give up if not leading within this long (default: forever, for as long as it takes)")
 	fs.BoolVarP(&o.quiet, "quiet", "q", false, "do not show who leads while waiting (shown on a terminal only)")
 	o.limit = 1
 	return cmd

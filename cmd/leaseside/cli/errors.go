@@ -37,6 +37,9 @@ func (cf *clientFlags) fail(e *env, err error, a asked) error {
 	if code == ExitUsage {
 		return usagef("%s", msg)
 	}
+	if code == ExitHeld && cf.conflictCode != nil {
+		code = *cf.conflictCode
+	}
 	fmt.Fprintf(e.stderr, "leaseside: %s\n", msg)
 	return exitCode(code)
 }
@@ -83,7 +86,7 @@ func (cf *clientFlags) explain(err error, a asked) (int, string) {
 	case errors.Is(err, context.DeadlineExceeded):
 		within := "--timeout " + fmtDuration(cf.timeout)
 		if a.wait > 0 {
-			within = "--wait " + fmtDuration(a.wait) + " plus " + within
+			within = "--wait " + waitText(a.wait) + " plus " + within
 		}
 		return ExitUnavailable, "no answer within " + within + ": the grantor cluster may have no leader " +
 			"('leaseside members' shows it), or the daemon is overloaded"
@@ -107,7 +110,7 @@ func heldMessage(a asked, ie *ipc.Error) string {
 	switch {
 	case !a.hasWait:
 	case a.wait > 0:
-		msg += "; --wait " + fmtDuration(a.wait) + " ran out"
+		msg += "; --wait " + waitText(a.wait) + " ran out"
 	default:
 		msg += "; --wait DURATION waits for it"
 	}

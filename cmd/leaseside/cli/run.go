@@ -74,7 +74,7 @@ When CMD exits, whatever is left of its group is killed before the lease is
 released. If run itself dies, CMD is killed with it, and the lease is held
 for --lock-delay (default: the term) before it is released.
 
-While --wait runs, stderr shows on a terminal who holds the lease (token,
+--wait forever waits without a limit. While --wait runs, stderr shows on a terminal who holds the lease (token,
 host) and how long the wait has run; --quiet hides that.
 
 With --limit N the lease is a semaphore: up to N runs (on any hosts) hold
@@ -85,7 +85,7 @@ but may be lost at its deadline; stderr says when a renewal succeeds
 again.
 
 Exit codes: CMD's status (128+N if a signal N ended it); 75 if the lease is
-held elsewhere and --wait ran out; 79 if the lease was lost or could not be
+held elsewhere and --wait ran out (or --conflict-exit-code's); 79 if the lease was lost or could not be
 renewed in time and CMD was stopped, whatever CMD's own status (a TERM trap
 that exits 0 too); 69 if the daemon or grantors are unreachable; 127 if CMD
 could not be started; 2 for usage errors.`,
@@ -104,7 +104,7 @@ could not be started; 2 for usage errors.`,
 	}
 	fs := cmd.Flags()
 	o.register(fs)
-	fs.DurationVar(&o.wait, "wait", 0, "how long to wait when the lease is held elsewhere")
+	waitFlag(fs, &o.wait, "how long to wait when the lease is held elsewhere (a duration, or forever)")
 	fs.IntVar(&o.limit, "limit", 1, "a semaphore: up to this many holders of NAME at once, cluster-wide (1 to 256)")
 	fs.BoolVarP(&o.quiet, "quiet", "q", false, "do not show who holds the lease while --wait runs (shown on a terminal only)")
 	return cmd
@@ -120,7 +120,7 @@ func runRun(ctx context.Context, e *env, o *runOptions, name string, argv []stri
 	if _, _, ok := stopMargins(o.ttl, o.margin, o.grace); !ok {
 		return usagef("need --grace < --margin < --ttl, so that SIGKILL lands before the deadline")
 	}
-	if err := cmp.Or(checkRange("wait", o.wait, ipc.MaxWait), checkRange("lock-delay", o.lockDelay, ipc.MaxLockDelay), checkLimit(o.limit)); err != nil {
+	if err := cmp.Or(checkRange("lock-delay", o.lockDelay, ipc.MaxLockDelay), checkLimit(o.limit)); err != nil {
 		return err
 	}
 	jsig, err := parseSignal(o.jeopardySignal)
@@ -226,13 +226,13 @@ func runRun(ctx context.Context, e *env, o *runOptions, name string, argv []stri
 // line, within --wait if given, else for as long as it takes.
 func (o *runOptions) take(ctx context.Context, e *env, c *ipc.Client, name string, opt ipc.AcquireOptions) (*ipc.Lease, error) {
 	if o.value == nil {
-		actx, cancel := context.WithTimeout(ctx, o.wait+o.client.timeout)
+		actx, cancel := withWait(ctx, o.wait, o.client.timeout)
 		defer cancel()
 		return acquireWaiting(actx, e.stderr, o.quiet, c, name, opt)
 	}
 	if o.wait > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, o.wait+o.client.timeout)
+		ctx, cancel = withWait(ctx, o.wait, o.client.timeout)
 		defer cancel()
 	}
 	return campaignWaiting(ctx, e.stderr, o.quiet, c, name, *o.value, opt)

@@ -36,9 +36,13 @@ func acquireWaiting(ctx context.Context, w io.Writer, quiet bool, c *ipc.Client,
 	if holder == "" {
 		holder = "another owner"
 	}
+	limit := " of " + fmtDuration(opt.Wait)
+	if opt.Wait == ipc.WaitForever {
+		limit = " (no limit)"
+	}
 	draw := func() {
-		fmt.Fprintf(w, "\r\033[Kwaiting for %s: held by %s; waited %s of %s", name, holder,
-			fmtDuration(time.Since(start).Truncate(time.Second)), fmtDuration(opt.Wait))
+		fmt.Fprintf(w, "\r\033[Kwaiting for %s: held by %s; waited %s%s", name, holder,
+			fmtDuration(time.Since(start).Truncate(time.Second)), limit)
 	}
 	draw()
 	stop := make(chan struct{})
@@ -57,7 +61,9 @@ func acquireWaiting(ctx context.Context, w io.Writer, quiet bool, c *ipc.Client,
 		}
 	}()
 	rest := opt
-	rest.Wait = max(opt.Wait-time.Since(start), 0).Truncate(time.Millisecond)
+	if opt.Wait != ipc.WaitForever {
+		rest.Wait = max(opt.Wait-time.Since(start), 0).Truncate(time.Millisecond)
+	}
 	l, err = c.Acquire(ctx, name, rest)
 	close(stop)
 	<-drawn

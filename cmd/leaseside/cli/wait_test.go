@@ -170,6 +170,30 @@ func TestWaitShowsHolderOnTerminal(t *testing.T) {
 		term.waitFor(t, "\r\033[Kleaseside: freed acquired after waiting ")
 	})
 
+	t.Run("wait forever", func(t *testing.T) {
+		if _, stderr, code := runMain("acquire", "forever", "--detached", "--socket", sock); code != ExitOK {
+			t.Fatalf("acquire: exit %d: %s", code, stderr)
+		}
+		term := newTerminal(t)
+		codes := make(chan int, 1)
+		go func() {
+			codes <- Main([]string{"acquire", "forever", "--detached", "--wait", "forever", "--socket", sock}, io.Discard, term.tty)
+		}()
+		term.waitFor(t, "waiting for forever: held by token ")
+		term.waitFor(t, "; waited 1s (no limit)")
+		if _, stderr, code := runMain("release", "forever", "--socket", sock); code != ExitOK {
+			t.Fatalf("release: exit %d: %s", code, stderr)
+		}
+		select {
+		case code := <-codes:
+			if code != ExitOK {
+				t.Fatalf("acquire --wait forever: exit %d:\n%q", code, term.text())
+			}
+		case <-time.After(procTimeout):
+			t.Fatalf("acquire --wait forever did not end:\n%q", term.text())
+		}
+	})
+
 	t.Run("elect shows who leads", func(t *testing.T) {
 		term := newTerminal(t)
 		code := Main([]string{"elect", "held", "--value", "v", "--wait", "3s", "--socket", sock, "--", "true"}, io.Discard, term.tty)
