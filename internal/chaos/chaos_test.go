@@ -22,6 +22,7 @@ var (
 	flagClockStep = flag.Duration("chaos.clockstep", 0, "largest CLOCK_REALTIME step, machine-wide (0: none; long runs default to 2m)")
 	flagRace      = flag.Bool("chaos.race", true, "build leaseside with the race detector")
 	flagRecheck   = flag.String("chaos.recheck", "", "run the checkers again on the history a run saved in this directory, and nothing else")
+	flagStore     = flag.String("chaos.store", "", "keep the fenced register in a real store that checks the tokens itself: postgres (default: in memory)")
 	flagRegress   = flag.Bool("chaos.regressions", false, "replay the seeds that found product bugs (regressionSeeds), each as it ran then")
 )
 
@@ -76,6 +77,7 @@ func TestChaos(t *testing.T) {
 		}
 	}
 	cfg.ClockStepMax = *flagClockStep
+	cfg.Store = *flagStore
 	if *flagRegress {
 		for _, r := range regressionSeeds {
 			t.Run(fmt.Sprintf("seed=%d", r.seed), func(t *testing.T) {

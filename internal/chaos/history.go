@@ -33,6 +33,10 @@ type History struct {
 	Crashes []Crash
 	// Load is the machine's one-minute load average, every 10 s.
 	Load []float64
+	// Store is what the register's store held at the end, when the
+	// register is kept in one (Config.Store); the checkers take what was
+	// accepted from it.
+	Store *StoreState `json:",omitempty"`
 }
 
 // SidecarEvent is an event a sidecar pushed to the suite's watcher.

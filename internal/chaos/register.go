@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
-	"strconv"
 	"sync"
 	"time"
 
@@ -25,9 +24,13 @@ import (
 // accepted is refused as "stale"). Every write and its answer go to the
 // history, stamped under the register's lock, so their order is the
 // order in which the register decided.
+//
+// With a store (Config.Store), the store decides on the token instead of
+// a fence.Register: each write is a fenced transaction in it.
 type register struct {
-	ln  net.Listener
-	rec *recorder
+	ln    net.Listener
+	rec   *recorder
+	store *pgStore // nil: in this process's memory
 
 	mu     sync.Mutex
 	regs   map[string]*fence.Register
@@ -38,12 +41,12 @@ type register struct {
 // maxWriteLine bounds a write request's line.
 const maxWriteLine = 4096
 
-func newRegister(path string, rec *recorder) (*register, error) {
+func newRegister(path string, rec *recorder, store *pgStore) (*register, error) {
 	ln, err := net.Listen("unix", path)
 	if err != nil {
 		return nil, err
 	}
-	r := &register{ln: ln, rec: rec, regs: map[string]*fence.Register{}, writes: map[string]uint64{}}
+	r := &register{ln: ln, rec: rec, store: store, regs: map[string]*fence.Register{}, writes: map[string]uint64{}}
 	r.wg.Add(1)
 	go r.serve()
 	return r, nil
@@ -87,15 +90,27 @@ func (r *register) write(w workload.Write) workload.WriteReply {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rw := RegisterWrite{Write: w, At: boottime()}
-	if rw.At >= w.Deadline {
+	switch {
+	case rw.At >= w.Deadline:
 		rw.Reason = "late"
-	} else {
+	case r.store != nil:
+		r.writes[w.Name]++
+		rw.Seq = r.writes[w.Name]
+		switch err := r.store.write(w, rw.Seq); {
+		case err == nil:
+			rw.Accepted = true
+		case errors.Is(err, fence.ErrStaleToken):
+			rw.Reason = "stale"
+		default:
+			rw.Reason = storeErrPrefix + err.Error()
+		}
+	default:
 		reg := r.regs[w.Name]
 		if reg == nil {
 			reg = fence.NewRegister(w.Name)
 			r.regs[w.Name] = reg
 		}
-		err := reg.Write(w.Holder, w.Token, w.Holder+"/"+strconv.FormatUint(w.Token, 10))
+		err := reg.Write(w.Holder, w.Token, registerValue(w))
 		r.writes[w.Name]++
 		rw.Seq = r.writes[w.Name]
 		switch {

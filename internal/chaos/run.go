@@ -56,6 +56,9 @@ type Config struct {
 	// from the seed, when 0) and on an election.
 	PrimsPerHost int `json:"prims_per_host"`
 	Limit        int `json:"limit,omitempty"`
+	// Store keeps the fenced register in a real store that decides on
+	// the tokens itself: "" (in memory, fence.Register) or StorePostgres.
+	Store string `json:"store,omitempty"`
 	// Out is the directory of the report, the picture and the logs.
 	Out string `json:"-"`
 }
@@ -87,6 +90,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("chaos: %d prims clients a host, semaphore limit %d; want 0 or more, and 2 to 256", c.PrimsPerHost, c.Limit)
 	case c.MaxWait <= 0 || c.MaxHold <= 0:
 		return errors.New("chaos: MaxWait and MaxHold must be positive")
+	case c.Store != "" && c.Store != StorePostgres:
+		return fmt.Errorf("chaos: register store %q; want none or %q", c.Store, StorePostgres)
 	}
 	for _, k := range c.Kinds {
 		if !slices.Contains(AllKinds(), k) {
@@ -147,6 +152,9 @@ func (c Config) replay() string {
 		c.Seed, c.Duration, c.Grantors, c.Sidecars)
 	if c.ClockStepMax > 0 {
 		s += " -chaos.clockstep " + c.ClockStepMax.String()
+	}
+	if c.Store != "" {
+		s += " -chaos.store " + c.Store
 	}
 	if len(c.Kinds) > 0 {
 		var ks []string
@@ -212,7 +220,14 @@ func Run(t testing.TB, cfg Config) *Report {
 	r := &run{t: t, cfg: cfg, rec: &recorder{}, logf: t.Logf}
 	t.Cleanup(r.restoreClock)
 	r.lab = netlab.New(t, cfg.Grantors+1+cfg.Sidecars)
-	reg, err := newRegister(filepath.Join(sockDir, "register.sock"), r.rec)
+	var store *pgStore
+	if cfg.Store == StorePostgres {
+		if store, err = openPGStore(t); err != nil {
+			t.Fatal(err)
+		}
+		defer store.close()
+	}
+	reg, err := newRegister(filepath.Join(sockDir, "register.sock"), r.rec, store)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,6 +278,15 @@ func Run(t testing.TB, cfg Config) *Report {
 	cancel()
 	watchers.Wait()
 	reg.close()
+	if store != nil {
+		st, err := store.readBack()
+		if err != nil {
+			t.Errorf("chaos: reading the register's writes back from %s: %v", cfg.Store, err)
+		}
+		r.rec.mu.Lock()
+		r.rec.h.Store = st
+		r.rec.mu.Unlock()
+	}
 	r.cl.stop()
 	r.restoreClock()
 
@@ -279,8 +303,12 @@ func Run(t testing.TB, cfg Config) *Report {
 // on any violation, naming the seed and the first violation.
 func Check(t testing.TB, cfg Config, sched Schedule, h *History) *Report {
 	t.Helper()
+	// With a store, what it holds decides which writes were accepted.
+	ws, vs := fromStore(h)
+	stored := *h
+	stored.Writes = ws
+	h = &stored
 	gs := grants(h)
-	var vs []Violation
 	var exclusive, sem []*Grant
 	for _, g := range gs {
 		if g.Name == cfg.semaphore() {

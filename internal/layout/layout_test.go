@@ -83,7 +83,7 @@ func TestDependencyDirection(t *testing.T) {
 		"internal/attack":            {"grantor/grantorpb"},
 		"internal/connlimit":         {},
 		"internal/safefs":            {},
-		"internal/chaos":             {"internal/netlab", "internal/chaos/workload", "fence", "ipc", "clockwatch"},
+		"internal/chaos":             {"internal/netlab", "internal/chaos/workload", "fence", "ipc", "clockwatch", "fence/pgfence", "internal/stores"},
 		"internal/chaos/workload":    {"ipc", "clockwatch"},
 		"internal/chaos/chaosclient": {"internal/chaos/workload"},
 		"packaging":                  {},
