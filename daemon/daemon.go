@@ -191,13 +191,16 @@ func (d *Daemon) Handle(ctx context.Context, c *ipc.Conn, req *ipc.Request) *ipc
 }
 
 // hideSession returns resp without the daemon's grantor session ids: no
-// session in hello, and every session id in an error's message (a
-// grantor's refusal may name the session it refused) replaced by a
+// session in hello, and every session id in the texts that may carry a
+// grantor's words (an error's message: a grantor's refusal may name the
+// session it refused; status's last grantor error) replaced by a
 // placeholder. Every session id of the daemon starts with g.session.
 func (d *Daemon) hideSession(resp *ipc.Response) *ipc.Response {
-	if resp.Hello == nil && (resp.Error == nil || !strings.Contains(resp.Error.Message, d.g.session)) {
+	named := func(s string) bool { return strings.Contains(s, d.g.session) }
+	if resp.Hello == nil && (resp.Error == nil || !named(resp.Error.Message)) && (resp.Grantor == nil || !named(resp.Grantor.Error)) {
 		return resp
 	}
+	hide := func(s string) string { return strings.ReplaceAll(s, d.g.session, "(this sidecar's session)") }
 	out := *resp
 	if resp.Hello != nil {
 		h := *resp.Hello
@@ -206,8 +209,13 @@ func (d *Daemon) hideSession(resp *ipc.Response) *ipc.Response {
 	}
 	if resp.Error != nil {
 		e := *resp.Error
-		e.Message = strings.ReplaceAll(e.Message, d.g.session, "(this sidecar's session)")
+		e.Message = hide(e.Message)
 		out.Error = &e
+	}
+	if resp.Grantor != nil {
+		g := *resp.Grantor
+		g.Error = hide(g.Error)
+		out.Grantor = &g
 	}
 	return &out
 }

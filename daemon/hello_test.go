@@ -40,4 +40,14 @@ func TestRepliesToOtherUsersNameNoSession(t *testing.T) {
 	if !strings.Contains(refused.Error.Message, session) {
 		t.Fatal("hiding the session changed the reply root would get")
 	}
+
+	// status tells the last grantor error, which may name the session.
+	r.d.contact("g", status.Errorf(codes.OutOfRange, "grantor: stale request: session %q seq 3 is below first_unacked 4", session))
+	if g := r.d.Handle(ctxT(t), root, &ipc.Request{Op: ipc.OpStatus}).Grantor; g == nil || !strings.Contains(g.Error, session) {
+		t.Fatalf("root's status %+v does not tell the grantor's error: the test proves nothing", g)
+	}
+	if g := r.d.Handle(ctxT(t), other, &ipc.Request{Op: ipc.OpStatus}).Grantor; g == nil || strings.Contains(g.Error, r.d.g.session) ||
+		!strings.Contains(g.Error, "stale request") {
+		t.Fatalf("uid 4242's status tells the grantor's error as %+v", g)
+	}
 }
