@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/leaseside/leaseside/internal/stores"
 )
 
 // pausedWorkerHeading is the section of docs/fencing.md whose shell block
@@ -24,7 +26,8 @@ const pausedWorkerHeading = "## A paused worker, refused"
 const readmeWrite = "leaseside write jobs/report report.txt"
 
 // The paused-worker scenario (issue 23 item 5), the block of
-// docs/fencing.md run as written against a real dev whose daemon gives up on an owner stopped
+// docs/fencing.md run as written for each store (a file, an HTTP service
+// behind the proxy, PostgreSQL and Redis through fence/examples' scripts) against a real dev whose daemon gives up on an owner stopped
 // for 1 s: worker A takes the lease and is stopped (SIGSTOP, run and its
 // command) past its term; B acquires and writes; A resumes and writes
 // with its old token. Through each fence A's write is refused and B's
@@ -42,6 +45,11 @@ func TestPausedWorkerWriteIsFenced(t *testing.T) {
 	startDev(t, socket, t.TempDir(), "--config", conf)
 	backend := newStoreBackend(t)
 	proxyURL := startFenceProxy(t, backend.srv.URL, filepath.Join(t.TempDir(), "proxy.fence"))
+	pg, redisSock := startFencedStores(t)
+	examples, err := filepath.Abs("../../fence/examples")
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	readFile := func(dir, _ string) string {
 		b, _ := os.ReadFile(filepath.Join(dir, "report.txt"))
@@ -50,6 +58,7 @@ func TestPausedWorkerWriteIsFenced(t *testing.T) {
 	adapters := []struct {
 		name  string
 		write string // in place of readmeWrite; @LEASE@ is the case's lease
+		env   []string
 		read  func(dir, lease string) string
 		exit  string // A's write's exit status
 		says  string // and what it says
@@ -58,6 +67,10 @@ func TestPausedWorkerWriteIsFenced(t *testing.T) {
 		{name: "file", write: "leaseside write @LEASE@ report.txt", read: readFile, exit: "4", says: "is stale, token", holds: "B\n"},
 		{name: "proxy", write: `curl -fsS -o /dev/null -X PUT -H "Leaseside-Lease: $LEASESIDE_LEASE" -H "Leaseside-Token: $LEASESIDE_TOKEN" --data-binary @- ` + proxyURL + "/@LEASE@",
 			read: func(_, lease string) string { return backend.get("/" + lease) }, exit: "22", says: "returned error: 409", holds: "B\n"},
+		{name: "postgres", write: examples + `/report_postgres.sh "$(cat)"`, env: []string{"DATABASE_URL=" + pg},
+			read: func(string, string) string { return cmdOutput(t, "psql", pg, "-XtAc", "SELECT body FROM report") }, exit: "3", says: "stale token", holds: "B\n"},
+		{name: "redis", write: examples + `/report_redis.sh "$(cat)"`, env: []string{"REDIS_SOCKET=" + redisSock},
+			read: func(string, string) string { return cmdOutput(t, "redis-cli", "-s", redisSock, "GET", "report:daily") }, exit: "1", says: "stale token", holds: "B\n"},
 		{name: "plain write", write: "cat > report.txt", read: readFile, exit: "0", holds: "A\n"},
 	}
 	for _, a := range adapters {
@@ -67,7 +80,7 @@ func TestPausedWorkerWriteIsFenced(t *testing.T) {
 			script := strings.ReplaceAll(block, readmeWrite, a.write)
 			script = strings.ReplaceAll(strings.ReplaceAll(script, "jobs/report", lease), "@LEASE@", lease)
 			dir := t.TempDir()
-			out := runScript(t, dir, socket, script)
+			out := runScript(t, dir, socket, script, a.env...)
 			m := regexp.MustCompile(`(?m)^A: exit (\d+)$`).FindStringSubmatch(out)
 			if m == nil || m[1] != a.exit || !strings.Contains(out, a.says) {
 				t.Fatalf("A's resumed write: %q, want exit %s saying %q; output:\n%s", m, a.exit, a.says, out)
@@ -84,13 +97,13 @@ func TestPausedWorkerWriteIsFenced(t *testing.T) {
 // PATH and the daemon at socket, and returns its output. Whatever it
 // leaves running (its process group; run kills its command with it) is
 // killed at the end.
-func runScript(t *testing.T, dir, socket, script string) string {
+func runScript(t *testing.T, dir, socket, script string, env ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "sh", "-c", script)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"), "LEASESIDE_SOCKET="+socket)
+	cmd.Env = append(append(os.Environ(), "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"), "LEASESIDE_SOCKET="+socket), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	var out strings.Builder
@@ -228,4 +241,31 @@ func TestFencingExamples(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startFencedStores starts a PostgreSQL and a Redis server for the test,
+// installs their fences with the real binary (leaseside fence postgres
+// install, leaseside fence redis install) and creates the table the
+// example script writes. It returns the database's URL and Redis's socket.
+func startFencedStores(t *testing.T) (string, string) {
+	t.Helper()
+	pg, _ := stores.StartPostgres(t)
+	redisURL, _ := stores.StartRedis(t)
+	for _, args := range [][]string{{"fence", "postgres", "install", pg}, {"fence", "redis", "install", redisURL}} {
+		if out, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
+			t.Fatalf("leaseside %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	cmdOutput(t, "psql", pg, "-XqAc", "CREATE TABLE report (name text PRIMARY KEY, body text NOT NULL)")
+	return pg, strings.TrimPrefix(redisURL, "unix://")
+}
+
+// cmdOutput runs a command to its end and returns its stdout.
+func cmdOutput(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(name, args...).Output()
+	if err != nil {
+		t.Fatalf("%s %s: %v", name, strings.Join(args, " "), err)
+	}
+	return string(out)
 }
