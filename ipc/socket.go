@@ -79,13 +79,8 @@ func Listen(path string) (*net.UnixListener, error) { return ListenGroup(path, -
 // run). A directory shared with other files keeps its group.
 func ListenGroup(path string, gid int) (*net.UnixListener, error) {
 	dir := filepath.Dir(path)
-	own := false
-	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-		if err := os.MkdirAll(dir, 0o750); err != nil {
-			return nil, fmt.Errorf("ipc: socket directory: %w", err)
-		}
-		own = true
-	}
+	_, err := os.Stat(dir)
+	own := errors.Is(err, os.ErrNotExist)
 	if err := checkSocketDir(dir); err != nil {
 		return nil, err
 	}
@@ -125,15 +120,17 @@ func holdsOnly(dir, name string) bool {
 	return len(names) == 0 || len(names) == 1 && names[0] == name
 }
 
-// checkSocketDir refuses a directory another user could replace the
-// socket in (the rule of internal/safefs, shared with the grantors' data
-// dirs): one that is not this user's, or is writable by others; one
+// checkSocketDir makes the socket directory if it is not there (mode
+// 0750, nothing made inside a directory that fails the rule), and
+// refuses a directory another user could replace the socket in (the rule
+// of internal/safefs, shared with the grantors' data dirs): one that is
+// not this user's, or is writable by others; one
 // reached through a symbolic link another user owns (a squatter's link
 // in /tmp to a directory of ours, which they can later swap for their
 // own); or one inside a directory where another user may rename it away
 // (not root's or ours, or writable by others without the sticky bit).
 func checkSocketDir(dir string) error {
-	err := safefs.CheckDir(dir)
+	err := safefs.MkdirAll(dir, 0o750)
 	if errors.Is(err, safefs.ErrUnsafe) {
 		return fmt.Errorf("%w: %w, and replace the socket; choose another --socket", ErrUnsafeSocketDir, err)
 	}

@@ -43,6 +43,10 @@ func TestListenRefusesUnsafeSocketDir(t *testing.T) {
 		{name: "in another user's directory", prep: func(dir string) (string, error) {
 			return filepath.Join(dir, "sub"), errors.Join(os.Mkdir(filepath.Join(dir, "sub"), 0o700), os.Chown(dir, nobody, nobody))
 		}, want: "which belongs to uid 65534"},
+		{name: "new, in another user's directory", prep: func(dir string) (string, error) {
+			// Refused before it is made: nothing is made in their directory.
+			return filepath.Join(dir, "new"), os.Chown(dir, nobody, nobody)
+		}, want: "which belongs to uid 65534"},
 		{name: "in a directory others may write to", prep: func(dir string) (string, error) {
 			return filepath.Join(dir, "sub"), errors.Join(os.Mkdir(filepath.Join(dir, "sub"), 0o700), os.Chmod(dir, 0o777))
 		}, want: "no sticky bit"},
@@ -63,6 +67,14 @@ func TestListenRefusesUnsafeSocketDir(t *testing.T) {
 			}
 			if !errors.Is(err, ErrUnsafeSocketDir) || !strings.Contains(err.Error(), sdir) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("error %q, want ErrUnsafeSocketDir naming %s and saying %q", err, sdir, tt.want)
+			}
+			if _, err := os.Stat(filepath.Join(sdir, "s.sock")); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("the socket is there after the refusal (%v)", err)
+			}
+			if filepath.Base(sdir) == "new" {
+				if _, err := os.Stat(sdir); !errors.Is(err, os.ErrNotExist) {
+					t.Fatalf("the refused directory was made (%v)", err)
+				}
 			}
 		})
 	}
