@@ -58,11 +58,15 @@ BEGIN
     IF token < 0 THEN
         RAISE EXCEPTION 'leaseside.fence: token % is negative', token USING ERRCODE = '22023';
     END IF;
-    -- The row exists after this (another transaction's insert of it is
-    -- waited for); FOR UPDATE then holds it until this transaction ends.
-    INSERT INTO leaseside.tokens AS t (lease, highest) VALUES (fence.lease, 0)
-        ON CONFLICT ON CONSTRAINT tokens_pkey DO NOTHING;
+    -- FOR UPDATE holds the lease's row until this transaction ends. A
+    -- lease's first fence makes the row (waiting for another transaction's
+    -- insert of it, if any) and then takes it the same way.
     SELECT t.highest INTO seen FROM leaseside.tokens AS t WHERE t.lease = fence.lease FOR UPDATE;
+    IF NOT FOUND THEN
+        INSERT INTO leaseside.tokens AS t (lease, highest) VALUES (fence.lease, 0)
+            ON CONFLICT ON CONSTRAINT tokens_pkey DO NOTHING;
+        SELECT t.highest INTO seen FROM leaseside.tokens AS t WHERE t.lease = fence.lease FOR UPDATE;
+    END IF;
     IF token < seen THEN
         RAISE EXCEPTION 'stale token % for lease %: highest seen %', token, quote_literal(lease), seen
             USING ERRCODE = 'LS001',

@@ -24,7 +24,7 @@ import (
 
 // testDB starts a PostgreSQL server, installs the fence (twice: a second
 // install is harmless) and a register table, and opens it.
-func testDB(t *testing.T) (*sql.DB, string) {
+func testDB(t testing.TB) (*sql.DB, string) {
 	t.Helper()
 	dsn, _ := stores.StartPostgres(t)
 	db, err := sql.Open("pgx", dsn)

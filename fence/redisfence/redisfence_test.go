@@ -22,7 +22,7 @@ import (
 
 // testRedis starts a redis-server, loads the library (twice: loading
 // again is harmless) and connects to it.
-func testRedis(t *testing.T) *redis.Client {
+func testRedis(t testing.TB) *redis.Client {
 	t.Helper()
 	url, _ := stores.StartRedis(t)
 	opts, err := redis.ParseURL(url)
