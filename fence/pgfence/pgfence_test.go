@@ -311,3 +311,30 @@ func TestShellAndPythonExamples(t *testing.T) {
 		})
 	}
 }
+
+// docs/fencing-postgres-redis.md shows the examples' code as the files
+// have it (after their shebang, comments and imports), so that what the
+// tests run is what the page says.
+func TestDocShowsTheExamples(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/fencing-postgres-redis.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"report_postgres.sh", "report_postgres.py", "report_redis.sh", "report_redis.py"} {
+		b, err := os.ReadFile(filepath.Join("../examples", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		start := 0
+		for i, l := range lines {
+			if l == "set -eu" || strings.HasPrefix(l, "import ") {
+				start = i + 1
+			}
+		}
+		body := strings.TrimSpace(strings.Join(lines[start:], "\n"))
+		if body == "" || !strings.Contains(string(doc), body) {
+			t.Errorf("the page does not show %s as it is:\n%s", f, body)
+		}
+	}
+}
