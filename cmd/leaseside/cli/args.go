@@ -112,7 +112,7 @@ func flagError(cmd *cobra.Command, err error) error {
 // checkLimit refuses a semaphore limit outside what the protocol carries.
 func checkLimit(limit int) error {
 	if limit < 1 || limit > ipc.MaxLimit {
-		return usagef("--limit %d: must be from 1 (exclusive) to %d", limit, ipc.MaxLimit)
+		return usagef("--limit %d: how many may hold NAME at once, 1 (the default: one holder, an exclusive lease) to %d", limit, ipc.MaxLimit)
 	}
 	return nil
 }

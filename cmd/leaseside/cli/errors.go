@@ -32,16 +32,55 @@ type asked struct {
 
 // fail prints why the command failed and returns its exit code: a usage
 // error (exit 2) when the daemon refused a value the user typed.
+// With --json it also prints the failure on stdout as a JSON object
+// (jsonError), so that a script reading stdout is never left with nothing.
 func (cf *clientFlags) fail(e *env, err error, a asked) error {
 	code, msg := cf.explain(err, a)
-	if code == ExitUsage {
-		return usagef("%s", msg)
-	}
 	if code == ExitHeld && cf.conflictCode != nil {
 		code = *cf.conflictCode
 	}
+	if cf.json {
+		printJSON(e.stdout, newJSONError(err, a, code, msg))
+	}
+	if code == ExitUsage {
+		return usagef("%s", msg)
+	}
 	fmt.Fprintf(e.stderr, "leaseside: %s\n", msg)
 	return exitCode(code)
+}
+
+// jsonError is what a client command run with --json prints on stdout
+// when it fails: {"error": {...}}, with the daemon's error code when the
+// daemon answered (lease_held, unavailable, ...), else no_daemon or
+// timeout, and the exit code the command exits with.
+type jsonError struct {
+	Error struct {
+		Code        string `json:"code"`
+		Message     string `json:"message"`
+		ExitCode    int    `json:"exit_code"`
+		Lease       string `json:"lease,omitempty"`
+		HolderToken string `json:"holder_token,omitempty"`
+		Holder      string `json:"holder,omitempty"`
+	} `json:"error"`
+}
+
+func newJSONError(err error, a asked, code int, msg string) *jsonError {
+	var j jsonError
+	j.Error.Message, j.Error.ExitCode, j.Error.Lease = msg, code, a.lease
+	var ie *ipc.Error
+	switch {
+	case errors.As(err, &ie):
+		j.Error.Code, j.Error.HolderToken, j.Error.Holder = ie.Code, ie.HolderToken, ie.Holder
+	case errors.Is(err, ipc.ErrNoDaemon):
+		j.Error.Code = "no_daemon"
+	case errors.Is(err, ipc.ErrConnectionClosed):
+		j.Error.Code = "connection_closed"
+	case errors.Is(err, context.DeadlineExceeded):
+		j.Error.Code = "timeout"
+	default:
+		j.Error.Code = "error"
+	}
+	return &j
 }
 
 // explain returns the exit code for err and what to tell the user.

@@ -100,6 +100,8 @@ func TestExitCodes(t *testing.T) {
 		args []string
 		code int
 		want []string
+		// stdout: what stdout must say (--json failures)
+		stdout []string
 	}{
 		{name: "acquired", args: []string{"acquire", "free", "--detached", "--socket", sock}, code: ExitOK},
 		{name: "held, no wait", args: []string{"acquire", "held", "--socket", sock}, code: ExitHeld,
@@ -123,6 +125,11 @@ func TestExitCodes(t *testing.T) {
 			want: []string{"lease held is held elsewhere"}},
 		{name: "elect: held, wait ran out, --conflict-exit-code", args: []string{"elect", "held", "--value", "v", "--wait", "1s", "--conflict-exit-code", "4",
 			"--socket", sock, "--", "true"}, code: 4, want: []string{"--wait 1s ran out"}},
+		{name: "held, --json", args: []string{"acquire", "held", "--json", "--socket", sock}, code: ExitHeld,
+			want: []string{"lease held is held elsewhere"},
+			stdout: []string{`"code": "lease_held"`, `"exit_code": 75`, `"holder_token": "` + tok + `"`, `"message": "lease held is held elsewhere (token ` + tok}},
+		{name: "no daemon, --json", args: []string{"acquire", "x", "--json", "--socket", filepath.Join(dir, "none.sock")}, code: ExitUnavailable,
+			stdout: []string{`"code": "no_daemon"`, `"exit_code": 69`, `"message": "no leaseside daemon at `}},
 		{name: "conflict exit code 256", args: []string{"acquire", "x", "--conflict-exit-code", "256", "--socket", sock}, code: ExitUsage,
 			want: []string{"an exit code is a number from 0 to 255"}},
 		{name: "name with a space", args: []string{"acquire", "a b", "--socket", sock}, code: ExitUsage,
@@ -171,9 +178,14 @@ func TestExitCodes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, stderr, code := runAs(t, tt.uid, tt.env, bin, tt.args...)
+			stdout, stderr, code := runAs(t, tt.uid, tt.env, bin, tt.args...)
 			if code != tt.code {
 				t.Errorf("exit %d, want %d; stderr:\n%s", code, tt.code, stderr)
+			}
+			for _, w := range tt.stdout {
+				if !strings.Contains(stdout, w) {
+					t.Errorf("stdout does not say %q:\n%s", w, stdout)
+				}
 			}
 			for _, w := range tt.want {
 				if !strings.Contains(stderr, w) {

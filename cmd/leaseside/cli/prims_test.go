@@ -193,7 +193,7 @@ func TestSemaphoreCheckTokenHolderWatch(t *testing.T) {
 	if _, stderr, code := acquire("--limit", "3"); code != ExitUsage || !strings.Contains(stderr, "--limit 3 refused") || !strings.Contains(stderr, "limit 2") {
 		t.Errorf("another limit: exit %d, stderr %q", code, stderr)
 	}
-	if _, stderr, code := acquire("--limit", "257"); code != ExitUsage || !strings.Contains(stderr, "--limit 257: must be from 1 (exclusive) to 256") {
+	if _, stderr, code := acquire("--limit", "257"); code != ExitUsage || !strings.Contains(stderr, "--limit 257: how many may hold NAME at once, 1 (the default: one holder, an exclusive lease) to 256") {
 		t.Errorf("limit 257: exit %d, stderr %q", code, stderr)
 	}
 	status, _, _ := runCLI(t, "status", "--socket", sock)
