@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -249,10 +250,11 @@ func (d *Daemon) handle(ctx context.Context, c *ipc.Conn, req *ipc.Request) *ipc
 	case ipc.OpAcquire:
 		return grantResponse(d.acquire(ctx, c, req))
 	case ipc.OpRelease:
-		if err := d.release(ctx, c, req.Lease, req.Token, req.Reason); err != nil {
+		tok, err := d.release(ctx, c, req.Lease, req.Token, req.Reason)
+		if err != nil {
 			return &ipc.Response{Error: err}
 		}
-		return &ipc.Response{}
+		return &ipc.Response{ReleasedToken: strconv.FormatUint(tok, 10)}
 	case ipc.OpRenew:
 		return grantResponse(d.renew(ctx, c, req.Lease, req.Token))
 	case ipc.OpCheck:

@@ -28,10 +28,11 @@ func (d *Daemon) handlePrims(ctx context.Context, c *ipc.Conn, req *ipc.Request)
 	case req.Op == ipc.OpElect:
 		return grantResponse(d.acquire(ctx, c, req)), true
 	case req.Op == ipc.OpResign:
-		if err := d.release(ctx, c, req.Lease, req.Token, ""); err != nil {
+		tok, err := d.release(ctx, c, req.Lease, req.Token, "")
+		if err != nil {
 			return &ipc.Response{Error: err}, true
 		}
-		return &ipc.Response{}, true
+		return &ipc.Response{ReleasedToken: strconv.FormatUint(tok, 10)}, true
 	case req.Op == ipc.OpProclaim:
 		return grantResponse(d.proclaim(ctx, c, req.Lease, req.Token, req.ValueString())), true
 	case req.Op == ipc.OpCheckToken:

@@ -125,18 +125,21 @@ func (d *Daemon) renewNow(ctx context.Context, l *lease) *ipc.Error {
 // table, but its name stays held until that delay is over. A release
 // with reason ipc.ReasonRenewFailed (its owner gave the lease up because
 // it could not be renewed in time) is reported as the loss it is.
-func (d *Daemon) release(ctx context.Context, c *ipc.Conn, name, token, reason string) *ipc.Error {
+//
+// It returns the token of the grant it ended: one of a semaphore's slots
+// that this host holds more than once, when the caller named no token.
+func (d *Daemon) release(ctx context.Context, c *ipc.Conn, name, token, reason string) (uint64, *ipc.Error) {
 	rctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
 	defer cancel()
 	d.mu.Lock()
 	l, err := d.heldByLocked(c, name, token, d.checkSuspend())
 	d.mu.Unlock()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	done, terr := d.turns.take(rctx, l.ownerID, name)
 	if terr != nil {
-		return ipc.Errorf(ipc.CodeUnavailable, "an earlier request for %q did not finish in time", name)
+		return 0, ipc.Errorf(ipc.CodeUnavailable, "an earlier request for %q did not finish in time", name)
 	}
 	defer done()
 	d.sendReleases(rctx, l.ownerID, name)
@@ -144,9 +147,9 @@ func (d *Daemon) release(ctx context.Context, c *ipc.Conn, name, token, reason s
 	if cur, err := d.heldByLocked(c, name, token, d.checkSuspend()); err != nil || cur != l {
 		d.mu.Unlock()
 		if err != nil {
-			return err
+			return 0, err
 		}
-		return ipc.Errorf(ipc.CodeNotHeld, "the grant of %q changed while the release waited; nothing was released", name)
+		return 0, ipc.Errorf(ipc.CodeNotHeld, "the grant of %q changed while the release waited; nothing was released", name)
 	}
 	d.forgetLocked(l)
 	if l.conn != nil && l.conn != c {
@@ -166,7 +169,7 @@ func (d *Daemon) release(ctx context.Context, c *ipc.Conn, name, token, reason s
 		// stays held at the grantor until that is over (lockdelay.go).
 		d.delayLocked(l, l.delayFloor)
 		d.mu.Unlock()
-		return nil
+		return l.token, nil
 	}
 	d.mu.Unlock()
 
@@ -175,9 +178,9 @@ func (d *Daemon) release(ctx context.Context, c *ipc.Conn, name, token, reason s
 		// it; the grantor lists it in the session's next keepalive reply,
 		// and it is given back then.
 		d.releaseFailed(l.sess)
-		return grantorError(err)
+		return l.token, grantorError(err)
 	}
-	return nil
+	return l.token, nil
 }
 
 // ownerStopped handles an owner process found stopped too long: it cannot

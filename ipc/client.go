@@ -2,6 +2,7 @@ package ipc
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -271,11 +272,21 @@ func (c *Client) Release(ctx context.Context, name string) error {
 // ReleaseToken gives up the named lease if it still has the given token
 // (a newer grant of the name is left alone; "" matches any).
 func (c *Client) ReleaseToken(ctx context.Context, name, token string) error {
-	_, err := c.call(ctx, &Request{Op: OpRelease, Lease: name, Token: token})
-	if err == nil {
-		c.endLease(name, token, EventReleased)
-	}
+	_, err := c.ReleaseGrant(ctx, name, token)
 	return err
+}
+
+// ReleaseGrant is ReleaseToken, and returns the token of the grant it
+// released: which of a semaphore's slots, when this host holds the name
+// more than once and token is "".
+func (c *Client) ReleaseGrant(ctx context.Context, name, token string) (string, error) {
+	resp, err := c.call(ctx, &Request{Op: OpRelease, Lease: name, Token: token})
+	if err != nil {
+		return "", err
+	}
+	released := cmp.Or(resp.ReleasedToken, token) // a daemon of protocol 3 does not say
+	c.endLease(name, released, EventReleased)
+	return released, nil
 }
 
 // GiveUp releases the grant of name with token (required) because its

@@ -179,6 +179,10 @@ func (w *jsonWriter) response(r *Response) {
 		w.key("leader_id")
 		w.str(r.LeaderID)
 	}
+	if r.ReleasedToken != "" {
+		w.key("released_token")
+		w.str(r.ReleasedToken)
+	}
 	if r.Live != nil {
 		w.key("live")
 		w.bool(*r.Live)

@@ -119,6 +119,10 @@ type Response struct {
 	// Members and LeaderID answer members.
 	Members  *[]Member `json:"members,omitempty"`
 	LeaderID string    `json:"leader_id,omitempty"`
+	// ReleasedToken answers release and resign (protocol 4): the token of
+	// the grant released (one of a semaphore's slots the host holds more
+	// than once, when the request named none).
+	ReleasedToken string `json:"released_token,omitempty"`
 	// Live and Tokens answer check_token.
 	Live   *bool    `json:"live,omitempty"`
 	Tokens []string `json:"tokens,omitempty"`

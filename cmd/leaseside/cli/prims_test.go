@@ -252,6 +252,18 @@ func TestSemaphoreCheckTokenHolderWatch(t *testing.T) {
 	if !want.MatchString(strings.Join(got, "\n")) {
 		t.Errorf("watch --holders printed:\n%s\nwant:\n%s", strings.Join(got, "\n"), want)
 	}
+
+	// Held twice on this host, released without --token: each release
+	// says which grant it ended, the oldest first.
+	t4, stderr, code := acquire("--limit", "2")
+	if code != ExitOK {
+		t.Fatalf("another holder: exit %d: %s", code, stderr)
+	}
+	for _, tok := range []string{t2, t4} {
+		if out, stderr, code := runCLI(t, "release", name, "--socket", sock); code != ExitOK || out != "released pool/x (token "+tok+")\n" {
+			t.Errorf("release of a name held twice: exit %d, stdout %q (want token %s), stderr %q", code, out, tok, stderr)
+		}
+	}
 }
 
 // run --jeopardy-signal against a real grantor and daemon: with the

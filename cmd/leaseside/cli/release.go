@@ -15,7 +15,9 @@ func newReleaseCmd(e *env) *cobra.Command {
 		Short: "release a lease this host holds",
 		Long: `Releases the lease NAME, which this host holds, at the grantors: it can be
 granted elsewhere at once. With --token, only if the lease still has that
-token (a later grant of the same name is left alone).`,
+token (a later grant of the same name is left alone). It says which token
+it released: of a semaphore this host holds more than once, without
+--token, the oldest grant.`,
 		Example: `  leaseside release leader/billing
   leaseside release leader/billing --token "$LEASESIDE_TOKEN"   # systemd ExecStopPost`,
 		Args: exactArgs("NAME"),
@@ -37,12 +39,16 @@ token (a later grant of the same name is left alone).`,
 func runRelease(ctx context.Context, e *env, cf *clientFlags, name, token string) error {
 	ctx, c, done := cf.connect(ctx)
 	defer done()
-	if err := c.ReleaseToken(ctx, name, token); err != nil {
+	released, err := c.ReleaseGrant(ctx, name, token)
+	if err != nil {
 		return cf.fail(e, err, asked{lease: name})
 	}
-	if cf.json {
-		printJSON(e.stdout, map[string]any{"lease": name, "released": true})
-	} else {
+	switch {
+	case cf.json:
+		printJSON(e.stdout, map[string]any{"lease": name, "released": true, "token": released})
+	case released != "":
+		fmt.Fprintf(e.stdout, "released %s (token %s)\n", name, released)
+	default:
 		fmt.Fprintf(e.stdout, "released %s\n", name)
 	}
 	return nil
