@@ -2,6 +2,7 @@ package grantor
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -212,5 +213,39 @@ func TestAccountChargesAndRefunds(t *testing.T) {
 	}
 	if (AccountLimits{}).For(InsecureIdentity) != (Limits{}) || DefaultAccountLimits().For(InsecureIdentity) != (Limits{}) {
 		t.Fatal("the insecure identity has limits by default")
+	}
+}
+
+// Waiters are charged to their caller's account at the leader: past its
+// limit an Acquire that would queue is refused naming waiters and queues
+// nothing; a waiter that leaves (its call ends) gives its charge back;
+// another identity queues meanwhile.
+func TestWaitersAreChargedToTheAccount(t *testing.T) {
+	h := newHarness(t)
+	h.l.accounts = newAccounts(AccountLimits{Sidecar: Limits{Waiters: 2}}, h.fsm, h.clock)
+	h.takeOffice()
+	const ttl = 10 * time.Second
+	h.acquire(acq("holder", 1, "x", ttl))
+	host := Identity{Role: RoleSidecar, Name: "h"}
+	waiter := func(session string, who Identity) acquireCmd {
+		c := acq(session, 1, "x", ttl)
+		c.Identity, c.caller = who.owner(), who
+		return c
+	}
+	ctx1, leave := context.WithCancel(h.ctx())
+	w1 := h.enqueueWaiter(ctx1, waiter("w1", host), time.Hour)
+	h.enqueueWaiter(h.ctx(), waiter("w2", host), time.Hour)
+	_, err := h.l.acquire(h.ctx(), waiter("w3", host), time.Hour)
+	if !errors.Is(err, ErrOverLimit) || !strings.Contains(err.Error(), "limit of waiters (2 of 2)") {
+		t.Fatalf("a third waiter of the host: %v, want over its waiters limit", err)
+	}
+	h.enqueueWaiter(h.ctx(), waiter("o1", Identity{Role: RoleSidecar, Name: "other"}), time.Hour)
+	leave()
+	if o := h.outcome(w1); o.err == nil {
+		t.Fatalf("the waiter that left: %+v", o.res)
+	}
+	h.enqueueWaiter(h.ctx(), waiter("w3", host), time.Hour)
+	if u := h.l.accounts.snapshot()["h"]; u.Waiters != 2 {
+		t.Fatalf("the host's account: %+v, want 2 waiters", u)
 	}
 }
