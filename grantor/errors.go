@@ -46,22 +46,44 @@ var (
 // halted state, so the data dir still holds the state from before it. It
 // matches ErrHalted with errors.Is.
 type HaltError struct {
-	// Index is the raft log index of the entry.
+	// Index and Term are the raft log entry's.
 	Index uint64
+	Term  uint64
+	// Leader is the raft server ID of the leader of Term, that wrote the
+	// entry, as this node saw it while it ran; "" when it does not know
+	// (an entry of a term before its start).
+	Leader string
 	// Type is the entry's command type (its first byte), 0 when empty.
 	Type uint8
 	// Unknown is set when this binary does not know Type at all.
 	Unknown bool
+	// RegisteredBy is, for an unknown Type, a raft server that
+	// registered applying it (versions.go): the version marker a newer
+	// leaseside leaves in the replicated state before its leader writes a
+	// type. "" when no server did: then no leaseside wrote the entry.
+	RegisteredBy string
 	// Err is the decoding error.
 	Err error
 }
 
-// Error names the entry, its type and what to do.
+// Error names the entry, where it came from, what it is and what to do.
 func (e *HaltError) Error() string {
-	if e.Unknown {
-		return fmt.Sprintf("grantor: halted at raft log entry %d: command type %d is unknown: written by a newer leaseside: upgrade this grantor (nothing after the entry was applied; the data dir is kept as it is)", e.Index, e.Type)
+	origin := fmt.Sprintf("raft log entry %d (term %d, leader unknown)", e.Index, e.Term)
+	if e.Leader != "" {
+		origin = fmt.Sprintf("raft log entry %d (term %d, written by leader %s)", e.Index, e.Term, e.Leader)
 	}
-	return fmt.Sprintf("grantor: halted at raft log entry %d: command type %d (%v) cannot be decoded: %v (nothing after the entry was applied; the data dir is kept as it is)", e.Index, e.Type, cmdType(e.Type), e.Err)
+	const kept = "nothing after the entry was applied; the data dir is kept as it is"
+	skip := fmt.Sprintf("to go on without it, stop every grantor and run `leaseside grantor recover --data-dir DIR --skip-index %d` on each (docs/operations-recovery.md)", e.Index)
+	switch {
+	case e.Unknown && e.RegisteredBy != "":
+		return fmt.Sprintf("grantor: halted at %s: command type %d is unknown to this grantor (it applies types up to %d), and grantor %s registered applying it: written by a newer leaseside: upgrade this grantor (%s)",
+			origin, e.Type, newestCmd, e.RegisteredBy, kept)
+	case e.Unknown:
+		return fmt.Sprintf("grantor: halted at %s: command type %d is unknown, and no grantor of this cluster registered applying it, so no leaseside wrote it: the entry is forged or corrupt (%s; %s)",
+			origin, e.Type, kept, skip)
+	}
+	return fmt.Sprintf("grantor: halted at %s: command type %d (%v) cannot be decoded: %v: the entry is forged or corrupt (%s; %s)",
+		origin, e.Type, cmdType(e.Type), e.Err, kept, skip)
 }
 
 // Unwrap returns the decoding error.

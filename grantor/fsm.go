@@ -137,6 +137,9 @@ type fsm struct {
 	// onHalt, if set, is called once when the FSM halts, from the
 	// goroutine that applied the entry and without f.mu held.
 	onHalt func(*HaltError)
+	// leaderOf, if set, names the leader of a term, "" when unknown, for
+	// a HaltError. Set before raft starts.
+	leaderOf func(term uint64) string
 	// onConfig, if set, is told each committed raft configuration
 	// (StoreConfiguration). Set before raft starts.
 	onConfig func(raft.Configuration)
@@ -183,7 +186,13 @@ func (f *fsm) Apply(l *raft.Log) any {
 	}
 	t, body, err := decodeCmd(l.Data)
 	if err != nil {
-		h := &HaltError{Index: l.Index, Type: uint8(t), Unknown: errors.Is(err, errUnknownCmd), Err: err}
+		h := &HaltError{Index: l.Index, Term: l.Term, Type: uint8(t), Unknown: errors.Is(err, errUnknownCmd), Err: err}
+		if h.Unknown {
+			h.RegisteredBy = f.registeredFor(t)
+		}
+		if f.leaderOf != nil {
+			h.Leader = f.leaderOf(l.Term)
+		}
 		f.halted = h
 		f.mu.Unlock()
 		if f.onHalt != nil {
@@ -477,6 +486,19 @@ func (f *fsm) free(lease string, cur leaseRecord, why freeWhy) {
 }
 
 // Read accessors, for the lessor and the service.
+
+// registeredFor returns the raft server that registered applying command
+// type t (versions.go), the lowest ID if several did, "" if none did.
+// Called with f.mu held.
+func (f *fsm) registeredFor(t cmdType) string {
+	by := ""
+	for id, top := range f.st.NodeCmds {
+		if top >= t && (by == "" || id < by) {
+			by = id
+		}
+	}
+	return by
+}
 
 // haltErr returns why the FSM halted, nil while it applies.
 func (f *fsm) haltErr() *HaltError {

@@ -3,6 +3,7 @@ package grantor
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -371,28 +372,48 @@ func TestCommandEncodingIsStable(t *testing.T) {
 
 // Issue 8 item 4: an entry the FSM cannot decode halts it: neither that
 // entry nor any later one is applied, and no snapshot is taken or restored
-// from the halted state. An unknown type says to upgrade; a corrupt body of
-// a known type says it cannot be decoded.
+// from the halted state. Issue 21 item 1: the message names the entry's
+// index, term and the leader that wrote it when known, and says "upgrade"
+// only for a type a server of the cluster registered applying (the
+// version marker a newer leaseside leaves); any other unknown type, or a
+// corrupt body of a known one, is called forged or corrupt and points at
+// `leaseside grantor recover`.
 func TestFSMHaltsAtAnEntryItCannotDecode(t *testing.T) {
 	for _, tt := range []struct {
-		name    string
-		data    []byte
-		unknown bool
-		want    string
+		name       string
+		data       []byte
+		registered cmdType // registered by server g9 before the entry, if not 0
+		unknown    bool
+		want       string
 	}{
-		{name: "unknown type", data: []byte{0xFF}, unknown: true, want: "raft log entry 2: command type 255 is unknown: written by a newer leaseside: upgrade this grantor"},
-		{name: "corrupt acquire", data: []byte{byte(cmdAcquire), '{', 'x'}, want: "raft log entry 2: command type 1 (acquire) cannot be decoded"},
-		{name: "empty entry", data: nil, want: "raft log entry 2: command type 0"},
+		{name: "unknown type a newer grantor registered", data: []byte{0xEE}, registered: 0xEE, unknown: true,
+			want: "raft log entry 3 (term 7, written by leader g2): command type 238 is unknown to this grantor (it applies types up to " + fmt.Sprint(uint8(newestCmd)) + "), and grantor g9 registered applying it: written by a newer leaseside: upgrade this grantor"},
+		{name: "unknown type nobody registered", data: []byte{0xEE}, registered: 0xED, unknown: true,
+			want: "raft log entry 3 (term 7, written by leader g2): command type 238 is unknown, and no grantor of this cluster registered applying it, so no leaseside wrote it: the entry is forged or corrupt"},
+		{name: "unknown type, no registration", data: []byte{0xFF}, unknown: true,
+			want: "grantor recover --data-dir DIR --skip-index 2` on each"},
+		{name: "corrupt acquire", data: []byte{byte(cmdAcquire), '{', 'x'}, want: "raft log entry 2 (term 7, written by leader g2): command type 1 (acquire) cannot be decoded"},
+		{name: "empty entry", data: nil, want: "raft log entry 2 (term 7, written by leader g2): command type 0"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newTestFSM()
 			var halts []*HaltError
 			f.onHalt = func(h *HaltError) { halts = append(halts, h) }
+			f.leaderOf = func(term uint64) string {
+				if term == 7 {
+					return "g2"
+				}
+				return ""
+			}
+			if tt.registered != 0 {
+				f.apply(cmdRegisterNode, registerNodeCmd{NodeID: "g9", RPCAddr: "127.0.0.1:1", MaxCmd: tt.registered})
+			}
 			a := f.acquire(t, "s1", 1, "a", "o")
 			f.index++
-			res := f.Apply(&raft.Log{Index: f.index, Data: tt.data})
+			bad := f.index
+			res := f.Apply(&raft.Log{Index: f.index, Term: 7, Data: tt.data})
 			h, ok := res.(*HaltError)
-			if !ok || h.Index != 2 || h.Unknown != tt.unknown || !errors.Is(h, ErrHalted) {
+			if !ok || h.Index != bad || h.Term != 7 || h.Unknown != tt.unknown || !errors.Is(h, ErrHalted) {
 				t.Fatalf("Apply of the bad entry: %#v", res)
 			}
 			if !strings.Contains(h.Error(), tt.want) {

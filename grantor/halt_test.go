@@ -80,7 +80,10 @@ func TestNodeHaltsAtAnUnknownEntryInItsLog(t *testing.T) {
 	n.stop()
 
 	b := encodeCmd(cmdAcquire, acquireCmd{ID: requestID{Session: "s2", Seq: 1}, Lease: "b", Owner: "o", TTL: 10 * time.Second})
-	bad := appendToLog(t, dir, []byte{0xFF, '{', '}'}, b)
+	// A newer grantor n9 registered applying type 255 (versions.go): the
+	// marker that a newer leaseside wrote the entry.
+	reg := encodeCmd(cmdRegisterNode, registerNodeCmd{NodeID: "n9", RPCAddr: "127.0.0.1:1", MaxCmd: 0xFF})
+	bad := appendToLog(t, dir, reg, []byte{0xFF, '{', '}'}, b) + 1
 
 	for run := 1; run <= 2; run++ {
 		node, err := runUntilHalt(t, cfg)
@@ -91,7 +94,7 @@ func TestNodeHaltsAtAnUnknownEntryInItsLog(t *testing.T) {
 		if h.Index != bad || h.Type != 0xFF || !h.Unknown {
 			t.Fatalf("run %d: halted at %d type %d (unknown %v), want %d type 255", run, h.Index, h.Type, h.Unknown, bad)
 		}
-		for _, want := range []string{"raft log entry", "command type 255", "written by a newer leaseside: upgrade this grantor"} {
+		for _, want := range []string{"raft log entry", "command type 255 is unknown to this grantor", "grantor n9 registered applying it: written by a newer leaseside: upgrade this grantor"} {
 			if !strings.Contains(err.Error(), want) {
 				t.Fatalf("run %d: %q does not say %q", run, err, want)
 			}

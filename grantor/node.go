@@ -93,6 +93,8 @@ type Node struct {
 	// it learns it was removed from it, and Run then stops it.
 	wasMember   atomic.Bool
 	removedSelf chan struct{}
+	// termLeaders names the leaders of recent terms (watchLeaders).
+	termLeaders termLeaders
 	left        chan struct{} // closed by the Leave RPC: Run stops the node
 	watchers    sync.WaitGroup
 	// startMu orders Run's start of the watchers before Shutdown's wait
@@ -204,6 +206,7 @@ func New(cfg Config) (n *Node, err error) {
 	}, n.fsm, raftProposer{n})
 	n.halted = make(chan struct{})
 	n.fsm.onHalt = n.halt
+	n.fsm.leaderOf = n.termLeaders.of
 	n.registeredCh = make(chan struct{}, 1)
 	n.watch = newWatchHub(n.fsm, n.accounts)
 	n.fsm.observe = func(ev fsmEvent) {

@@ -240,7 +240,8 @@ func (n *Node) resolveSeeds(join []string) map[string]bool {
 	return out
 }
 
-// watchLeaders looks at every leader change raft observes. It stops
+// watchLeaders looks at every leader change raft observes. It notes the
+// leader of the current term (termLeaders, for a HaltError), and it stops
 // the node (removedSelf) once it has been removed from the raft
 // configuration, unless it is leaving by itself (Leave): raft's latest
 // configuration, which listed it before, no longer does. A removed
@@ -260,6 +261,9 @@ func (n *Node) watchLeaders() {
 	n.raft.RegisterObserver(obs)
 	defer n.raft.DeregisterObserver(obs)
 	for {
+		if _, id := n.raft.LeaderWithID(); id != "" {
+			n.termLeaders.note(n.raft.CurrentTerm(), string(id))
+		}
 		switch {
 		case n.listed(n.raft.GetConfiguration().Configuration()):
 			n.wasMember.Store(true)

@@ -40,9 +40,10 @@ const (
 	// `leader`: nobody leads.
 	ExitNotHeld = 3
 	// ExitHalted (EX_DATAERR): `grantor` (or `dev`) met a raft log entry
-	// it cannot apply, written by a newer leaseside, and stopped; a
-	// restart halts again until the binary is upgraded. The grantor unit
-	// does not restart on it (RestartPreventExitStatus).
+	// it cannot apply and stopped; a restart halts again until the binary
+	// is upgraded (an entry of a newer leaseside) or the entry is skipped
+	// on every replica (`grantor recover`, a forged or corrupt one). The
+	// grantor unit does not restart on it (RestartPreventExitStatus).
 	ExitHalted = 65
 	// ExitStale: `write` was refused: a newer token of the lease has
 	// written the file since (the caller lost the lease).
@@ -98,8 +99,8 @@ const exitCodesHelp = `Exit codes:
       'check-token': the token is not live; 'leader': nobody leads;
       'proclaim': this host does not lead the election
   4   'write': refused, a newer token of the lease has written the file
-  65  'grantor' or 'dev': halted at a raft log entry written by a newer leaseside
-      (upgrade this grantor)
+  65  'grantor' or 'dev': halted at a raft log entry it cannot apply (the
+      message says whether to upgrade or to run 'grantor recover')
   69  unavailable: the daemon or the grantor cluster cannot be reached
       (also when no leader answers in time)
   75  held elsewhere and the wait ran out
