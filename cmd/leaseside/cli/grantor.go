@@ -364,7 +364,7 @@ the background.`,
 		},
 	}
 	g.register(cmd.Flags())
-	cmd.AddCommand(newGrantorLeaveCmd(e))
+	cmd.AddCommand(newGrantorLeaveCmd(e), newGrantorRecoverCmd(e))
 	return cmd
 }
 

@@ -1,0 +1,69 @@
+package grantor
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+// Recovery of a halted grantor (recover.go): InspectDataDir finds the
+// entry it halts on; SkipEntry replaces that one entry by a no-op (again:
+// nothing changes) and refuses a valid command, an entry not in the log
+// and a data dir in use; the node then starts and applies the entries
+// after it, and its state is the replay's.
+func TestSkipEntryLetsAHaltedGrantorGoOn(t *testing.T) {
+	dir := t.TempDir()
+	cfg := fastConfig(t, dir)
+	n := start(t, cfg, true)
+	a := mustAcquire(t, n.client, acqReq("s1", 1, "a"))
+	n.stop()
+	b := encodeCmd(cmdAcquire, acquireCmd{ID: requestID{Session: "s2", Seq: 1}, Lease: "b", Owner: "o", TTL: 10 * time.Second})
+	bad := appendToLog(t, dir, []byte{0xEE}, b)
+
+	r, err := InspectDataDir(dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Halt == nil || r.Halt.Index != bad || r.Applied != bad-1 || r.LastToken != a.Token || r.Leases != 1 {
+		t.Fatalf("inspect before: %+v, want a halt at %d with a held under %d", r, bad, a.Token)
+	}
+	before := r.Digest
+
+	for _, tc := range []struct {
+		name  string
+		index uint64
+		want  error
+	}{
+		{name: "a valid command", index: bad + 1, want: ErrEntryApplies},
+		{name: "beyond the log", index: bad + 100},
+	} {
+		if _, err := SkipEntry(dir, tc.index); err == nil || tc.want != nil && !errors.Is(err, tc.want) {
+			t.Errorf("%s: SkipEntry(%d) = %v, want an error (%v)", tc.name, tc.index, err, tc.want)
+		}
+	}
+	for range 2 {
+		old, err := SkipEntry(dir, bad)
+		if err != nil || old.Index != bad {
+			t.Fatalf("SkipEntry(%d) = %+v, %v", bad, old, err)
+		}
+	}
+	r, err = InspectDataDir(dir, bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Halt != nil || r.Applied != bad || r.Digest != before || len(r.Skipped) != 1 || r.Skipped[0] != bad {
+		t.Fatalf("inspect up to the skipped entry: %+v, want it passed over with the state of before (%s)", r, before)
+	}
+
+	n = start(t, cfg, true)
+	if _, err := InspectDataDir(dir, 0); !errors.Is(err, ErrDataDirInUse) {
+		t.Fatalf("inspect of a data dir in use: %v", err)
+	}
+	if _, err := SkipEntry(dir, bad); !errors.Is(err, ErrDataDirInUse) {
+		t.Fatalf("SkipEntry in a data dir in use: %v", err)
+	}
+	waitRaft(t, "the entry after the skipped one applied", func() bool { _, held := n.fsm.lease("b"); return held }, n)
+	if rec, _ := n.fsm.lease("a"); rec.Token != a.Token {
+		t.Fatalf("a is %+v, want held under %d", rec, a.Token)
+	}
+}
