@@ -93,6 +93,13 @@ type Node struct {
 	// it learns it was removed from it, and Run then stops it.
 	wasMember   atomic.Bool
 	removedSelf chan struct{}
+	removedOnce sync.Once
+	// refusedBy holds the servers that refused this node's vote
+	// requests as a non-member's (refusedAsNonMember), under refusedMu.
+	refusedMu sync.Mutex
+	refusedBy map[raft.ServerID]bool
+	// hadLeader is set once this node knew of a leader in this run.
+	hadLeader atomic.Bool
 	// termLeaders names the leaders of recent terms (watchLeaders).
 	termLeaders termLeaders
 	left        chan struct{} // closed by the Leave RPC: Run stops the node
@@ -158,6 +165,7 @@ func New(cfg Config) (n *Node, err error) {
 	if n.trans, err = n.newTransport(hlog.Named("transport")); err != nil {
 		return nil, err
 	}
+	n.trans.refused = n.refusedAsNonMember
 	if n.lis, err = listenRPC(cfg.RPCAddr); err != nil {
 		return nil, err
 	}

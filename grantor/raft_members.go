@@ -48,6 +48,12 @@ import (
 // and the cluster is untouched. A grantor with a configuration, or with
 // seeds, refuses it.
 
+// notAMember is in the refusal of an RPC whose sender is not a server of
+// the receiver's configuration. Raft's transport carries only the text
+// of a remote error back to its sender, so the sender recognises the
+// refusal by it (refusedAsNonMember): the two ends of this file's rule.
+const notAMember = "not a server of this grantor's raft configuration"
+
 // raftRPCKind names an inbound raft RPC, for refusals and metrics.
 type raftRPCKind uint8
 
@@ -146,7 +152,7 @@ func (g *raftGate) check(id string, kind raftRPCKind) error {
 	if (kind == rpcAppendEntries || kind == rpcInstallSnapshot) && id == jp.leader && id != "" {
 		return nil
 	}
-	return fmt.Errorf("%s from %q: not a server of this grantor's raft configuration", kind, id)
+	return fmt.Errorf("%s from %q: %s", kind, id, notAMember)
 }
 
 // describeJoin says whom a join path names, for a refusal.
@@ -250,7 +256,9 @@ func (n *Node) resolveSeeds(join []string) map[string]bool {
 // starts with a configuration that lacks it (removed while it was down)
 // waits instead: the leader adds it back once gossip sees the new run
 // (discovery.go). A removed node that did not learn of its removal (it
-// was down) calls elections that every member refuses (raftGate).
+// was down) calls elections that every member refuses (raftGate); one
+// that followed a leader in this run stops once a majority did
+// (refusedAsNonMember).
 func (n *Node) watchLeaders() {
 	defer n.watchers.Done()
 	ch := make(chan raft.Observation, 1)
@@ -263,12 +271,13 @@ func (n *Node) watchLeaders() {
 	for {
 		if _, id := n.raft.LeaderWithID(); id != "" {
 			n.termLeaders.note(n.raft.CurrentTerm(), string(id))
+			n.hadLeader.Store(true)
 		}
 		switch {
 		case n.listed(n.raft.GetConfiguration().Configuration()):
 			n.wasMember.Store(true)
 		case n.wasMember.Load() && !n.leavingRaft.Load():
-			close(n.removedSelf)
+			n.removedOnce.Do(func() { close(n.removedSelf) })
 			return
 		}
 		select {
@@ -276,6 +285,38 @@ func (n *Node) watchLeaders() {
 		case <-n.done:
 			return
 		}
+	}
+}
+
+// refusedAsNonMember is told, by the transport, that server id refused
+// this node's vote request as a non-member's. A node that followed a
+// leader in this run and missed the entry that removed it never learns
+// of its removal from the log, and calls elections every member
+// refuses; once a majority of the voters of its latest configuration have
+// refused it, it was removed (a configuration that lists it and was
+// committed would have a majority of them knowing it), and it stops like
+// a removed node that learned it (watchLeaders). A node that has heard
+// of no leader since it started (one removed while it was down) waits
+// instead, refused, until the leader adds it back (discovery.go).
+func (n *Node) refusedAsNonMember(id raft.ServerID) {
+	c := n.raft.GetConfiguration().Configuration()
+	n.refusedMu.Lock()
+	defer n.refusedMu.Unlock()
+	if n.refusedBy == nil {
+		n.refusedBy = map[raft.ServerID]bool{}
+	}
+	n.refusedBy[id] = true
+	voters, refused := 0, 0
+	for _, s := range c.Servers {
+		if s.Suffrage == raft.Voter {
+			voters++
+			if n.refusedBy[s.ID] {
+				refused++
+			}
+		}
+	}
+	if refused > voters/2 && n.hadLeader.Load() && !n.leavingRaft.Load() {
+		n.removedOnce.Do(func() { close(n.removedSelf) })
 	}
 }
 

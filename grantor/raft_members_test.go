@@ -176,6 +176,17 @@ func TestRemovedGrantorStopsAndIsRefused(t *testing.T) {
 	if a := c.acquireAtLeader(sideCreds, acqReq("s1", 1, "jobs/after")); !a.Granted {
 		t.Fatalf("acquire after the removal: %v", a)
 	}
+
+	// Started again on its data dir, whose configuration no longer lists
+	// it, it runs and calls no election (raft's own rule): it waits to be
+	// added back, and the others go on.
+	again := start(t, r.cfg, false)
+	if again.listed(again.raft.GetConfiguration().Configuration()) {
+		t.Fatalf("the removed grantor's configuration lists it: %v", again.raft.GetConfiguration().Configuration())
+	}
+	if a := c.acquireAtLeader(sideCreds, acqReq("s1", 2, "jobs/after-restart")); !a.Granted {
+		t.Fatalf("acquire while the removed grantor campaigns: %v", a)
+	}
 }
 
 // The joining grantor's case: a grantor without raft state takes raft
@@ -290,5 +301,81 @@ func TestRaftGateRules(t *testing.T) {
 		if err != nil && !strings.Contains(err.Error(), "not a server of this grantor's raft configuration") {
 			t.Errorf("admit(%s, %s) = %v: does not say why", tc.id, tc.kind, err)
 		}
+	}
+}
+
+// mark returns how many lines l holds now: waitFrom it waits for later ones.
+func (l *lineLog) mark() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.lines)
+}
+
+// waitFrom waits for a line after the first from that contains every one
+// of subs.
+func (l *lineLog) waitFrom(t *testing.T, from int, subs ...string) string {
+	t.Helper()
+	timer := time.NewTimer(waitTimeout)
+	defer timer.Stop()
+	for {
+		l.mu.Lock()
+		ch, lines := l.changed, l.lines[from:]
+		for _, line := range lines {
+			if containsAll(line, subs) {
+				l.mu.Unlock()
+				return line
+			}
+		}
+		l.mu.Unlock()
+		select {
+		case <-ch:
+		case <-timer.C:
+			t.Fatalf("timed out waiting for a log line with %q", subs)
+		}
+	}
+}
+
+// A grantor that followed a leader and missed the entry that removed it
+// learns of its removal from the refusals of its vote requests: it stops
+// once a majority of its configuration's voters refused it as a
+// non-member, not before, and not if it heard of no leader in this run
+// (removed while down: it waits to be added back).
+func TestRefusedByAMajorityAsNonMemberStops(t *testing.T) {
+	p := newTestPKI(t)
+	c, _ := tlsCluster(t, p)
+	l := c.nodes[c.leader()]
+	var f []*running
+	for _, n := range c.nodes {
+		if n != l {
+			f = append(f, n)
+		}
+	}
+	stopped := func(n *running) bool {
+		select {
+		case <-n.removedSelf:
+			return true
+		default:
+			return false
+		}
+	}
+	waitRaft(t, "the follower knows the leader", func() bool { return f[0].hadLeader.Load() }, f[0])
+	f[0].refusedAsNonMember(raft.ServerID(l.cfg.NodeID))
+	if stopped(f[0]) {
+		t.Fatal("one refusal of three voters stopped the grantor")
+	}
+	f[1].hadLeader.Store(false) // as if it had heard of no leader since its start
+	f[1].refusedAsNonMember(raft.ServerID(l.cfg.NodeID))
+	f[1].refusedAsNonMember(raft.ServerID(f[0].cfg.NodeID))
+	if stopped(f[1]) {
+		t.Fatal("a grantor that heard of no leader stopped on refusals")
+	}
+	f[0].refusedAsNonMember(raft.ServerID(f[1].cfg.NodeID))
+	select {
+	case <-f[0].exited:
+	case <-time.After(waitTimeout):
+		t.Fatal("refused by a majority, the grantor still runs")
+	}
+	if f[0].runErr != nil {
+		t.Fatalf("Run: %v, want nil", f[0].runErr)
 	}
 }

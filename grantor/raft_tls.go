@@ -263,6 +263,11 @@ func (t *tlsTransport) serve(raw *connlimit.Conn) {
 		h, ok := rpc.Command.(raft.WithRPCHeader)
 		kind, known := rpcKindOf(rpc.Command)
 		var reason string
+		// A connection that speaks for another, or sends what raft does not,
+		// is closed; a non-member's stays open, so that the refusal
+		// reaches it (a removed grantor learns from it: raft_members.go),
+		// unless the refused RPC was a snapshot, whose data stays unread.
+		keep := false
 		switch {
 		case !ok || string(h.GetRPCHeader().ID) != peer:
 			claimed := "(none)"
@@ -277,11 +282,13 @@ func (t *tlsTransport) serve(raw *connlimit.Conn) {
 			if err == nil {
 				return true
 			}
-			reason = err.Error()
+			reason, keep = err.Error(), kind != rpcInstallSnapshot
 		}
 		t.refusals.Refused(remote, reason)
 		rpc.Respond(nil, errors.New("refused: "+reason))
-		one.Close()
+		if !keep {
+			one.Close()
+		}
 		return false
 	}
 	sub.SetHeartbeatHandler(func(rpc raft.RPC) {

@@ -2,6 +2,7 @@ package grantor
 
 import (
 	"io"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,6 +42,9 @@ type contactTransport struct {
 	// closeStreams closes the outbound pooled connections, if the wrapped
 	// transport has any.
 	closeStreams func()
+	// refused, if set, is told of a server that refused a vote request
+	// as a non-member's (raft_members.go). Set before raft starts.
+	refused func(id raft.ServerID)
 
 	// sent numbers the requests that count as contact, as they are sent.
 	sent atomic.Uint64
@@ -98,12 +102,22 @@ func (t *contactTransport) AppendEntries(id raft.ServerID, target raft.ServerAdd
 
 // RequestVote implements raft.Transport.
 func (t *contactTransport) RequestVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
-	return t.baseTransport.RequestVote(id, t.dial(id, target), args, resp)
+	return t.voteErr(id, t.baseTransport.RequestVote(id, t.dial(id, target), args, resp))
 }
 
 // RequestPreVote implements raft.WithPreVote.
 func (t *contactTransport) RequestPreVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
-	return t.baseTransport.RequestPreVote(id, t.dial(id, target), args, resp)
+	return t.voteErr(id, t.baseTransport.RequestPreVote(id, t.dial(id, target), args, resp))
+}
+
+// voteErr tells refused of a vote request server id refused as a
+// non-member's, and returns err. Only the text of the remote error
+// crosses raft's transport: notAMember is the marker.
+func (t *contactTransport) voteErr(id raft.ServerID, err error) error {
+	if err != nil && t.refused != nil && strings.Contains(err.Error(), notAMember) {
+		t.refused(id)
+	}
+	return err
 }
 
 // TimeoutNow implements raft.Transport.
