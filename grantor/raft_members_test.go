@@ -177,12 +177,23 @@ func TestRemovedGrantorStopsAndIsRefused(t *testing.T) {
 		t.Fatalf("acquire after the removal: %v", a)
 	}
 
-	// Started again on its data dir, whose configuration no longer lists
-	// it, it runs and calls no election (raft's own rule): it waits to be
-	// added back, and the others go on.
+	// Started again on its data dir, it waits to be added back, and the
+	// others go on. If its log has the entry that removed it, it calls
+	// no election (raft's own rule); if it missed it (and stopped on the
+	// refusals instead), its vote requests are refused by both, and it
+	// does not stop: it has heard of no leader in this run.
+	marks := []int{audits[li].mark(), audits[(ri+1)%3].mark()}
 	again := start(t, r.cfg, false)
 	if again.listed(again.raft.GetConfiguration().Configuration()) {
-		t.Fatalf("the removed grantor's configuration lists it: %v", again.raft.GetConfiguration().Configuration())
+		t.Log("the removed grantor missed the entry that removed it")
+		for i, a := range []*lineLog{audits[li], audits[(ri+1)%3]} {
+			a.waitFrom(t, marks[i], "event=refused_raft", `RequestPreVote from \"`+r.cfg.NodeID+`\": not a server`)
+		}
+		select {
+		case <-again.exited:
+			t.Fatalf("the removed grantor, started again, stopped by itself: %v", again.runErr)
+		default:
+		}
 	}
 	if a := c.acquireAtLeader(sideCreds, acqReq("s1", 2, "jobs/after-restart")); !a.Granted {
 		t.Fatalf("acquire while the removed grantor campaigns: %v", a)

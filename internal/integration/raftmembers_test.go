@@ -122,3 +122,50 @@ func tokenOf(t *testing.T, g ipc.Grant) uint64 {
 	}
 	return n
 }
+
+// addGrantor lays out one more grantor of c on loopback, with TLS and the
+// gossip key of p, joining gossip at join, and starts it.
+func addGrantor(t *testing.T, c *cluster, p *clusterPKI, id string, join ...string) *grantorNode {
+	t.Helper()
+	ports := freeLoopbackPorts(t, 3)
+	n := &grantorNode{id: id, ip: "127.0.0.1", rpc: ports[0], raft: ports[1], gossip: ports[2],
+		dataDir: t.TempDir(), join: join, tlsDir: p.dir, keyFile: p.key}
+	p.cert("grantor", id, false)
+	c.nodes = append(c.nodes, n)
+	c.start(len(c.nodes) - 1)
+	c.waitReady(len(c.nodes) - 1)
+	return n
+}
+
+// The joining grantor's case on real processes. A grantor without raft
+// state whose seed does not answer has no configuration and a join path
+// that names no one: the non-member certificate's RPCs are refused, as
+// everyone's would be. A grantor that joins through the cluster's seed is
+// added by the leader (its seed names it) and becomes a voter; the
+// non-member is refused there too, and the cluster of four grants.
+func TestRaftJoiningGrantorFollowsOnlyItsJoinPath(t *testing.T) {
+	p := newClusterPKI(t)
+	c := newTLSCluster(t, p)
+	s := startSidecar(t, "sidecar s1", nil, append(p.cert("sidecar", "s1", false), "--grantors", c.rpcAddrs())...)
+	tr, hdr := raftAttacker(t, p, "g9")
+
+	silent := freeLoopbackPorts(t, 1)
+	alone := addGrantor(t, c, p, "g5", "127.0.0.1:"+strconv.Itoa(silent[0]))
+	for rpc, err := range stranger.Attack(tr, alone.id, alone.raftAddr(), hdr, forgedTerm, 64) {
+		if err == nil {
+			t.Errorf("the grantor without a configuration answered %s from g9", rpc)
+		}
+	}
+	alone.proc.waitLine(t, 0, "event=refused_raft", `AppendEntries from \"g9\": this grantor has no raft configuration yet, and its join path names no server`)
+	c.stop(len(c.nodes) - 1)
+	c.nodes = c.nodes[:len(c.nodes)-1]
+
+	leader := c.currentLeader().node
+	mark := c.nodes[leader].proc.out.mark()
+	addGrantor(t, c, p, "g4", c.nodes[0].gossipAddr())
+	c.nodes[leader].proc.waitLine(t, mark, "promoting a grantor that answers to voter", "node_id=g4")
+	attackAll(t, c, tr, hdr, "g9")
+	noForgedTerm(t, c)
+	g := acquireCLI(t, s, "members/four", "--ttl", "5s", "--detached")
+	t.Logf("granted token %s by the cluster of four", g.Token)
+}
