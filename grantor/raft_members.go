@@ -115,8 +115,9 @@ type joinPath struct {
 type raftGate struct {
 	// raft is set once raft runs; until then every RPC is refused.
 	raft atomic.Pointer[raft.Raft]
-	// join returns what the node's join path says now.
-	join func() joinPath
+	// join returns what the node's join path says now, to a node with a
+	// configuration or without.
+	join func(configured bool) joinPath
 	// refused counts the RPCs refused, per kind.
 	refused [rpcKinds]atomic.Uint64
 }
@@ -141,7 +142,13 @@ func (g *raftGate) check(id string, kind raftRPCKind) error {
 	if slices.ContainsFunc(servers, func(s raft.Server) bool { return string(s.ID) == id }) {
 		return nil
 	}
-	jp := g.join()
+	// The join path is read from gossip (a copy of its member list) only
+	// when it can admit: a flood of refused votes costs no more than a
+	// look at the configuration.
+	if len(servers) > 0 && kind != rpcAppendEntries && kind != rpcInstallSnapshot {
+		return fmt.Errorf("%s from %q: %s", kind, id, notAMember)
+	}
+	jp := g.join(len(servers) > 0)
 	if len(servers) == 0 {
 		if slices.Contains(jp.servers, id) || (id == jp.leader && id != "") {
 			return nil
@@ -149,7 +156,7 @@ func (g *raftGate) check(id string, kind raftRPCKind) error {
 		return fmt.Errorf("%s from %q: this grantor has no raft configuration yet, and its join path names %s",
 			kind, id, describeJoin(jp))
 	}
-	if (kind == rpcAppendEntries || kind == rpcInstallSnapshot) && id == jp.leader && id != "" {
+	if id == jp.leader && id != "" {
 		return nil
 	}
 	return fmt.Errorf("%s from %q: %s", kind, id, notAMember)
@@ -170,10 +177,13 @@ func describeJoin(jp joinPath) string {
 func (g *raftGate) refusedCount(kind raftRPCKind) uint64 { return g.refused[kind].Load() }
 
 // joinPath returns what this node's join path says now (see the top of
-// this file).
-func (n *Node) joinPath() joinPath {
+// this file) to a node that has a configuration (configured) or not.
+func (n *Node) joinPath(configured bool) joinPath {
 	if n.gossip == nil {
 		return joinPath{servers: n.cfg.JoinServers}
+	}
+	if configured && len(n.seeds) == 0 {
+		return joinPath{} // without seeds, gossip names nothing to a node with a configuration
 	}
 	return seedsSay(n.gossip.Members(), n.seeds, n.cfg.NodeID)
 }

@@ -291,7 +291,7 @@ func TestRaftGateRules(t *testing.T) {
 	cfg := fastConfig(t, t.TempDir())
 	n := start(t, cfg, true)
 	jp := joinPath{servers: []string{"seed"}, leader: "told"}
-	n.gate.join = func() joinPath { return jp }
+	n.gate.join = func(bool) joinPath { return jp }
 	for _, tc := range []struct {
 		id   string
 		kind raftRPCKind
@@ -388,5 +388,51 @@ func TestRefusedByAMajorityAsNonMemberStops(t *testing.T) {
 	}
 	if f[0].runErr != nil {
 		t.Fatalf("Run: %v, want nil", f[0].runErr)
+	}
+}
+
+// The gossip attack on a joining grantor: a holder of the gossip key (a
+// sidecar's) and of a grantor certificate of a name in no configuration
+// (g9) gossips a grantor g9 that names itself leader, then speaks raft as
+// g9 to a grantor that joins the cluster through seed g1. The joining
+// grantor's join path names only its seed and the leader the seed names,
+// so it refuses g9 whether it already has a configuration or not, and it
+// joins the real cluster.
+func TestGossipLeaderClaimDoesNotMisleadAJoiningGrantor(t *testing.T) {
+	p := newTestPKI(t)
+	c := &gossipCluster{t: t, events: map[*running]*eventLog{}}
+	for i, id := range []string{"g1", "g2", "g3"} {
+		n := c.add(id, 3, func(cfg *Config) { cfg.TLS = p.conf(pki.RoleGrantor, id) })
+		if i == 0 {
+			c.seed = n.GossipAddr()
+		}
+	}
+	l := c.leader()
+	tr, hdr := raftAs(t, p, "g9")
+	fake, err := gossip.Start(tctx(t), gossip.Config{
+		Name: "g9", BindAddr: "127.0.0.1:0", Join: []string{l.GossipAddr()}, Timing: gossip.LoopbackTiming(),
+		Meta: gossip.Meta{Role: gossip.RoleGrantor, NodeID: "g9", RaftAddr: string(tr.LocalAddr()), RPCAddr: "127.0.0.1:9",
+			Voter: true, LeaderID: "g9", Version: "test"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fake.Shutdown() })
+
+	audit := newLineLog()
+	j := c.add("g4", 0, func(cfg *Config) {
+		cfg.TLS = p.conf(pki.RoleGrantor, "g4")
+		cfg.Audit = audit.logger()
+	})
+	waitGossip(t, j, "the fake leader claim", func() bool { return gossipState(j, "g9") == gossip.StateAlive })
+	waitGossip(t, j, "the seed naming the leader", func() bool { return j.joinPath(false).leader == l.cfg.NodeID })
+	if jp := j.joinPath(false); !slices.Equal(jp.servers, []string{"g1"}) {
+		t.Fatalf("the joining grantor's join path names %+v, want only its seed g1 and the leader %s", jp, l.cfg.NodeID)
+	}
+	sendEvery(t, tr, hdr, j, 1<<40)
+	audit.wait(t, "event=refused_raft", `AppendEntries from \"g9\"`)
+	waitRaft(t, "g4 a voter", func() bool { return slices.Contains(servers(l), "g4=Voter") }, l, j)
+	if got := j.raft.CurrentTerm(); got >= 1<<40 {
+		t.Fatalf("the joining grantor took the forged term %d", got)
 	}
 }
