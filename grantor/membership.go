@@ -180,7 +180,7 @@ func (n *Node) Leave(ctx context.Context) error {
 // raft configuration.
 func (n *Node) leave(ctx context.Context) (outcome string, err error) {
 	n.log.Info("grantor: leaving the cluster", "id", n.cfg.NodeID)
-	n.leavingRaft.Store(true)
+	n.removal.leaving.Store(true)
 	n.lessor.retire()
 	if n.gossip != nil {
 		if err := n.gossip.AnnounceLeaving(gossipLeaveTimeout); err != nil {

@@ -85,21 +85,8 @@ type Node struct {
 	served  chan struct{} // closed when grpc Serve has returned, if it ran
 	done    chan struct{} // closed by Shutdown
 	leaving atomic.Bool   // set by the Leave RPC
-	// leavingRaft is set when Leave starts: the node's removal from the
-	// configuration is then its own doing, and Leave decides what follows.
-	leavingRaft atomic.Bool
-	// wasMember is set once a configuration listed this node, committed
-	// (fsm.onConfig) or latest (watchLeaders); removedSelf is closed when
-	// it learns it was removed from it, and Run then stops it.
-	wasMember   atomic.Bool
-	removedSelf chan struct{}
-	removedOnce sync.Once
-	// refusedBy holds the servers that refused this node's vote
-	// requests as a non-member's (refusedAsNonMember), under refusedMu.
-	refusedMu sync.Mutex
-	refusedBy map[raft.ServerID]bool
-	// hadLeader is set once this node knew of a leader in this run.
-	hadLeader atomic.Bool
+	// removal is what tells this node it was removed (raft_members.go).
+	removal removal
 	// termLeaders names the leaders of recent terms (watchLeaders).
 	termLeaders termLeaders
 	left        chan struct{} // closed by the Leave RPC: Run stops the node
@@ -122,7 +109,7 @@ func New(cfg Config) (n *Node, err error) {
 		return nil, err
 	}
 	cfg = cfg.withNilDefaults()
-	n = &Node{cfg: cfg, log: cfg.Logger, served: make(chan struct{}), done: make(chan struct{}), left: make(chan struct{}), removedSelf: make(chan struct{}),
+	n = &Node{cfg: cfg, log: cfg.Logger, served: make(chan struct{}), done: make(chan struct{}), left: make(chan struct{}), removal: removal{done: make(chan struct{})},
 		metrics: newCounters(), audit: newAudit(cfg.Audit, cfg.NodeID)}
 	if cfg.TLS != nil {
 		n.metrics.tls = cfg.TLS.Collector("leaseside_grantor")
@@ -199,7 +186,7 @@ func New(cfg Config) (n *Node, err error) {
 	n.fsm.onConfig = func(c raft.Configuration) {
 		n.removed.configured(c, n.gossipMembers)
 		if n.listed(c) {
-			n.wasMember.Store(true)
+			n.removal.wasMember.Store(true)
 		}
 	}
 	n.lessor = newLessor(lessorConfig{
@@ -340,7 +327,7 @@ func (n *Node) Run(ctx context.Context) error {
 	case <-n.done:
 	case <-n.halted:
 		err = n.fsm.haltErr()
-	case <-n.removedSelf:
+	case <-n.removal.done:
 		n.log.Warn("grantor: this grantor was removed from the raft configuration; stopping (the others refuse its raft messages). To bring it back, start it again: the leader adds it back once gossip sees the new run")
 	case err = <-serveErr:
 		if errors.Is(err, grpc.ErrServerStopped) {

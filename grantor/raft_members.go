@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/hashicorp/raft"
@@ -47,6 +48,30 @@ import (
 // (gossip then has no seeds to trust); that grantor then serves no one,
 // and the cluster is untouched. A grantor with a configuration, or with
 // seeds, refuses it.
+
+// removal is what tells a node it was removed from the raft
+// configuration: a configuration that listed it and then one that does not
+// (watchLeaders), or refusals of its votes by a majority
+// (refusedAsNonMember). done is closed then, and Run stops the node.
+type removal struct {
+	// leaving is set when Leave starts: the node's removal is then its
+	// own doing, and Leave decides what follows.
+	leaving atomic.Bool
+	// wasMember is set once a configuration listed this node, committed
+	// (fsm.onConfig) or latest (watchLeaders).
+	wasMember atomic.Bool
+	// hadLeader is set once this node knew of a leader in this run.
+	hadLeader atomic.Bool
+	done      chan struct{}
+	once      sync.Once
+	// refusedBy holds the servers that refused this node's vote requests
+	// as a non-member's, under mu.
+	mu        sync.Mutex
+	refusedBy map[raft.ServerID]bool
+}
+
+// stop closes done, once.
+func (r *removal) stop() { r.once.Do(func() { close(r.done) }) }
 
 // notAMember is in the refusal of an RPC whose sender is not a server of
 // the receiver's configuration. Raft's transport carries only the text
@@ -258,7 +283,7 @@ func (n *Node) resolveSeeds(join []string) map[string]bool {
 
 // watchLeaders looks at every leader change raft observes. It notes the
 // leader of the current term (termLeaders, for a HaltError), and it stops
-// the node (removedSelf) once it has been removed from the raft
+// the node (removal) once it has been removed from the raft
 // configuration, unless it is leaving by itself (Leave): raft's latest
 // configuration, which listed it before, no longer does. A removed
 // follower hears from no leader after its removal, so its heartbeat
@@ -281,13 +306,13 @@ func (n *Node) watchLeaders() {
 	for {
 		if _, id := n.raft.LeaderWithID(); id != "" {
 			n.termLeaders.note(n.raft.CurrentTerm(), string(id))
-			n.hadLeader.Store(true)
+			n.removal.hadLeader.Store(true)
 		}
 		switch {
 		case n.listed(n.raft.GetConfiguration().Configuration()):
-			n.wasMember.Store(true)
-		case n.wasMember.Load() && !n.leavingRaft.Load():
-			n.removedOnce.Do(func() { close(n.removedSelf) })
+			n.removal.wasMember.Store(true)
+		case n.removal.wasMember.Load() && !n.removal.leaving.Load():
+			n.removal.stop()
 			return
 		}
 		select {
@@ -310,23 +335,23 @@ func (n *Node) watchLeaders() {
 // instead, refused, until the leader adds it back (discovery.go).
 func (n *Node) refusedAsNonMember(id raft.ServerID) {
 	c := n.raft.GetConfiguration().Configuration()
-	n.refusedMu.Lock()
-	defer n.refusedMu.Unlock()
-	if n.refusedBy == nil {
-		n.refusedBy = map[raft.ServerID]bool{}
+	n.removal.mu.Lock()
+	defer n.removal.mu.Unlock()
+	if n.removal.refusedBy == nil {
+		n.removal.refusedBy = map[raft.ServerID]bool{}
 	}
-	n.refusedBy[id] = true
+	n.removal.refusedBy[id] = true
 	voters, refused := 0, 0
 	for _, s := range c.Servers {
 		if s.Suffrage == raft.Voter {
 			voters++
-			if n.refusedBy[s.ID] {
+			if n.removal.refusedBy[s.ID] {
 				refused++
 			}
 		}
 	}
-	if refused > voters/2 && n.hadLeader.Load() && !n.leavingRaft.Load() {
-		n.removedOnce.Do(func() { close(n.removedSelf) })
+	if refused > voters/2 && n.removal.hadLeader.Load() && !n.removal.leaving.Load() {
+		n.removal.stop()
 	}
 }
 

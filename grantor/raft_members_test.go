@@ -363,18 +363,18 @@ func TestRefusedByAMajorityAsNonMemberStops(t *testing.T) {
 	}
 	stopped := func(n *running) bool {
 		select {
-		case <-n.removedSelf:
+		case <-n.removal.done:
 			return true
 		default:
 			return false
 		}
 	}
-	waitRaft(t, "the follower knows the leader", func() bool { return f[0].hadLeader.Load() }, f[0])
+	waitRaft(t, "the follower knows the leader", func() bool { return f[0].removal.hadLeader.Load() }, f[0])
 	f[0].refusedAsNonMember(raft.ServerID(l.cfg.NodeID))
 	if stopped(f[0]) {
 		t.Fatal("one refusal of three voters stopped the grantor")
 	}
-	f[1].hadLeader.Store(false) // as if it had heard of no leader since its start
+	f[1].removal.hadLeader.Store(false) // as if it had heard of no leader since its start
 	f[1].refusedAsNonMember(raft.ServerID(l.cfg.NodeID))
 	f[1].refusedAsNonMember(raft.ServerID(f[0].cfg.NodeID))
 	if stopped(f[1]) {
