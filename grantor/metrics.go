@@ -33,7 +33,8 @@ type counters struct {
 	// leads (wall time: a measure, never a lease decision).
 	applyTime    prometheus.Histogram
 	verifyTime   prometheus.Histogram
-	refusedCalls [RoleOperator + 1]atomic.Uint64 // by Role
+	refusedCalls [RoleOperator + 1]atomic.Uint64  // by Role
+	nameRefused  [AccessAcquire + 1]atomic.Uint64 // by NameAccess asked
 	refusedRaft  atomic.Uint64
 
 	// tls exports the certificates' expiry; nil without TLS.
@@ -106,6 +107,7 @@ var (
 	descSynced      = prometheus.NewDesc("leaseside_grantor_clock_kernel_synced", "1 when the kernel says its clock is synchronised.", nil, nil)
 	descRefused     = prometheus.NewDesc("leaseside_grantor_refused_total", "Calls, connections and packets refused: gRPC calls by the caller's role (link grpc), inbound raft connections and RPCs (link raft, role empty), gossip packets and streams discarded (link gossip, role empty: a wrong or missing key, another cluster, garbage).", []string{"link", "role"}, nil)
 	descNonMember   = prometheus.NewDesc("leaseside_grantor_raft_refused_nonmember_total", "Inbound raft RPCs refused because their sender, authenticated by its grantor certificate, is not a server of this node's latest raft configuration nor one its join path names, by RPC (AppendEntries, RequestVote, RequestPreVote, InstallSnapshot, TimeoutNow). Also counted in leaseside_grantor_refused_total{link=\"raft\"}. Zero without TLS.", []string{"rpc"}, nil)
+	descNameRefused = prometheus.NewDesc("leaseside_grantor_name_refused_total", "Calls and watched names refused because the grantors' name rules (--name-rules) do not give the caller's identity the name, by the access asked (acquire: Acquire, Proclaim; read: CheckToken, a name added to a Watch). Also counted in leaseside_grantor_refused_total{link=\"grpc\"}.", []string{"access"}, nil)
 	descAcctRefused = prometheus.NewDesc("leaseside_grantor_account_refused_total", "Calls refused because they would take their identity's account past a limit (docs/limits.md), by limit (conns, calls, sessions, outcomes, leases, value_bytes, waiters, watch_streams, watch_names, queued_bytes).", []string{"limit"}, nil)
 	descAcctHighest = prometheus.NewDesc("leaseside_grantor_account_highest_use_ratio", "The largest share of a limit that one identity's account uses now (0 to 1), by limit: alert before a host is refused. Limits of 0 (none) are left out; sessions, outcomes and leases are the replicated state's, the others this node's (the leader's).", []string{"limit"}, nil)
 	descClockEvents = prometheus.NewDesc("leaseside_grantor_clock_events_total", "Clock watcher events, by kind (pause, suspend, unsynced).", []string{"kind"}, nil)
@@ -122,7 +124,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descAcquires, descReleases, descRevokes, descKABatches, descRenewed,
 		descRenewLost, descVerify, descLeases, descWaiters, descIsLeader, descInOffice, descLastIndex,
 		descCommitIndex, descApplied, descTerm, descServers, descGossip, descLastToken, descPause, descPauses,
-		descLongest, descSuspends, descSuspended, descSynced, descClockEvents, descBecame, descRefused, descNonMember, descAcctRefused, descAcctHighest} {
+		descLongest, descSuspends, descSuspended, descSynced, descClockEvents, descBecame, descRefused, descNonMember, descNameRefused, descAcctRefused, descAcctHighest} {
 		ch <- d
 	}
 	c.n.metrics.applyTime.Describe(ch)
@@ -165,6 +167,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		counter(descRefused, m.refusedCalls[r].Load(), "grpc", r.String())
 	}
 	counter(descRefused, m.refusedRaft.Load(), "raft", "")
+	for _, a := range []NameAccess{AccessRead, AccessAcquire} {
+		counter(descNameRefused, m.nameRefused[a].Load(), a.String())
+	}
 	for k := range rpcKinds {
 		counter(descNonMember, n.gate.refusedCount(k), k.String())
 	}

@@ -244,6 +244,8 @@ func (n *Node) allowName(id Identity, lease string, access NameAccess) error {
 	if r.allows(who, lease, access) {
 		return nil
 	}
+	n.metrics.refusedCall(id.Role)
+	n.metrics.nameRefused[access].Add(1)
 	msg := fmt.Sprintf("grantor: the grantors' name rules do not let %s %s %q", who, access, lease)
 	st, err := status.New(codes.PermissionDenied, msg).WithDetails(&grantorpb.NameNotAllowed{Lease: lease, Identity: who, Access: access.String()})
 	if err != nil {

@@ -190,6 +190,11 @@ func TestNameRulesOverTLS(t *testing.T) {
 	if err != nil || !rel.Released {
 		t.Fatalf("releasing a grant the new rules would refuse: %v %v", rel, err)
 	}
+	// Counted: acquire (two Acquires, a Proclaim, one after the reload)
+	// and read (a CheckToken, a watched name).
+	if a, r := n.metrics.nameRefused[AccessAcquire].Load(), n.metrics.nameRefused[AccessRead].Load(); a != 4 || r != 2 {
+		t.Fatalf("leaseside_grantor_name_refused_total: acquire %d, read %d; want 4 and 2", a, r)
+	}
 }
 
 // A node without name rules says at start that every identity may use
