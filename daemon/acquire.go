@@ -90,7 +90,7 @@ func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*i
 	key := slotKey(req.Lease, limit, id)
 	now := d.checkSuspend()
 	d.mu.Lock()
-	if l := d.validLocked(cmp.Or(key, req.Lease), now); l != nil && l.ownerID == id && l.uid == c.Cred.UID && l.releaseAt == never {
+	if l := d.validLocked(cmp.Or(key, req.Lease), now); l != nil && l.ownerID == id && l.uid == c.Cred.UID {
 		defer d.mu.Unlock()
 		if l.ttl != ttl || l.lockDelay != req.LockDelay() || l.noRenew != req.NoRenew || l.limit != limit || l.value != value {
 			return nil, ipc.Errorf(ipc.CodeBadRequest, "this owner holds %q already, with other options (ttl, lock_delay, no_renew, limit, value); release it first (or proclaim a new value)", req.Lease)
@@ -99,14 +99,14 @@ func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*i
 	}
 	d.mu.Unlock()
 	sess := d.g.sessionFor(ttl)
-	reserved, rerr := d.reserveLease(c.Cred.UID, sess, req.Lease, id)
+	reserved, rerr := d.reserveLease(c.Cred.UID)
 	if rerr != nil {
 		return nil, rerr
 	}
 	defer reserved()
 
 	l := &lease{name: req.Lease, key: key, limit: limit, value: value, ttl: ttl, sess: sess, owner: owner, ownerID: id, ownerPID: req.OwnerPID, uid: c.Cred.UID,
-		conn: c, lockDelay: req.LockDelay(), releaseAt: never, noRenew: req.NoRenew, renewed: make(chan struct{}), stopWatch: func() {}}
+		conn: c, lockDelay: req.LockDelay(), noRenew: req.NoRenew, renewed: make(chan struct{}), stopWatch: func() {}}
 	// abandon is closed when nobody can take the grant any more: the
 	// owner ended, or the requester left.
 	abandon := make(chan struct{})
@@ -152,7 +152,7 @@ func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*i
 		d.mu.Unlock()
 	}()
 	t0 := d.clock.Now() // rule 1: read before the request is sent
-	resp, gerr := d.g.acquire(gctx, l.sess, req.Lease, id, limit, value, req.Wait(), &d.metrics.acquireRPCs, abandon)
+	resp, gerr := d.g.acquire(gctx, l.sess, req.Lease, id, limit, value, l.lockDelay, req.Wait(), &d.metrics.acquireRPCs, abandon)
 	if gerr != nil {
 		unanswered = !errors.Is(gerr, errNoGrantorKnown)
 		return fail(grantorError(gerr))
@@ -165,6 +165,11 @@ func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*i
 	}
 	if !resp.Granted {
 		d.metrics.refusals.Add(1)
+		if resp.Delayed {
+			e := ipc.Errorf(ipc.CodeLeaseHeld, "lease %q is in the lock-delay of its grant token %d, which ended without a release; the grantor grants it to nobody before the delay is over", req.Lease, resp.Token)
+			e.HolderToken = strconv.FormatUint(resp.Token, 10)
+			return fail(e)
+		}
 		by := "another owner"
 		if resp.HolderName != "" {
 			by = "another owner (sidecar " + strconv.Quote(resp.HolderName) + ")"
@@ -215,14 +220,10 @@ func (d *Daemon) granted(ctx context.Context, l *lease, resp *grantorpb.AcquireR
 		if why == "" {
 			why = "requester_left"
 		}
-		// Nobody was told of it: no lock-delay of its own to keep; but
-		// it may stand for its owner's lost grant's (lockdelay.go).
-		queued := d.queueReleaseLocked(l, "owner ended before the grant came: "+why)
+		// Nobody was told of it: no lock-delay to keep.
+		d.queueReleaseLocked(l, "owner ended before the grant came: "+why, false)
 		d.mu.Unlock()
 		l.stopWatch()
-		if !queued {
-			return nil, ipc.Errorf(ipc.CodeLost, "lease %q was granted (token %d) after its owner ended (%s); it is given back when the lock-delay of the owner's lost grant is over", l.name, l.token, why)
-		}
 		d.metrics.givenBack.Add(1)
 		d.log.Info("giving back a grant whose owner ended before it came", "lease", l.name, "token", l.token, "why", why)
 		return nil, ipc.Errorf(ipc.CodeLost, "lease %q was granted (token %d) after its owner ended (%s), and was given back", l.name, l.token, why)
@@ -262,20 +263,14 @@ func (d *Daemon) granted(ctx context.Context, l *lease, resp *grantorpb.AcquireR
 	d.mu.Unlock()
 	if pending {
 		if err := d.renewNow(ctx, l); err != nil {
-			// Nobody was told of this grant: give it back, unless it
-			// stands for its owner's lost grant's lock-delay.
+			// Nobody was told of this grant: give it back, with no
+			// lock-delay to keep.
 			d.mu.Lock()
-			kept := false
 			if d.leases[l.tableKey()] == l {
 				d.forgetLocked(l)
-				kept = !d.queueReleaseLocked(l, "grant not confirmed")
-			} else if dl := d.delayingLocked(l.sess, l.name, l.ownerID, d.clock.Now()); dl != nil && dl.token == l.token {
-				kept = true // its owner ended, and it was kept then
+				d.queueReleaseLocked(l, "grant not confirmed", false)
 			}
 			d.mu.Unlock()
-			if kept {
-				return nil, ipc.Errorf(ipc.CodeUnavailable, "%q was granted, but the grantor did not confirm it in time; it is given back when the lock-delay of this owner's lost grant is over: %s", l.name, err.Message)
-			}
 			return nil, ipc.Errorf(ipc.CodeUnavailable, "%q was granted, but the grantor did not confirm it in time, so it was given back: %s", l.name, err.Message)
 		}
 	}
@@ -285,6 +280,5 @@ func (d *Daemon) granted(ctx context.Context, l *lease, resp *grantorpb.AcquireR
 	if d.validLocked(l.tableKey(), now) != l {
 		return nil, ipc.Errorf(ipc.CodeLost, "lease %q was lost before the reply could be sent", l.name)
 	}
-	d.toldLocked(l)
 	return l.grant(now), nil
 }

@@ -74,7 +74,7 @@ func (d *Daemon) checkStoppedOwners(now clockwatch.Instant) {
 		if l.owner == ipc.OwnerConnection && l.conn != nil {
 			pid = l.conn.Cred.PID
 		}
-		if pid > 0 && l.releaseAt == never && !l.noRenew {
+		if pid > 0 && !l.noRenew {
 			check = append(check, owned{l, pid})
 		}
 	}

@@ -52,9 +52,6 @@ type Daemon struct {
 	// settling holds the sessions that may hold grants the daemon does
 	// not know (giveback.go), under mu.
 	settling map[*gsession]*settling
-	// delayed holds the lost grants sitting out their lock-delay, per
-	// session (lockdelay.go), under mu.
-	delayed map[*gsession]map[delayKey]*delayEntry
 	// uids counts each local user's leases (limits.go), under mu.
 	uids map[int]*perUID
 	// floor is the largest timing model assumed in the daemon's life.
@@ -116,7 +113,6 @@ func New(cfg Config) (*Daemon, error) {
 		uids:      map[int]*perUID{},
 		watchers:  map[*ipc.Conn]string{},
 		acquiring: map[acquireKey]int{},
-		delayed:   map[*gsession]map[delayKey]*delayEntry{},
 		kick:      make(chan struct{}, 1),
 		hw:        newHolderWatch(g, cfg.Logger),
 	}

@@ -17,19 +17,16 @@ import (
 // else.
 
 // queueReleaseLocked queues l's release at the grantor and starts a sender
-// that waits for the turn, and reports true; unless l, a grant its owner
-// was never told of, stands in for the lock-delay of the owner's lost
-// grant of the name (lockdelay.go): then it is kept until that is over,
-// and false is reported. The caller holds d.mu.
-func (d *Daemon) queueReleaseLocked(l *lease, why string) bool {
-	if d.keptForDelayLocked(l) {
-		return false
-	}
+// that waits for the turn. ownerEnded says l's owner ended, or l was
+// lost, without the owner releasing it: the grantor keeps the name for
+// l's lock-delay (its owner may still act on what l protects); false for
+// a grant nobody was told of. The caller holds d.mu.
+func (d *Daemon) queueReleaseLocked(l *lease, why string, ownerEnded bool) {
 	k := turnKey{l.ownerID, l.name}
 	if d.unreleased == nil {
 		d.unreleased = map[turnKey][]queuedRelease{}
 	}
-	d.unreleased[k] = append(d.unreleased[k], queuedRelease{l, why})
+	d.unreleased[k] = append(d.unreleased[k], queuedRelease{l, why, ownerEnded})
 	d.bg.Add(1)
 	go func() {
 		defer d.bg.Done()
@@ -42,13 +39,13 @@ func (d *Daemon) queueReleaseLocked(l *lease, why string) bool {
 		defer cancel()
 		d.sendReleases(ctx, k.owner, k.name)
 	}()
-	return true
 }
 
 // queuedRelease is a release waiting for its owner's turn.
 type queuedRelease struct {
-	l   *lease
-	why string
+	l          *lease
+	why        string
+	ownerEnded bool
 }
 
 // sendReleases sends the queued releases of owner and name. The caller
@@ -60,7 +57,7 @@ func (d *Daemon) sendReleases(ctx context.Context, owner, name string) {
 	delete(d.unreleased, k)
 	d.mu.Unlock()
 	for _, q := range qs {
-		if _, err := d.g.release(ctx, q.l.sess, q.l.name, q.l.ownerID, q.l.token); err != nil {
+		if _, err := d.g.release(ctx, q.l.sess, q.l.name, q.l.ownerID, q.l.token, q.ownerEnded); err != nil {
 			d.log.Warn("release failed; the grantor lists the grant in this host's session's next keepalive reply, and it is given back then",
 				"lease", q.l.name, "token", q.l.token, "why", q.why, "err", err)
 			d.releaseFailed(q.l.sess)

@@ -273,7 +273,7 @@ func retryable(err error) bool {
 // request id and no wait settles what became of it: the grant, if the
 // grantor had made one (a retry is answered from its record), else a
 // fresh answer. The caller gives back whatever it got.
-func (g *grantorConn) acquire(ctx context.Context, s *gsession, name, owner string, limit int, value string, wait time.Duration, attempts *atomic.Uint64, abandon <-chan struct{}) (*grantorpb.AcquireResponse, error) {
+func (g *grantorConn) acquire(ctx context.Context, s *gsession, name, owner string, limit int, value string, lockDelay, wait time.Duration, attempts *atomic.Uint64, abandon <-chan struct{}) (*grantorpb.AcquireResponse, error) {
 	ttl := s.ttl
 	id, done := g.newID(s)
 	defer done()
@@ -281,7 +281,7 @@ func (g *grantorConn) acquire(ctx context.Context, s *gsession, name, owner stri
 	call := func(ctx context.Context, api grantorpb.GrantorClient, wait time.Duration) (*grantorpb.AcquireResponse, error) {
 		attempts.Add(1)
 		return api.Acquire(ctx, &grantorpb.AcquireRequest{Id: id, Lease: name, Owner: owner, TtlNs: int64(ttl), WaitNs: int64(max(wait, 0)),
-			Limit: uint32(max(limit, 0)), Value: value})
+			Limit: uint32(max(limit, 0)), Value: value, LockDelayNs: int64(lockDelay)})
 	}
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -311,11 +311,13 @@ func (g *grantorConn) acquire(ctx context.Context, s *gsession, name, owner stri
 }
 
 // release releases the grant token of name, which session s holds for
-// owner.
-func (g *grantorConn) release(ctx context.Context, s *gsession, name, owner string, token uint64) (bool, error) {
+// owner. ownerEnded says the owner ended, or the grant was lost, without
+// the owner releasing it: the grantor then keeps the name for the
+// grant's lock-delay.
+func (g *grantorConn) release(ctx context.Context, s *gsession, name, owner string, token uint64, ownerEnded bool) (bool, error) {
 	id, done := g.newID(s)
 	defer done()
-	req := &grantorpb.ReleaseRequest{Id: id, Lease: name, Owner: owner, Token: token}
+	req := &grantorpb.ReleaseRequest{Id: id, Lease: name, Owner: owner, Token: token, OwnerEnded: ownerEnded}
 	resp, err := retry(ctx, g, callOpts{attempt: attemptTimeout, leader: true}, func(ctx context.Context, api grantorpb.GrantorClient) (*grantorpb.ReleaseResponse, error) {
 		return api.Release(ctx, req)
 	})

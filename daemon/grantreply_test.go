@@ -72,7 +72,7 @@ func newGrantDaemon(t *testing.T, clock clockwatch.Clock, grantorAddr string, ti
 }
 
 func newTestLease(d *Daemon, name, ownerID string, ttl time.Duration) *lease {
-	return &lease{name: name, ttl: ttl, sess: d.g.sessionFor(ttl), owner: "connection", ownerID: ownerID, releaseAt: never,
+	return &lease{name: name, ttl: ttl, sess: d.g.sessionFor(ttl), owner: "connection", ownerID: ownerID,
 		renewed: make(chan struct{}), stopWatch: func() {}}
 }
 
@@ -134,7 +134,7 @@ func TestConcurrentAcquiresComputeWithTheGrantorsTerm(t *testing.T) {
 			t0 := clock.Now()
 			var resps []*grantorpb.AcquireResponse
 			for _, ttl := range tt.terms {
-				resp, err := d.g.acquire(ctxT(t), d.g.sessionFor(ttl), "x", "conn:1", 1, "", 0, &d.metrics.acquireRPCs, nil)
+				resp, err := d.g.acquire(ctxT(t), d.g.sessionFor(ttl), "x", "conn:1", 1, "", 0, 0, &d.metrics.acquireRPCs, nil)
 				if err != nil {
 					t.Fatalf("acquire ttl %v: %v", ttl, err)
 				}
@@ -185,7 +185,7 @@ func TestGrantorTimingRaisesTheSidecars(t *testing.T) {
 		t.Fatal("mismatch before any reply")
 	}
 	t0 := clock.Now()
-	resp, err := d.g.acquire(ctxT(t), d.g.sessionFor(10*time.Second), "x", "conn:1", 1, "", 0, &d.metrics.acquireRPCs, nil)
+	resp, err := d.g.acquire(ctxT(t), d.g.sessionFor(10*time.Second), "x", "conn:1", 1, "", 0, 0, &d.metrics.acquireRPCs, nil)
 	if err != nil || !resp.Granted {
 		t.Fatalf("acquire: %v %v", resp, err)
 	}

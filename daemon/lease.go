@@ -42,14 +42,10 @@ type lease struct {
 	// stopWatch ends the pidfd watch of a pid-bound lease (a no-op for
 	// others).
 	stopWatch func()
-	// lockDelay is how long the lease stays held after its owner ends;
-	// releaseAt is when that ends (never while the owner lives).
+	// lockDelay is the grant's lock-delay, which the grantor keeps: it
+	// holds the name that long after the grant ends without a release
+	// (its owner ended, it was lost, its session expired).
 	lockDelay time.Duration
-	releaseAt clockwatch.Instant
-	// delayFloor is the end of the lock-delay of this owner's lost grant
-	// of the name, which l took over when its owner was told of it
-	// (lockdelay.go); zero for none.
-	delayFloor clockwatch.Instant
 	// noRenew leases are renewed only on request.
 	noRenew bool
 	// listed is set when the lease entered the table; until then, an
@@ -90,7 +86,6 @@ func (l *lease) grant(now clockwatch.Instant) *ipc.Grant {
 	g.Owner, g.OwnerPID = l.owner, l.ownerPID
 	g.LockDelayMs = l.lockDelay.Milliseconds()
 	g.NoRenew = l.noRenew
-	g.OwnerGone = l.releaseAt != never
 	g.Renewals, g.RenewalLatencyUs = l.renewals, l.renewLatency.Microseconds()
 	if l.limit > 1 {
 		g.Limit, g.Holders = l.limit, l.holders
@@ -131,17 +126,6 @@ func (l *lease) scheduleRenewal(t0 clockwatch.Instant) {
 
 // renewInterval is rule 4 of the timing model.
 func renewInterval(ttl time.Duration) time.Duration { return ttl / 3 }
-
-// holdUntil is until when the name stays held if l's owner ends, or l
-// is lost, at now: its lock-delay from now, and no earlier than the end of
-// the lock-delay it took over. Not after now: released at once.
-func (l *lease) holdUntil(now clockwatch.Instant) clockwatch.Instant {
-	hold := l.delayFloor
-	if l.lockDelay > 0 {
-		hold = max(hold, now.Add(l.lockDelay))
-	}
-	return hold
-}
 
 // signalRenewed wakes whoever waits for l's next keepalive to complete,
 // and records whether it renewed l.

@@ -5,27 +5,22 @@ import (
 )
 
 // perUID counts what one local user holds in the daemon: leases listed
-// and lost leases in their lock-delay (held), and acquires in flight
-// (which may become leases), for MaxLeasesPerUID.
+// (held), and acquires in flight (which may become leases), for
+// MaxLeasesPerUID.
 // Guarded by d.mu.
 type perUID struct {
 	held, acquiring int
 }
 
 // reserveLease counts an acquire of uid in flight, unless uid's leases
-// and acquires in flight are at the limit already. An acquire of owner
-// for name in s while owner's lost grant of it sits out its lock-delay
-// there is let through at the limit: its grant takes the lost grant's
-// place at the grantor, which holds no more for uid than before. done
-// must be called once the acquire is over (its lease, if any, is counted
-// as held then).
-func (d *Daemon) reserveLease(uid int, s *gsession, name, owner string) (done func(), err *ipc.Error) {
+// and acquires in flight are at the limit already. done must be called
+// once the acquire is over (its lease, if any, is counted as held then).
+func (d *Daemon) reserveLease(uid int) (done func(), err *ipc.Error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	u := d.uidUse(uid)
-	dl := d.delayingLocked(s, name, owner, d.clock.Now())
-	if max := d.cfg.MaxLeasesPerUID; max > 0 && u.held+u.acquiring >= max && (dl == nil || dl.uid != uid) {
-		return nil, ipc.Errorf(ipc.CodeResourceExhausted, "uid %d holds, is acquiring, or keeps in a lock-delay %d leases, the most the daemon allows one user (max_leases_per_uid)", uid, u.held+u.acquiring)
+	if max := d.cfg.MaxLeasesPerUID; max > 0 && u.held+u.acquiring >= max {
+		return nil, ipc.Errorf(ipc.CodeResourceExhausted, "uid %d holds or is acquiring %d leases, the most the daemon allows one user (max_leases_per_uid)", uid, u.held+u.acquiring)
 	}
 	u.acquiring++
 	return func() {

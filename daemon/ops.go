@@ -120,11 +120,11 @@ func (d *Daemon) renewNow(ctx context.Context, l *lease) *ipc.Error {
 
 // release ends a lease this host holds at a caller's request. It takes
 // the turn of the lease's owner for the name, as the owner's acquires do,
-// so that it cannot land after a newer grant of the same owner. A lease
-// that took over the lock-delay of its owner's lost grant leaves the
-// table, but its name stays held until that delay is over. A release
-// with reason ipc.ReasonRenewFailed (its owner gave the lease up because
-// it could not be renewed in time) is reported as the loss it is.
+// so that it cannot land after a newer grant of the same owner. An
+// explicit release frees the name at once: no lock-delay applies (its
+// owner is done with it). A release with reason ipc.ReasonRenewFailed (its
+// owner gave the lease up because it could not be renewed in time) is
+// reported as the loss it is.
 //
 // It returns the token of the grant it ended: one of a semaphore's slots
 // that this host holds more than once, when the caller named no token.
@@ -164,16 +164,9 @@ func (d *Daemon) release(ctx context.Context, c *ipc.Conn, name, token, reason s
 	} else {
 		d.emitLocked(l, &ipc.Event{Event: ipc.EventReleased, Reason: ipc.ReasonExplicitRelease})
 	}
-	if l.delayFloor.After(d.clock.Now()) {
-		// l took over the lock-delay of its owner's lost grant: the name
-		// stays held at the grantor until that is over (lockdelay.go).
-		d.delayLocked(l, l.delayFloor)
-		d.mu.Unlock()
-		return l.token, nil
-	}
 	d.mu.Unlock()
 
-	if _, err := d.g.release(rctx, l.sess, l.name, l.ownerID, l.token); err != nil {
+	if _, err := d.g.release(rctx, l.sess, l.name, l.ownerID, l.token, false); err != nil {
 		// The lease is already out of the table, so nobody here acts on
 		// it; the grantor lists it in the session's next keepalive reply,
 		// and it is given back then.
@@ -199,49 +192,26 @@ func (d *Daemon) ownerStopped(l *lease) {
 }
 
 // ownerEnded handles the end of l's owner (why is an ipc.Reason
-// constant): release now, or after the lease's lock-delay, during which
-// it stays held and renewed.
+// constant): l ends now, and the grantor is told that its owner ended,
+// so that it keeps the name for l's lock-delay.
 func (d *Daemon) ownerEnded(l *lease, why string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.ownerEndedLocked(l, why)
 }
 
-// ownerEndedLocked decides what the end of l's owner does and does it in
-// one critical section, so that the telling of l (toldLocked, which may
-// raise what l must hold for) comes wholly before or wholly after: a
-// decision taken before the telling is never acted on after it. The
-// caller holds d.mu.
+// ownerEndedLocked ends l because its owner is gone, and tells the
+// grantor: that the owner ended, unless l is pending (nobody was told of
+// it, so there is no lock-delay to keep). The caller holds d.mu.
 func (d *Daemon) ownerEndedLocked(l *lease, why string) {
-	if d.leases[l.tableKey()] != l {
-		return
-	}
-	now := d.clock.Now()
-	hold := l.holdUntil(now)
-	if !hold.After(now) || l.pending { // pending: nobody was told of it, no lock-delay to keep
-		d.releaseLeaseLocked(l, why)
-		return
-	}
-	if l.releaseAt == never {
-		l.releaseAt = hold
-		d.log.Info("owner ended; holding the lease for its lock-delay", "lease", l.name, "why", why, "lock_delay", hold.Sub(now))
-		d.emitLocked(l, &ipc.Event{Event: ipc.EventOwnerGone, Reason: why})
-		d.wake() // the renew loop releases it at releaseAt
-	}
-}
-
-// releaseLeaseLocked ends l because its owner is gone, and tells the
-// grantor. The caller holds d.mu.
-func (d *Daemon) releaseLeaseLocked(l *lease, why string) {
 	if d.leases[l.tableKey()] != l {
 		return
 	}
 	d.forgetLocked(l)
 	d.emitLocked(l, &ipc.Event{Event: ipc.EventReleased, Reason: why})
 	l.signalRenewed(false) // an acquire waiting on its first renewal
-	if d.queueReleaseLocked(l, why) {
-		d.log.Info("releasing lease", "lease", l.name, "token", l.token, "why", why)
-	}
+	d.queueReleaseLocked(l, why, !l.pending)
+	d.log.Info("releasing lease", "lease", l.name, "token", l.token, "why", why, "lock_delay", l.lockDelay)
 }
 
 // loseLocked ends l at once and tells its owner (rule 5). The caller
@@ -262,24 +232,10 @@ func (d *Daemon) loseLocked(l *lease, reason string) {
 	d.log.Warn("lease lost", "lease", l.name, "token", l.token, "reason", reason, "late_ms", ev.LateMs)
 	d.emitLocked(l, ev)
 	l.signalRenewed(false)
-	// Its owner may still be acting on a resource that does not check
-	// tokens: nobody else may have the lease before its lock-delay is over
-	// (counted from the loss, or from its owner's end if that came first;
-	// and no earlier than the end of a lock-delay it took over). It is not
-	// freed early: the grantor keeps it while this host's session is
-	// renewed, and keepalive lists that show it do not make it a grant to
-	// give back until then (lockdelay.go); if nothing renews the session,
-	// until the grantor's own expiry.
-	now := d.clock.Now()
-	until := l.releaseAt
-	if until == never {
-		until = l.holdUntil(now)
-	}
-	if until.After(now) {
-		d.delayLocked(l, until)
-		return
-	}
-	// Best effort: the lease is over for us, so freeing it at the grantor
-	// is safe and lets the next owner in sooner.
-	d.queueReleaseLocked(l, "lost: "+reason)
+	// Best effort: the lease is over for us, so ending it at the grantor
+	// is safe and lets the next owner in sooner. Its owner may still be
+	// acting on a resource that does not check tokens: the grantor keeps
+	// the name for its lock-delay (if the release does not get there, from
+	// the grantor's own expiry of the grant).
+	d.queueReleaseLocked(l, "lost: "+reason, !l.pending)
 }

@@ -3,7 +3,6 @@ package daemon
 import (
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/leaseside/leaseside/ipc"
 )
@@ -28,34 +27,6 @@ func watch(t *testing.T, c *ipc.Client, name string) {
 	t.Helper()
 	if err := c.Watch(ctxT(t), name); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// An owner that ends without releasing keeps its lease held for the
-// lock-delay, then the daemon releases it.
-func TestLockDelayHoldsAfterOwnerEnds(t *testing.T) {
-	r := newRig(t)
-	watcher, events := r.client(t)
-	watch(t, watcher, "")
-	owner, _ := r.client(t)
-	if _, err := owner.Acquire(ctxT(t), "db/primary", ipc.AcquireOptions{TTL: ttl, LockDelay: 2 * time.Second}); err != nil {
-		t.Fatal(err)
-	}
-	waitEventOn(t, events, ipc.EventAcquired)
-	owner.Close()
-	waitEventOn(t, events, ipc.EventOwnerGone)
-	r.clock.Advance(1999 * time.Millisecond)
-	leases, err := watcher.Status(ctxT(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(leases) != 1 || !leases[0].OwnerGone {
-		t.Fatalf("want the lease held, owner gone, before the lock-delay ran out: %+v", leases)
-	}
-	r.clock.Advance(time.Millisecond)
-	waitEventOn(t, events, ipc.EventReleased)
-	if rel := r.waitRelease(t); rel.Lease != "db/primary" {
-		t.Fatalf("released %q at the grantor", rel.Lease)
 	}
 }
 

@@ -3,11 +3,8 @@ package daemon
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os/exec"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/leaseside/leaseside/grantor/grantorpb"
 	"github.com/leaseside/leaseside/ipc"
@@ -203,112 +200,6 @@ func TestConnectionClosedMidAcquireGivesGrantBack(t *testing.T) {
 	if rel := r.waitRelease(t); rel.Lease != "jobs/orphan" {
 		t.Fatalf("released %q", rel.Lease)
 	}
-}
-
-// Issue 9, item 4: a lease sitting out its lock-delay that is then lost
-// (here: renewals fail past its deadline) is not released at the grantor:
-// that would hand it to the next owner before the lock-delay is over. It
-// lapses at the grantor's own expiry.
-func TestLostLeaseKeepsItsLockDelay(t *testing.T) {
-	r := newRig(t)
-	owner, _ := r.client(t)
-	if _, err := owner.Acquire(ctxT(t), "db/primary", ipc.AcquireOptions{TTL: ttl, LockDelay: time.Hour}); err != nil {
-		t.Fatal(err)
-	}
-	owner.Close()
-	r.waitEvent(t, ipc.EventOwnerGone)
-	r.g.set(func() { r.g.silent = true })
-	r.clock.Advance(ttl)
-	r.waitEvent(t, ipc.EventLost)
-	// Every release the daemon started runs under d.bg: once that is
-	// empty, a release of the lost lease would have reached the grantor.
-	r.d.bg.Wait()
-	select {
-	case rel := <-r.g.releases:
-		t.Fatalf("the lost lease was released at the grantor during its lock-delay: %v", rel)
-	default:
-	}
-}
-
-// Review R5-1: a lease lost while another lease keeps this host's grantor
-// session renewed. The grantor renews sessions as a whole, so it keeps the
-// lost grant, and the keepalive replies list it. The daemon must not give
-// it back as a grant it does not know (another owner would get the name
-// during the lock-delay) until the lock-delay, counted from the loss, is
-// over; then it does. The same holds when the list shows a later grant of
-// the same owner in its place, one that the owner was never told of (an
-// acquire whose answer never came: review R6-C).
-func TestLostLeaseInRenewedSessionKeepsItsLockDelay(t *testing.T) {
-	for _, later := range []uint64{0, 100} {
-		t.Run(fmt.Sprintf("token+%d", later), func(t *testing.T) { lostLeaseKeepsItsLockDelay(t, later) })
-	}
-}
-
-// lostLeaseKeepsItsLockDelay is TestLostLeaseInRenewedSessionKeepsItsLockDelay
-// with the lost grant listed as token+later.
-func lostLeaseKeepsItsLockDelay(t *testing.T, later uint64) {
-	r := newRig(t)
-	const lockDelay = 2 * ttl
-	keep, err := r.c.Acquire(ctxT(t), "keep", ipc.AcquireOptions{TTL: ttl})
-	if err != nil {
-		t.Fatal(err)
-	}
-	owner, _ := r.client(t)
-	db, err := owner.Acquire(ctxT(t), "db/primary", ipc.AcquireOptions{TTL: ttl, Owner: ipc.OwnerDetached, LockDelay: lockDelay, NoRenew: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.d.mu.Lock()
-	refs := []*grantorpb.LeaseRef{
-		{Lease: "keep", Token: tokenOf(t, keep), TtlNs: int64(ttl), Owner: r.d.leases["keep"].ownerID},
-		{Lease: "db/primary", Token: tokenOf(t, db), TtlNs: int64(ttl), Owner: r.d.leases["db/primary"].ownerID},
-	}
-	r.d.mu.Unlock()
-	var mu sync.Mutex
-	r.g.set(func() {
-		r.g.sessionReply = func(req *grantorpb.SessionRenewal, res *grantorpb.SessionRenewed) {
-			mu.Lock()
-			defer mu.Unlock()
-			res.Listed, res.Leases = true, append([]*grantorpb.LeaseRef(nil), refs...)
-		}
-	})
-	var lostAt time.Duration = -1 // since start, once db/primary was lost
-	for step := 0; step < 3*int(lockDelay/(ttl/3)); step++ {
-		// A third of the term: keep's renewal is due, and its reply
-		// lists both grants.
-		r.clock.Advance(ttl / 3)
-		r.waitLeaseEvent(t, ipc.EventRenewed, "keep")
-		r.d.mu.Lock() // the reply is applied: a give-back is queued by now
-		r.d.mu.Unlock()
-		r.d.bg.Wait() // and sent
-		if lostAt < 0 {
-			for _, ev := range r.backlog {
-				if ev.Event == ipc.EventLost && ev.Lease == "db/primary" {
-					lostAt = r.clock.Now().Sub(start)
-				}
-			}
-			if lostAt >= 0 && later > 0 {
-				// The owner asked again: the later grant stands in the
-				// lost one's place.
-				mu.Lock()
-				refs[1] = &grantorpb.LeaseRef{Lease: "db/primary", Token: tokenOf(t, db) + later, TtlNs: int64(ttl), Owner: refs[1].Owner}
-				mu.Unlock()
-			}
-		}
-		select {
-		case rel := <-r.g.releases:
-			if rel.Lease != "db/primary" || rel.Token != tokenOf(t, db)+later {
-				t.Fatalf("release %v, want db/primary's lost grant", rel)
-			}
-			if lostAt < 0 || r.clock.Now().Sub(start)-lostAt < lockDelay {
-				t.Fatalf("db/primary's lost grant was given back %v after its loss (at %v), within its lock-delay of %v",
-					r.clock.Now().Sub(start)-lostAt, lostAt, lockDelay)
-			}
-			return
-		default:
-		}
-	}
-	t.Fatalf("db/primary's lost grant (lost at %v) was not given back after its lock-delay of %v", lostAt, lockDelay)
 }
 
 // Issue 9, item 2, on the sidecar's side: the release of a lost lease is a

@@ -125,9 +125,9 @@ func (d *Daemon) renewLoop(ctx context.Context) {
 
 // dueSessions returns the grantor sessions to renew now: those with a
 // lease whose renewal is due (renewAt passed: d/3 after the t0 of its
-// last renewal or grant, or at once when asked for), the settling
-// sessions whose probe is due (giveback.go), and those whose lost grants
-// sit out a lock-delay (lockdelay.go), each with every lease it holds.
+// last renewal or grant, or at once when asked for), and the settling
+// sessions whose probe is due (giveback.go), each with every lease it
+// holds.
 func (d *Daemon) dueSessions(now clockwatch.Instant) []*sessionBatch {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -142,7 +142,6 @@ func (d *Daemon) dueSessions(now clockwatch.Instant) []*sessionBatch {
 			due[s] = true
 		}
 	}
-	d.delaysDueLocked(now, due)
 	if len(due) == 0 {
 		return nil
 	}
@@ -166,9 +165,7 @@ func (d *Daemon) dueSessions(now clockwatch.Instant) []*sessionBatch {
 		sb.digest += grantorpb.TokenDigest(l.token)
 	}
 	for s := range due {
-		// Also a settling session, or one kept for a lock-delay, in which
-		// the daemon knows no lease.
-		batchOf(s).digest += d.delayedDigestLocked(s)
+		batchOf(s) // also a settling session in which the daemon knows no lease
 	}
 	return out
 }
@@ -194,7 +191,10 @@ func (d *Daemon) applyRenewal(b *batch, resp *grantorpb.KeepAliveResponse) {
 		giveBack = append(giveBack, d.applySessionLocked(b, sb, resp.Sessions[i], timing, now)...)
 	}
 	for _, l := range giveBack {
-		d.queueReleaseLocked(l, "granted to this session without this daemon knowing (a reply that never came)")
+		// Given back as its owner's end: a grant this daemon no longer
+		// knows may be one it lost and whose release did not get there,
+		// whose owner may still act; the grantor keeps its lock-delay.
+		d.queueReleaseLocked(l, "granted to this session without this daemon knowing (a reply that never came, or a release that did not get there)", true)
 	}
 	d.mu.Unlock()
 	for _, l := range giveBack {
@@ -266,23 +266,14 @@ func (d *Daemon) applySessionLocked(b *batch, sb *sessionBatch, r *grantorpb.Ses
 		l.signalRenewed(true)
 	}
 	// Grants of the session the daemon does not know: an acquire whose
-	// reply never came. One that a request in flight (an acquire, or a
-	// release queued) may still account for is left for the next list.
-	// A grant standing for a lost grant's lock-delay is kept until the
-	// delay is over (lockdelay.go).
+	// reply never came, a release that did not get there. One that a
+	// request in flight (an acquire, or a release queued) may still
+	// account for is left for the next list.
 	var orphans []*lease
 	accounted := false
-	var delays map[*delayEntry]uint64
 	for k, ref := range listed {
 		name := k.lease
 		if d.knownLocked(name, ref.Token) {
-			continue
-		}
-		if dl := d.delayingLocked(sb.s, name, ref.Owner, now); dl != nil {
-			if delays == nil {
-				delays = map[*delayEntry]uint64{}
-			}
-			delays[dl] = ref.Token
 			continue
 		}
 		if d.accountedLocked(sb.s, name, ref.Owner) {
@@ -290,12 +281,8 @@ func (d *Daemon) applySessionLocked(b *batch, sb *sessionBatch, r *grantorpb.Ses
 			continue
 		}
 		orphans = append(orphans, &lease{name: name, token: ref.Token, ttl: time.Duration(ref.TtlNs), ownerID: ref.Owner,
-			sess: sb.s, releaseAt: never, renewed: make(chan struct{}), stopWatch: func() {}})
+			sess: sb.s, renewed: make(chan struct{}), stopWatch: func() {}})
 	}
-	if r.Listed {
-		d.delayedListedLocked(sb.s, delays)
-	}
-	d.delaysAskedLocked(sb.s, b.t0)
 	d.settledLocked(sb.s, b.t0, len(orphans) == 0 && !accounted)
 	return orphans
 }
@@ -316,21 +303,15 @@ func (d *Daemon) finishBatch(b *batch) {
 	}
 }
 
-// expire ends every lease whose deadline has passed (rule 5), and
-// releases those whose owner ended and whose lock-delay is over.
+// expire ends every lease whose deadline has passed (rule 5).
 func (d *Daemon) expire(now clockwatch.Instant, failing bool) {
 	d.mu.Lock()
-	d.sweepDelayedLocked(now)
 	for _, l := range d.leases {
 		switch {
 		case l.pending:
 			// Settled by its first renewal (acquire waits for it).
 		case !now.Before(l.deadline):
 			d.loseLocked(l, d.lostReason(l, failing))
-		case !now.Before(l.releaseAt):
-			// Under d.mu with the decision: a telling that raised
-			// releaseAt meanwhile cannot be overtaken.
-			d.releaseLeaseLocked(l, ipc.ReasonLockDelayOver)
 		default:
 			d.checkJeopardyLocked(l, now) // jeopardy.go
 		}
@@ -346,14 +327,13 @@ func (d *Daemon) nextWake(now clockwatch.Instant, inflight *batch, retryAt clock
 	d.mu.Lock()
 	for _, l := range d.leases {
 		if !l.pending {
-			deadline = min(deadline, l.deadline, l.releaseAt, l.jeopardyAt())
+			deadline = min(deadline, l.deadline, l.jeopardyAt())
 		}
 		renew = min(renew, l.renewAt)
 	}
 	for _, st := range d.settling {
 		renew = min(renew, st.probeAt)
 	}
-	d.delaysWakeLocked(&deadline, &renew)
 	d.mu.Unlock()
 	next := deadline
 	if inflight != nil {
@@ -370,9 +350,8 @@ const ownerCheckInterval = time.Second
 
 // batchTimeout is how long a keepalive of ss may take: limit, and no
 // more than a quarter of the shortest term of a session with a lease in
-// it; a session in the batch only to be asked after, or for a lost
-// grant's lock-delay, does not shorten the renewal of live leases. A
-// batch of such sessions alone takes a quarter of their shortest term,
+// it; a session in the batch only to be asked after does not shorten the
+// renewal of live leases. A batch of such sessions alone takes a quarter of their shortest term,
 // so that a lost reply is retried before the grantor's expiry.
 func batchTimeout(limit time.Duration, ss []*sessionBatch) time.Duration {
 	live, all, hasLive := limit, limit, false

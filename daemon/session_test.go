@@ -152,6 +152,11 @@ func TestUnknownGrantInSessionIsGivenBack(t *testing.T) {
 	if rel.Lease != "ghost" || rel.Token != 99 || rel.Owner != "conn:77" || rel.Id.Session != r.d.g.sessionFor(ttl).id {
 		t.Fatalf("release %v, want ghost token 99 of conn:77 in the session", rel)
 	}
+	if !rel.OwnerEnded {
+		// It may be a grant this daemon lost and whose release did not
+		// get there: the grantor must keep its lock-delay.
+		t.Fatalf("release %v of a grant the daemon does not know, without owner_ended", rel)
+	}
 	if ev := r.waitLeaseEvent(t, ipc.EventRenewed, "a"); ev.Token != g.Token {
 		t.Fatalf("a: %+v", ev)
 	}

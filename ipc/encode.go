@@ -274,10 +274,6 @@ func (w *jsonWriter) grantFields(g *Grant) {
 		w.key("no_renew")
 		w.bool(true)
 	}
-	if g.OwnerGone {
-		w.key("owner_gone")
-		w.bool(true)
-	}
 	if g.Renewals != 0 {
 		w.key("renewals")
 		w.i64(g.Renewals)

@@ -239,9 +239,6 @@ type Grant struct {
 	LockDelayMs int64 `json:"lock_delay_ms,omitempty"`
 	// NoRenew is set for leases the daemon does not renew on its own.
 	NoRenew bool `json:"no_renew,omitempty"`
-	// OwnerGone is set while a lease whose owner ended sits out its
-	// lock-delay before release.
-	OwnerGone bool `json:"owner_gone,omitempty"`
 	// Renewals counts the daemon's renewals of this grant; RenewalLatencyUs
 	// is the round trip of the last one, in microseconds (status).
 	Renewals         int64 `json:"renewals,omitempty"`
@@ -284,8 +281,8 @@ const (
 	EventRenewed = "renewed"
 	// EventAcquired: a lease was acquired on this host (sent to watchers).
 	EventAcquired = "acquired"
-	// EventOwnerGone: the owner of a lease with a lock-delay ended; the
-	// lease stays held until the delay is over, then is released.
+	// EventOwnerGone: the owner process of a lease has been stopped too
+	// long (ReasonOwnerStopped); the lease is no longer renewed.
 	EventOwnerGone = "owner_gone"
 	// EventSuspend: the host was suspended (length_ms); leases whose
 	// deadline passed meanwhile are lost with reason suspended.
@@ -333,8 +330,6 @@ const (
 	ReasonOwnerExited = "owner_exited"
 	// ReasonOwnerDisconnected: the connection that owned it closed.
 	ReasonOwnerDisconnected = "owner_disconnected"
-	// ReasonLockDelayOver: its owner ended, and the lock-delay ran out.
-	ReasonLockDelayOver = "lock_delay_over"
 	// ReasonOwnerStopped (owner_gone only): its owner process has been
 	// stopped too long; the lease is no longer renewed and lapses at its
 	// deadline.

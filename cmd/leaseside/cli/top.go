@@ -182,10 +182,7 @@ func ownerText(g *ipc.Grant) string {
 	if g.OwnerPID != 0 {
 		s = fmt.Sprintf("pid %d", g.OwnerPID)
 	}
-	switch {
-	case g.OwnerGone:
-		s += " (gone: lock-delay)"
-	case g.NoRenew:
+	if g.NoRenew {
 		s += " (no renew)"
 	}
 	return s
