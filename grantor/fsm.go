@@ -69,10 +69,11 @@ type fsmState struct {
 	// grants of cmdAcquire5 with a limit above 1. Exclusive grants are in
 	// Leases. Written to snapshots of format 3 only.
 	Sems map[string]*semRecord `json:"sems,omitempty"`
-	// Delays are the names in a lock-delay (lockdelay.go): nobody holds
-	// them, and nobody is granted them before the leader ends the delay.
-	// Written to snapshots of format 4 only.
-	Delays map[string]delayRecord `json:"delays,omitempty"`
+	// Delays are the lock-delays in force per name (lockdelay.go): each
+	// takes the place of the grant whose end started it, for an
+	// exclusive lease the whole name, for a semaphore one slot, until
+	// the leader ends it. Written to snapshots of format 4 only.
+	Delays map[string][]delayRecord `json:"delays,omitempty"`
 }
 
 func newFSMState() fsmState {
@@ -82,7 +83,7 @@ func newFSMState() fsmState {
 		Nodes:    map[string]string{},
 		NodeCmds: map[string]cmdType{},
 		Sems:     map[string]*semRecord{},
-		Delays:   map[string]delayRecord{},
+		Delays:   map[string][]delayRecord{},
 	}
 }
 
@@ -375,9 +376,9 @@ func (f *fsm) applyAcquire(c *acquireCmd, newToken bool) any {
 		return fmt.Errorf("%w: session %q has %d", ErrTooManyOutstanding, c.ID.Session, len(s.Outcomes))
 	}
 	var replaced uint64
-	switch d, delayed := f.st.Delays[c.Lease]; {
-	case delayed:
-		return delayedRefusal(d) // not granted: nothing remembered
+	switch ds := f.st.Delays[c.Lease]; {
+	case len(ds) > 0:
+		return delayedRefusal(ds[0]) // not granted: nothing remembered
 	case !held:
 		if err := f.checkLimit(s.Owner, c.Limit); err != nil {
 			return err // nothing changed: not remembered
@@ -452,10 +453,7 @@ func (f *fsm) applyRelease(c *releaseCmd) any {
 	s.Outcomes[c.ID.Seq] = outcome{Kind: cmdRelease, Lease: c.Lease, Owner: c.Owner, Token: c.Token, Released: released}
 	res := &releaseResult{Released: released}
 	if released {
-		f.free(c.Lease, cur, freedReleased)
-		if c.OwnerEnded {
-			f.delayLocked(c.Lease, cur)
-		}
+		f.end(c.Lease, cur, freedReleased, c.OwnerEnded)
 		res.Next = f.handOff(c.Lease, c.Next)
 	}
 	return res
@@ -466,8 +464,7 @@ func (f *fsm) applyRevoke(c *revokeCmd) any {
 	if !held {
 		return &revokeResult{}
 	}
-	f.free(c.Lease, cur, freedExpired)
-	f.delayLocked(c.Lease, cur)
+	f.end(c.Lease, cur, freedExpired, true)
 	return &revokeResult{Revoked: true}
 }
 

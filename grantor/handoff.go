@@ -88,8 +88,7 @@ func (f *fsm) applyExpireSession(c *expireSessionCmd, term uint64) any {
 		if !held || cur.Session != c.Session {
 			continue
 		}
-		f.free(g.Lease, cur, freedExpired)
-		f.delayLocked(g.Lease, cur)
+		f.end(g.Lease, cur, freedExpired, true)
 		res.Freed++
 	}
 	for i := range c.Next {

@@ -154,7 +154,7 @@ type office struct {
 	proposing map[proposalKey]*proposal
 	// delays are the names in a lock-delay and when this office ends each
 	// (lockdelay.go). Guarded by lessor.mu.
-	delays map[string]*delayState
+	delays map[grantRef]*delayState
 }
 
 // sessionState is the leader's view of one session: its expiry while it
@@ -265,10 +265,10 @@ func (l *lessor) onEvent(ev fsmEvent) {
 		l.wakeIfFreeLocked(o, ev.Lease)
 	case evDelayed:
 		// Counted from now, after the entry that ended the grant.
-		l.delayUntilLocked(o, ev.Lease, ev.Rec.Token, ev.Rec.LockDelay, now)
+		l.delayUntilLocked(o, grantRef{ev.Lease, ev.Rec.Token}, ev.Rec.LockDelay, now)
 		poke(o.kick)
 	case evUndelayed:
-		delete(o.delays, ev.Lease)
+		delete(o.delays, grantRef{ev.Lease, ev.Rec.Token})
 		l.wakeIfFreeLocked(o, ev.Lease)
 	case evRestored:
 		// Every session the new state holds is live until now plus its
@@ -350,7 +350,7 @@ func (l *lessor) startOfficeLocked() {
 		term:     l.prop.term(),
 		sessions: map[string]*sessionState{},
 		queues:   map[string][]*waiter{},
-		delays:   map[string]*delayState{},
+		delays:   map[grantRef]*delayState{},
 		kaWake:   make(chan struct{}, 1),
 		kick:     make(chan struct{}, 1),
 

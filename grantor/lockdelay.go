@@ -2,6 +2,7 @@ package grantor
 
 import (
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/leaseside/leaseside/clockwatch"
@@ -10,13 +11,14 @@ import (
 // Lock-delay is grantor state (Chubby's lock-delay, DESIGN.md "Grantor
 // cluster safety").
 //
-// An exclusive grant may carry a lock-delay (acquireCmd.LockDelay, stored
-// in its leaseRecord). When such a grant ends without its holder releasing
-// it (its session expires, it is revoked, or its sidecar reports that its
+// A grant may carry a lock-delay (acquireCmd.LockDelay, stored in its
+// leaseRecord). When such a grant ends without its holder releasing it
+// (its session expires, it is revoked, or its sidecar reports that its
 // owner ended: releaseCmd.OwnerEnded), its holder may still have writes in
-// flight to a resource that does not check tokens; so its name is not
-// freed but delayed (fsmState.Delays): nobody is granted it, and waiters
-// stay queued. The FSM reads no clock, so the delay has no end in the
+// flight to a resource that does not check tokens; so a delay takes its
+// place (fsmState.Delays): an exclusive lease's name is granted to nobody,
+// a semaphore's slot to nobody, and waiters stay queued. The FSM reads no
+// clock, so the delay has no end in the
 // replicated state: the leader decides it, on its own clock, as it decides
 // expiries. The office that applies the entry that ended the grant counts
 // the delay from then; a new leader counts every delay in the table from
@@ -32,7 +34,7 @@ import (
 // names another grant changes nothing. A sidecar keeps nothing for a
 // delay: it survives the sidecar's restart, and its death.
 
-// delayRecord is a name's lock-delay in the FSM.
+// delayRecord is a lock-delay in the FSM.
 type delayRecord struct {
 	// Token is the grant whose end started the delay.
 	Token uint64 `json:"token"`
@@ -41,11 +43,15 @@ type delayRecord struct {
 	// Owner is the identity name of the grant's session: the delay
 	// counts against its leases until it ends (usage.go).
 	Owner string `json:"owner,omitempty"`
+	// Limit is the limit of the semaphore the grant was a slot of; 0 for
+	// an exclusive lease.
+	Limit int `json:"limit,omitempty"`
 }
 
 // endDelayCmd ends the lock-delay of Lease started by the end of grant
 // Token (cmdEndDelay); Next is the Acquire of the name's first waiter,
-// applied in the same entry once the delay is over (handoff.go).
+// applied in the same entry once the delay is over, if the name has room
+// then (handoff.go).
 type endDelayCmd struct {
 	Lease string      `json:"lease"`
 	Token uint64      `json:"token"`
@@ -68,91 +74,107 @@ const lockDelayCmd = cmdEndDelay
 // while not every grantor of the cluster applies lock-delays.
 var ErrLockDelayNotSupported = errors.New("grantor: not every grantor of the cluster has registered that it applies lock-delays: one is older (upgrade it) or has only just joined (it registers within seconds)")
 
-// delayLocked starts the lock-delay of lease after its grant cur ended
-// without a release, if cur has one. The caller holds f.mu, in Apply.
-func (f *fsm) delayLocked(lease string, cur leaseRecord) {
-	if cur.LockDelay <= 0 {
+// end ends the grant cur of lease (free); when delay is set (it ended
+// without a release) and cur has a lock-delay, the delay takes its place.
+// The caller holds f.mu, in Apply.
+func (f *fsm) end(lease string, cur leaseRecord, why freeWhy, delay bool) {
+	limit, _ := f.inForceLocked(lease)
+	f.free(lease, cur, why)
+	if !delay || cur.LockDelay <= 0 {
 		return
 	}
 	d := delayRecord{Token: cur.Token, Delay: cur.LockDelay, Owner: f.ownerOf(cur.Session)}
-	f.st.Delays[lease] = d
+	if limit > 1 {
+		d.Limit = limit
+	}
+	f.st.Delays[lease] = append(f.st.Delays[lease], d)
 	f.chargeDelay(d.Owner, 1)
 	f.event(fsmEvent{Kind: evDelayed, Lease: lease, Rec: cur})
 }
 
 // delayedRefusal answers an Acquire of a name in its lock-delay d.
 func delayedRefusal(d delayRecord) *acquireResult {
-	return &acquireResult{Delayed: true, Token: d.Token, Limit: 1}
+	return &acquireResult{Delayed: true, Token: d.Token, Limit: max(d.Limit, 1)}
 }
 
 func (f *fsm) applyEndDelay(c *endDelayCmd) any {
-	d, ok := f.st.Delays[c.Lease]
-	if !ok || d.Token != c.Token {
+	ds := f.st.Delays[c.Lease]
+	i := slices.IndexFunc(ds, func(d delayRecord) bool { return d.Token == c.Token })
+	if i < 0 {
 		return &endDelayResult{}
 	}
-	delete(f.st.Delays, c.Lease)
-	f.chargeDelay(d.Owner, -1)
-	f.event(fsmEvent{Kind: evUndelayed, Lease: c.Lease})
+	f.chargeDelay(ds[i].Owner, -1)
+	if ds = slices.Delete(ds, i, i+1); len(ds) == 0 {
+		delete(f.st.Delays, c.Lease)
+	} else {
+		f.st.Delays[c.Lease] = ds
+	}
+	f.event(fsmEvent{Kind: evUndelayed, Lease: c.Lease, Rec: leaseRecord{Token: c.Token}})
 	return &endDelayResult{Ended: true, Next: f.handOff(c.Lease, c.Next)}
 }
 
-// delays returns the names in a lock-delay and their records.
-func (f *fsm) delays() map[string]delayRecord {
+// delays returns the lock-delays in force, by the grant each stands for.
+func (f *fsm) delays() map[grantRef]delayRecord {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	out := make(map[string]delayRecord, len(f.st.Delays))
-	for k, v := range f.st.Delays {
-		out[k] = v
+	out := map[grantRef]delayRecord{}
+	for name, ds := range f.st.Delays {
+		for _, d := range ds {
+			out[grantRef{name, d.Token}] = d
+		}
 	}
 	return out
 }
 
-// delayState is the leader's view of one name's lock-delay.
+// delayState is the leader's view of one lock-delay.
 type delayState struct {
-	token uint64
 	// until is when this office ends the delay.
 	until clockwatch.Instant
 	// ending is set while its cmdEndDelay is in flight.
 	ending bool
 }
 
-// delayJob is a lock-delay the expiry loop decided to end, with the
-// name's first waiter, claimed for the handoff.
+// delayJob is a lock-delay the expiry loop decided to end (the one that
+// stands for grant g), with the name's head waiter, claimed for the
+// handoff, if no other entry carries it.
 type delayJob struct {
-	lease  string
-	token  uint64
+	g      grantRef
 	waiter *waiter
 }
 
-// delayUntilLocked records that this office ends the lock-delay of lease
-// (of grant token, of length delay) no earlier than from + the delay
-// counted as a term. The caller holds l.mu.
-func (l *lessor) delayUntilLocked(o *office, lease string, token uint64, delay time.Duration, from clockwatch.Instant) {
+// delayUntilLocked records that this office ends the lock-delay standing
+// for grant g, of length delay, no earlier than from + the delay counted
+// as a term. The caller holds l.mu.
+func (l *lessor) delayUntilLocked(o *office, g grantRef, delay time.Duration, from clockwatch.Instant) {
 	until := l.timing.GrantorExpiry(from, delay)
-	if d := o.delays[lease]; d != nil && d.token == token {
+	if d := o.delays[g]; d != nil {
 		d.until = maxInstant(d.until, until)
 		return
 	}
-	o.delays[lease] = &delayState{token: token, until: until}
+	o.delays[g] = &delayState{until: until}
 }
 
-// syncDelaysLocked brings the office's delays in step with the FSM's after
-// a restore: a delay it did not know is counted from now, one the state
-// no longer has is dropped. The caller holds l.mu.
-func (l *lessor) syncDelaysLocked(o *office, now clockwatch.Instant) {
+// syncDelaysLocked brings the office's delays in step with the FSM's
+// when it takes office (from is tE) and after a restore (from is now): a
+// delay it did not know is counted from then, one the state no longer
+// has is dropped. The caller holds l.mu.
+func (l *lessor) syncDelaysLocked(o *office, from clockwatch.Instant) {
 	fsmDelays := l.fsm.delays()
-	for name, d := range o.delays {
-		if fd, ok := fsmDelays[name]; !ok || fd.Token != d.token {
-			delete(o.delays, name)
+	for g := range o.delays {
+		if _, ok := fsmDelays[g]; !ok {
+			delete(o.delays, g)
 		}
 	}
-	for name, d := range fsmDelays {
-		l.delayUntilLocked(o, name, d.Token, d.Delay, now)
+	for g, d := range fsmDelays {
+		l.delayUntilLocked(o, g, d.Delay, from)
 	}
 }
 
 // scanDelays decides to end the lock-delays that are over at now, and
-// returns when to look again (no later than next).
+// returns when to look again (no later than next). An ending carries the
+// head waiter of its name unless another entry in flight carries it
+// (claimLocked: only the head is ever carried, so FIFO holds whatever
+// order the entries apply in); the head, once settled, wakes the next.
 func (l *lessor) scanDelays(o *office, now, next clockwatch.Instant) ([]delayJob, clockwatch.Instant) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -160,14 +182,14 @@ func (l *lessor) scanDelays(o *office, now, next clockwatch.Instant) ([]delayJob
 		return nil, next
 	}
 	var jobs []delayJob
-	for name, d := range o.delays {
+	for g, d := range o.delays {
 		switch {
 		case d.ending:
 		case now.Before(d.until):
 			next = minInstant(next, d.until)
 		default:
 			d.ending = true
-			jobs = append(jobs, delayJob{lease: name, token: d.token, waiter: l.claimLocked(o, name, 0)})
+			jobs = append(jobs, delayJob{g: g, waiter: l.claimLocked(o, g.Lease, 0)})
 		}
 	}
 	return jobs, next
@@ -178,7 +200,7 @@ func (l *lessor) scanDelays(o *office, now, next clockwatch.Instant) ([]delayJob
 // revokeRetry while this office lasts.
 func (l *lessor) endDelay(o *office, j delayJob) {
 	defer l.wg.Done()
-	c := endDelayCmd{Lease: j.lease, Token: j.token}
+	c := endDelayCmd{Lease: j.g.Lease, Token: j.g.Token}
 	if j.waiter != nil {
 		next := j.waiter.cmd
 		c.Next = &next
@@ -201,9 +223,9 @@ func (l *lessor) endDelay(o *office, j delayJob) {
 	}
 	l.settle(o, j.waiter, h)
 	l.mu.Lock()
-	if d := o.delays[j.lease]; d != nil && d.token == j.token {
+	if d := o.delays[j.g]; d != nil {
 		if r != nil {
-			delete(o.delays, j.lease) // ended, or ended already
+			delete(o.delays, j.g) // ended, or ended already
 		} else {
 			d.ending, d.until = false, l.clock.Now().Add(revokeRetry)
 		}
@@ -211,11 +233,11 @@ func (l *lessor) endDelay(o *office, j delayJob) {
 	l.mu.Unlock()
 	poke(o.kick)
 	if err != nil && !errors.Is(err, ErrNotLeader) {
-		l.log.Warn("grantor: ending a lock-delay failed", "lease", j.lease, "token", j.token, "err", err)
+		l.log.Warn("grantor: ending a lock-delay failed", "lease", j.g.Lease, "token", j.g.Token, "err", err)
 	}
 	if r != nil && r.Ended {
-		l.audit.delayEnded(j.lease, j.token)
-		l.test(testEvent{what: "delay ended", lease: j.lease})
+		l.audit.delayEnded(j.g.Lease, j.g.Token)
+		l.test(testEvent{what: "delay ended", lease: j.g.Lease})
 	}
 }
 

@@ -21,8 +21,11 @@ func delayedAcq(session string, seq uint64, lease string, ttl, delay time.Durati
 func delayOf(f *fsm, lease string) (delayRecord, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	d, ok := f.st.Delays[lease]
-	return d, ok
+	ds := f.st.Delays[lease]
+	if len(ds) == 0 {
+		return delayRecord{}, false
+	}
+	return ds[0], true
 }
 
 // The FSM: a grant with a lock-delay that ends without a release (owner
@@ -65,7 +68,7 @@ func TestLockDelayFSMRules(t *testing.T) {
 	// A semaphore slot is no way around the delay.
 	sem := acq("other", 3, "x", time.Minute)
 	sem.MaxHolders = 3
-	if r := apply(cmdAcquire7, sem).(*acquireResult); r.Granted {
+	if r, ok := apply(cmdAcquire7, sem).(*acquireResult); ok && r.Granted {
 		t.Fatalf("semaphore acquire of a delayed name: %+v", r)
 	}
 	// A release naming the ended grant changes nothing.
@@ -284,17 +287,64 @@ func TestLockDelayRefusedWhenNotSupportedOrOutOfBounds(t *testing.T) {
 	for _, tt := range []struct {
 		name  string
 		delay time.Duration
-		limit uint32
 	}{
 		{name: "negative", delay: -1},
 		{name: "over the maximum", delay: cfg.MaxLockDelay + 1},
-		{name: "semaphore", delay: time.Second, limit: 2},
 	} {
-		if _, err := cfg.validLockDelay(int64(tt.delay), tt.limit); err == nil {
-			t.Errorf("%s: lock-delay %v limit %d accepted", tt.name, tt.delay, tt.limit)
+		if _, err := cfg.validLockDelay(int64(tt.delay)); err == nil {
+			t.Errorf("%s: lock-delay %v accepted", tt.name, tt.delay)
 		}
 	}
-	if d, err := cfg.validLockDelay(int64(cfg.MaxLockDelay), 1); err != nil || d != cfg.MaxLockDelay {
+	if d, err := cfg.validLockDelay(int64(cfg.MaxLockDelay)); err != nil || d != cfg.MaxLockDelay {
 		t.Fatalf("the maximum: %v %v", d, err)
+	}
+}
+
+// A semaphore's slot that ends without a release is delayed in its place:
+// the slot is granted to nobody until its delay ends, the other slots
+// stay in use, and the name keeps its limit while only delays stand.
+func TestLockDelayOfSemaphoreSlot(t *testing.T) {
+	f := newFSM()
+	i := uint64(0)
+	apply := func(t cmdType, body any) any {
+		i++
+		return f.Apply(rlog{i, encodeCmd(t, body)}.log())
+	}
+	slot := func(session string, seq uint64) acquireCmd {
+		c := delayedAcq(session, seq, "sem", time.Minute, time.Second)
+		c.MaxHolders = 2
+		return c
+	}
+	a := apply(cmdAcquire7, slot("a", 1)).(*acquireResult)
+	b := apply(cmdAcquire7, slot("b", 1)).(*acquireResult)
+	if !a.Granted || !b.Granted {
+		t.Fatalf("slots: %+v %+v", a, b)
+	}
+	apply(cmdExpireSession2, expireSessionCmd{Session: "a", Term: 1, Leases: []grantRef{{"sem", a.Token}}})
+	if r := apply(cmdAcquire7, slot("c", 1)).(*acquireResult); r.Granted {
+		t.Fatalf("a slot granted while the other is delayed: %+v", r)
+	}
+	apply(cmdRelease6, releaseCmd{ID: requestID{Session: "b", Seq: 2}, Lease: "sem", Owner: "o", Token: b.Token, OwnerEnded: true})
+	if ds := f.st.Delays["sem"]; len(ds) != 2 || ds[0].Limit != 2 {
+		t.Fatalf("delays: %+v", ds)
+	}
+	if r, ok := apply(cmdAcquire7, acq("c", 2, "sem", time.Minute)).(*acquireResult); ok && r.Granted {
+		t.Fatalf("an exclusive acquire of a delayed semaphore: %+v", r)
+	}
+	snap, _ := f.Snapshot()
+	sink := &memSink{}
+	if err := snap.Persist(sink); err != nil {
+		t.Fatal(err)
+	}
+	if err := newFSM().Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+		t.Fatalf("restoring delayed slots: %v", err)
+	}
+	next := slot("c", 3)
+	r := apply(cmdEndDelay, endDelayCmd{Lease: "sem", Token: a.Token, Next: &next}).(*endDelayResult)
+	if !r.Ended || r.Next == nil || !r.Next.Tried || !r.Next.Res.(*acquireResult).Granted {
+		t.Fatalf("end of a slot's delay: %+v", r)
+	}
+	if r := apply(cmdAcquire7, slot("d", 1)).(*acquireResult); r.Granted {
+		t.Fatalf("granted while one slot is held and the other delayed: %+v", r)
 	}
 }

@@ -137,6 +137,9 @@ func (f *fsm) acquireSlot(s *sessionRecord, c *acquireCmd) any {
 		return fmt.Errorf("%w: session %q has %d", ErrTooManyOutstanding, c.ID.Session, len(s.Outcomes))
 	}
 	inForce, holders := f.inForceLocked(c.Lease)
+	if ds := f.st.Delays[c.Lease]; inForce == 0 && len(ds) > 0 {
+		inForce = max(ds[0].Limit, 1) // the limit of the grants whose delays stand
+	}
 	if inForce != 0 && inForce != limit {
 		return &LimitMismatchError{Lease: c.Lease, Asked: limit, InForce: inForce}
 	}
@@ -163,7 +166,7 @@ func (f *fsm) acquireSlot(s *sessionRecord, c *acquireCmd) any {
 		replaced = old.Token
 	}
 	f.st.LastToken++
-	rec := leaseRecord{Session: f.internSession(c.ID.Session), Owner: c.Owner, Token: f.st.LastToken, TTL: c.TTL, Value: c.Value}
+	rec := leaseRecord{Session: f.internSession(c.ID.Session), Owner: c.Owner, Token: f.st.LastToken, TTL: c.TTL, Value: c.Value, LockDelay: c.LockDelay}
 	sem.Holders = append(sem.Holders, rec)
 	f.hold(c.Lease, rec)
 	s.Outcomes[c.ID.Seq] = outcome{Kind: cmdAcquire, Lease: c.Lease, Owner: c.Owner, Token: rec.Token}
@@ -181,8 +184,8 @@ func (f *fsm) grantedLocked(lease string, rec leaseRecord) *acquireResult {
 // holder's token and identity name (token 0 when the lease is free).
 func (f *fsm) refusalLocked(lease string) *acquireResult {
 	limit, holders := f.inForceLocked(lease)
-	if d, delayed := f.st.Delays[lease]; delayed {
-		return delayedRefusal(d)
+	if ds := f.st.Delays[lease]; len(holders) == 0 && len(ds) > 0 {
+		return delayedRefusal(ds[0])
 	}
 	if len(holders) == 0 {
 		return &acquireResult{Limit: max(limit, 1)}
@@ -230,13 +233,14 @@ func (f *fsm) setGrantLocked(lease string, rec leaseRecord) {
 }
 
 // hasRoomLocked reports whether lease can take one more grant: it is
-// free and not in a lock-delay (lockdelay.go), or a semaphore below its
-// limit.
+// free, or a semaphore below its limit, its grants and lock-delays
+// (lockdelay.go) counted.
 func (f *fsm) hasRoomLocked(lease string) bool {
-	if _, delayed := f.st.Delays[lease]; delayed {
-		return false
-	}
 	limit, holders := f.inForceLocked(lease)
+	if ds := f.st.Delays[lease]; len(ds) > 0 {
+		// A delay takes its ended grant's place (lockdelay.go).
+		return len(holders)+len(ds) < max(limit, ds[0].Limit, 1)
+	}
 	return limit == 0 || len(holders) < limit
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"slices"
 
 	"github.com/hashicorp/raft"
 )
@@ -76,8 +77,10 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 			f.hold(name, l)
 		}
 	}
-	for _, d := range st.Delays {
-		f.chargeDelay(d.Owner, 1)
+	for _, ds := range st.Delays {
+		for _, d := range ds {
+			f.chargeDelay(d.Owner, 1)
+		}
 	}
 	f.mu.Unlock()
 	if f.observe != nil {
@@ -95,7 +98,10 @@ func (st *fsmState) clone() fsmState {
 		Leases:    maps.Clone(st.Leases),
 		Sessions:  make(map[string]*sessionRecord, len(st.Sessions)),
 		Nodes:     maps.Clone(st.Nodes),
-		Delays:    maps.Clone(st.Delays),
+		Delays:    make(map[string][]delayRecord, len(st.Delays)),
+	}
+	for k, v := range st.Delays {
+		c.Delays[k] = slices.Clone(v)
 	}
 	for k, v := range st.Sessions {
 		s := &sessionRecord{Floor: v.Floor, Outcomes: maps.Clone(v.Outcomes),
@@ -183,7 +189,7 @@ func readSnapshot(r io.Reader) (fsmState, error) {
 		st.Sems = map[string]*semRecord{}
 	}
 	if st.Delays == nil {
-		st.Delays = map[string]delayRecord{}
+		st.Delays = map[string][]delayRecord{}
 	}
 	for k, s := range st.Sessions {
 		if s == nil {
@@ -199,13 +205,9 @@ func readSnapshot(r io.Reader) (fsmState, error) {
 			return fsmState{}, fmt.Errorf("grantor: snapshot lease %q has token %d beyond the counter %d", name, l.Token, st.LastToken)
 		}
 	}
-	for name, d := range st.Delays {
-		if d.Token == 0 || d.Token > st.LastToken || d.Delay <= 0 {
-			return fsmState{}, fmt.Errorf("grantor: snapshot delay of %q is malformed (token %d, counter %d, delay %v)", name, d.Token, st.LastToken, d.Delay)
-		}
-		_, held := st.Leases[name]
-		if _, sem := st.Sems[name]; held || sem {
-			return fsmState{}, fmt.Errorf("grantor: snapshot lease %q is both held and in a lock-delay", name)
+	for name, ds := range st.Delays {
+		if err := validDelays(name, ds, st); err != nil {
+			return fsmState{}, err
 		}
 	}
 	for name, sem := range st.Sems {
@@ -250,4 +252,33 @@ func (st *fsmState) needsFormat4() bool {
 		}
 	}
 	return false
+}
+
+// validDelays checks the lock-delays of name in a snapshot's state: each
+// names a grant the counter reached and lasts some time, and they and the
+// name's grants fit its limit (an exclusive name: one delay, no grant).
+func validDelays(name string, ds []delayRecord, st fsmState) error {
+	if len(ds) == 0 {
+		return fmt.Errorf("grantor: snapshot lease %q has an empty list of delays", name)
+	}
+	limit := max(ds[0].Limit, 1)
+	for _, d := range ds {
+		if d.Token == 0 || d.Token > st.LastToken || d.Delay <= 0 || max(d.Limit, 1) != limit {
+			return fmt.Errorf("grantor: snapshot delay of %q is malformed (token %d, counter %d, delay %v, limit %d)", name, d.Token, st.LastToken, d.Delay, d.Limit)
+		}
+	}
+	holders := 0
+	if _, held := st.Leases[name]; held {
+		holders = limit // an exclusive grant beside a delay: no room for it
+	}
+	if sem := st.Sems[name]; sem != nil {
+		if sem.Limit != limit {
+			return fmt.Errorf("grantor: snapshot delays of %q are of limit %d, its semaphore of %d", name, limit, sem.Limit)
+		}
+		holders = len(sem.Holders)
+	}
+	if holders+len(ds) > limit {
+		return fmt.Errorf("grantor: snapshot lease %q has %d grants and %d delays, more than its limit %d", name, holders, len(ds), limit)
+	}
+	return nil
 }

@@ -116,17 +116,12 @@ func (c Config) validTTL(ns int64) (time.Duration, error) {
 	return d, nil
 }
 
-// validLockDelay checks an Acquire's lock-delay: 0 to MaxLockDelay, and
-// only for an exclusive lease (limit 0 or 1).
-func (c Config) validLockDelay(ns int64, limit uint32) (time.Duration, error) {
-	d := time.Duration(ns)
-	switch {
-	case d < 0 || d > c.MaxLockDelay:
-		return 0, invalid("lock_delay_ns", "lock-delay %v is outside [0, %v]", d, c.MaxLockDelay)
-	case d > 0 && limit > 1:
-		return 0, invalid("lock_delay_ns", "a lock-delay applies to exclusive leases only, not to a semaphore (limit %d)", limit)
+// validLockDelay checks an Acquire's lock-delay: 0 to MaxLockDelay.
+func (c Config) validLockDelay(ns int64) (time.Duration, error) {
+	if d := time.Duration(ns); d >= 0 && d <= c.MaxLockDelay {
+		return d, nil
 	}
-	return d, nil
+	return 0, invalid("lock_delay_ns", "lock-delay %v is outside [0, %v]", time.Duration(ns), c.MaxLockDelay)
 }
 
 func validWait(ns int64) (time.Duration, error) {
@@ -162,7 +157,7 @@ func (c Config) validAcquire(req *grantorpb.AcquireRequest) (acquireCmd, time.Du
 	if err := validValue("value", req.GetValue()); err != nil {
 		return acquireCmd{}, 0, err
 	}
-	delay, err := c.validLockDelay(req.GetLockDelayNs(), req.GetLimit())
+	delay, err := c.validLockDelay(req.GetLockDelayNs())
 	if err != nil {
 		return acquireCmd{}, 0, err
 	}

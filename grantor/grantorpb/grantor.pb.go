@@ -229,14 +229,13 @@ type AcquireRequest struct {
 	// candidate's address, say): at most 1024 bytes of UTF-8 without
 	// control characters.
 	Value string `protobuf:"bytes,7,opt,name=value,proto3" json:"value,omitempty"`
-	// LockDelayNs is how long the name stays delayed after this grant ends
-	// without its holder releasing it (it expires, is revoked, or is
-	// released with owner_ended): nobody is granted the name before the
-	// leader ends the delay, which it counts on its own clock as it counts
-	// a term, from the entry that ended the grant (a new leader: from its
-	// taking office). 0: none. At most the grantor's maximum
-	// (INVALID_ARGUMENT above it); exclusive leases only (INVALID_ARGUMENT
-	// with a limit above 1).
+	// LockDelayNs is how long the name (a semaphore: this grant's slot)
+	// stays delayed after this grant ends without its holder releasing it
+	// (it expires, is revoked, or is released with owner_ended): nobody is
+	// granted it before the leader ends the delay, which it counts on its
+	// own clock as it counts a term, from the entry that ended the grant (a
+	// new leader: from its taking office). 0: none. At most the grantor's
+	// maximum (INVALID_ARGUMENT above it).
 	LockDelayNs   int64 `protobuf:"varint,8,opt,name=lock_delay_ns,json=lockDelayNs,proto3" json:"lock_delay_ns,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
