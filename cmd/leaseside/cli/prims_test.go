@@ -95,7 +95,10 @@ func TestElectObserveLeader(t *testing.T) {
 		t.Errorf("B lost its leadership: exit %d, want %d", code, ExitLost)
 	}
 
-	want := []string{`no_leader`, `leader A ` + tokA, `leader B ` + tokB, `leader B2 ` + tokB, `no_leader`}
+	// A's grant ends when it is killed; the grantor keeps the name for
+	// elect's lock-delay (a term), in which nobody leads, then grants it
+	// to B.
+	want := []string{`no_leader`, `leader A ` + tokA, `no_leader`, `leader B ` + tokB, `leader B2 ` + tokB, `no_leader`}
 	var got []string
 	for _, l := range obs.waitCount(t, len(want), name) {
 		if m := leaderLineRE.FindStringSubmatch(l); m != nil {
