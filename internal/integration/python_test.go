@@ -7,7 +7,8 @@ import (
 	"testing"
 )
 
-// The Python client's own tests, run against a real `leaseside dev`.
+// The Python client's own tests, run against a real `leaseside dev`, and
+// leaseside_fence's unit tests.
 func TestPythonClient(t *testing.T) {
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Fatal("python3 is needed (make deps installs it)")
@@ -16,7 +17,7 @@ func TestPythonClient(t *testing.T) {
 	startDev(t, socket, t.TempDir())
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "python3", "-m", "unittest", "-v", "test_leaseside")
+	cmd := exec.CommandContext(ctx, "python3", "-m", "unittest", "-v", "test_leaseside", "test_leaseside_fence")
 	cmd.Dir = "../../clients/python"
 	cmd.Env = append(os.Environ(), "LEASESIDE_SOCKET="+socket, "PYTHONDONTWRITEBYTECODE=1")
 	out, err := cmd.CombinedOutput()
