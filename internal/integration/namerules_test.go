@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/leaseside/leaseside/internal/attack"
 	"github.com/leaseside/leaseside/ipc"
 )
 
@@ -37,7 +38,7 @@ func TestTrustNameRules(t *testing.T) {
 	for _, n := range c.nodes {
 		n.proc.waitLine(t, 0, "name rules in force", "rules=2")
 	}
-	c.waitOffice(c.marks0())
+	leader := c.waitOffice(c.marks0())
 	s := startSidecar(t, "sidecar web-1", nil, append(p.cert("sidecar", "web-1", false), "--grantors", c.rpcAddrs())...)
 	client := &ipc.Client{Socket: s.socket}
 	t.Cleanup(func() { client.Close() })
@@ -72,6 +73,14 @@ func TestTrustNameRules(t *testing.T) {
 		case <-tctx(t).Done():
 			t.Fatal("no watch_refused event for db/primary")
 		}
+	}
+
+	// The attack program, straight to the leader with a certificate the
+	// rules cover: every trick it knows gets nothing outside them.
+	escapes, err := attack.NameEscapes(tctx(t), grpcClient(t, c.nodes[leader.node].rpcAddr(), p.creds("sidecar", "web-2")),
+		"attacker-session", "web/", "db/primary")
+	if err != nil || len(escapes) > 0 {
+		t.Fatalf("name rule escapes: %q (%v)", escapes, err)
 	}
 
 	// A bad file on reload: the rules in force stay, the line is named.
