@@ -87,6 +87,9 @@ func (l *lease) grant(now clockwatch.Instant) *ipc.Grant {
 	g.LockDelayMs = l.lockDelay.Milliseconds()
 	g.NoRenew = l.noRenew
 	g.Renewals, g.RenewalLatencyUs = l.renewals, l.renewLatency.Microseconds()
+	if l.renewals > 0 {
+		g.RenewedAgoMs = max(now.Sub(l.t0).Milliseconds(), 1)
+	}
 	if l.limit > 1 {
 		g.Limit, g.Holders = l.limit, l.holders
 	}

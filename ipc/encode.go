@@ -282,6 +282,10 @@ func (w *jsonWriter) grantFields(g *Grant) {
 		w.key("renewal_latency_us")
 		w.i64(g.RenewalLatencyUs)
 	}
+	if g.RenewedAgoMs != 0 {
+		w.key("renewed_ago_ms")
+		w.i64(g.RenewedAgoMs)
+	}
 	if g.Limit != 0 {
 		w.key("limit")
 		w.i64(int64(g.Limit))

@@ -240,9 +240,12 @@ type Grant struct {
 	// NoRenew is set for leases the daemon does not renew on its own.
 	NoRenew bool `json:"no_renew,omitempty"`
 	// Renewals counts the daemon's renewals of this grant; RenewalLatencyUs
-	// is the round trip of the last one, in microseconds (status).
+	// is the round trip of the last one, in microseconds; RenewedAgoMs is
+	// how long ago the renewal that set the current deadline was sent
+	// (status).
 	Renewals         int64 `json:"renewals,omitempty"`
 	RenewalLatencyUs int64 `json:"renewal_latency_us,omitempty"`
+	RenewedAgoMs     int64 `json:"renewed_ago_ms,omitempty"`
 	// Limit is a semaphore's limit (absent for an exclusive lease), and
 	// Holders how many grants of it stood, cluster-wide, when this one
 	// was made.

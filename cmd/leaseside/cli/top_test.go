@@ -106,13 +106,13 @@ func (p *tmuxPane) waitScreen(what string, ok func(string) bool) string {
 // leaseRow finds the row of lease on a top screen: its token, seconds
 // left, renewals and last renewal.
 func leaseRow(screen, lease string) (m []string, ok bool) {
-	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(lease) + ` +(\d+) +\[(#*)(-*)\] +([0-9.]+)s +\S+ +detached +(\d+) +(\S+) *$`)
+	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(lease) + ` +(\d+) +\[(#*)(-*)\] +([0-9.]+)s +\S+ +detached +(\d+) +(-|(\S+) ago \(round trip (\S+)\)) *$`)
 	m = re.FindStringSubmatch(screen)
 	return m, m != nil
 }
 
 // top in a real terminal (tmux): the host's leases with a validity bar,
-// their renewals and last renewal's round trip, and the clock, redrawn in
+// their renewals and last renewal's age and round trip, and the clock, redrawn in
 // place as leases come, renew and go; q quits.
 func TestTopInTmux(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "s.sock")
@@ -146,8 +146,10 @@ func TestTopInTmux(t *testing.T) {
 	if bar := len(m[2]) + len(m[3]); bar != barWidth {
 		t.Errorf("jobs/short's bar is %d wide, want %d:\n%s", bar, barWidth, first)
 	}
-	if _, err := time.ParseDuration(strings.ReplaceAll(m[6], "µ", "u")); err != nil {
-		t.Errorf("jobs/short's last renewal %q is not a duration:\n%s", m[6], first)
+	for _, d := range m[7:9] {
+		if _, err := time.ParseDuration(strings.ReplaceAll(d, "µ", "u")); err != nil {
+			t.Errorf("jobs/short's last renewal %q: %q is not a duration:\n%s", m[6], d, first)
+		}
 	}
 
 	// The long lease's time left runs down from redraw to redraw (it is
@@ -190,7 +192,7 @@ func TestTopInTmux(t *testing.T) {
 // Without a terminal, top prints one view and exits.
 func TestTopOnce(t *testing.T) {
 	v := &topView{socket: "/s.sock", clock: &ipc.ClockStatus{KernelSynced: true, EffectiveRhoPPM: 500}, leases: []ipc.Grant{
-		{Lease: "b", Token: "9", ValidMs: 7500, TTLMs: 15000, Owner: ipc.OwnerPID, OwnerPID: 42, Renewals: 3, RenewalLatencyUs: 1234},
+		{Lease: "b", Token: "9", ValidMs: 7500, TTLMs: 15000, Owner: ipc.OwnerPID, OwnerPID: 42, Renewals: 3, RenewalLatencyUs: 1234, RenewedAgoMs: 2040},
 		{Lease: "a", Token: "8", ValidMs: 15000, TTLMs: 15000, Owner: ipc.OwnerDetached, NoRenew: true},
 	}}
 	var b strings.Builder
@@ -198,7 +200,7 @@ func TestTopOnce(t *testing.T) {
 	for _, want := range []string{
 		"clock: kernel synchronised, drift unknown (0 samples), rho 500 ppm in use",
 		"a      8      [####################]  15.0s  15s   detached (no renew)  0         -",
-		"b      9      [##########----------]  7.5s   15s   pid 42               3         1.23ms",
+		"b      9      [##########----------]  7.5s   15s   pid 42               3         2s ago (round trip 1.23ms)",
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("the view lacks %q:\n%s", want, b.String())
