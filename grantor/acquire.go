@@ -16,10 +16,10 @@ import (
 // FIFO holds also without wait: an Acquire of a lease others wait for is
 // refused (etcd's TryLock), unless its caller holds the lease or it is a
 // retry the FSM remembers. A call whose request id is queued already
-// attaches to that waiter; without wait it is answered the outcome of the
-// entry that carries it, if one does, else the waiter is withdrawn. A call
-// whose request id this office answered refused is answered that refusal
-// at once (refused.go): one request id, one answer.
+// attaches to that waiter. Every answer is a raft entry's (outcome.go): a
+// call without wait proposes a Final Acquire, or a withdrawal when others
+// wait ahead of it or its id is queued; a waiter whose wait runs out
+// proposes its last try (lastTry).
 func (l *lessor) acquire(ctx context.Context, c acquireCmd, wait time.Duration) (*acquireResult, error) {
 	o, err := l.await(ctx)
 	if err != nil {
@@ -33,11 +33,13 @@ func (l *lessor) acquire(ctx context.Context, c acquireCmd, wait time.Duration) 
 	}
 	// A session belongs to its identity (ownership.go): a call of another
 	// identity is refused here, before it can attach to the session's
-	// waiters or be answered from what this office remembers of it.
+	// waiters.
 	if err := checkOwner(&sessionRecord{Owner: l.fsm.sessionOwner(c.ID.Session)}, c.ID.Session, c.Identity); err != nil {
 		return nil, err
 	}
 	defer l.touch(o, c.ID.Session, c.TTL)()
+	// Without wait, a refusal is the request's outcome for good.
+	c.Final = wait == 0
 
 	var expired <-chan struct{}
 	if wait > 0 {
@@ -47,61 +49,48 @@ func (l *lessor) acquire(ctx context.Context, c acquireCmd, wait time.Duration) 
 	}
 	var (
 		w           *waiter
-		ans         any
+		behind      bool
 		other, mine *proposal
 	)
 	for {
-		if w, ans, other, mine = l.join(o, c, wait); other == nil {
+		if w, behind, other, mine, err = l.join(o, c, wait); err != nil {
+			return nil, err
+		}
+		if other == nil {
 			break
 		}
-		if res, err, final := l.awaitProposal(ctx, o, c, other, wait > 0); final {
+		if res, err, final := l.awaitProposal(ctx, o, c.Lease, other); final {
 			return res, err
 		}
 	}
 	switch {
-	case ans != nil:
-		return handedOff(ans)
 	case w != nil:
 		defer l.quit(o, w)
 		if wait == 0 {
-			return l.answerNow(ctx, o, w)
+			return l.withdraw(o, w)
 		}
+	case behind: // without wait, behind others: refused for good
+		r, err := l.proposeWithdraw(o, c)
+		if err != nil {
+			return nil, err
+		}
+		return handedOff(r)
 	default:
 		res, err := l.proposeAcquire(ctx, o, c)
-		if err != nil || res.Granted || res.Ended {
-			// Ended: a retry of a grant that has ended; waiting
-			// would not change that answer.
+		if err != nil || res.settled() || wait == 0 {
+			// wait == 0 and not settled: an older grantor dropped Final.
 			l.endProposal(o, c, mine, res, err)
 			return res, err
 		}
-		if wait == 0 {
-			res, err = l.refusedNow(ctx, o, c, res)
-			l.endProposal(o, c, mine, res, err)
-			return res, err
-		}
-		w, ans = l.enqueue(o, c)
+		w, err = l.enqueue(o, c)
 		l.endProposal(o, c, mine, nil, nil) // queued: its other calls join the waiter
-		if ans != nil {
-			return handedOff(ans)
+		if err != nil {
+			return nil, err
 		}
 		defer l.quit(o, w)
 	}
-	var overdue <-chan struct{} // the wait ran out while an entry carried w
 	for {
 		select {
-		case <-overdue:
-			if l.carried(w) {
-				continue
-			}
-			select {
-			case <-w.done:
-				return handedOff(w.res)
-			default:
-			}
-			if res, err, final := l.lastTry(ctx, o, c, w); final {
-				return res, err
-			}
-			overdue = w.unclaimed // claimed meanwhile: its entry answers
 		case <-w.wake:
 			if res, err, final := l.proposeAsWaiter(ctx, o, w); final {
 				return res, err
@@ -109,22 +98,7 @@ func (l *lessor) acquire(ctx context.Context, c acquireCmd, wait time.Duration) 
 		case <-w.done:
 			return handedOff(w.res)
 		case <-expired:
-			expired = nil
-			if l.carried(w) {
-				// An entry in flight carries this Acquire: its outcome
-				// is this Acquire's, whatever the wait said.
-				overdue = w.unclaimed
-				continue
-			}
-			select {
-			case <-w.done: // settled just before the wait ran out
-				return handedOff(w.res)
-			default:
-			}
-			if res, err, final := l.lastTry(ctx, o, c, w); final {
-				return res, err
-			}
-			overdue = w.unclaimed // claimed meanwhile: its entry answers
+			return l.lastTry(ctx, o, w)
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-o.ctx.Done():
@@ -133,64 +107,9 @@ func (l *lessor) acquire(ctx context.Context, c acquireCmd, wait time.Duration) 
 	}
 }
 
-// refusedNow answers call c, without wait, that its own entry refused
-// (r). The refusal is its request id's answer for every call of it: a
-// waiter of the id that another call queued meanwhile is answered as a
-// call without wait is (answerNow: withdrawn, or the outcome of an entry
-// that carries it), and the refusal is remembered (refused.go), so that
-// no later call of the id queues afresh.
-func (l *lessor) refusedNow(ctx context.Context, o *office, c acquireCmd, r *acquireResult) (*acquireResult, error) {
-	l.mu.Lock()
-	if q := l.waiterLocked(o, c); q != nil {
-		q.calls++
-		l.mu.Unlock()
-		defer l.quit(o, q)
-		return l.answerNow(ctx, o, q)
-	}
-	if ans, ok := l.refusedLocked(o, c); ok {
-		l.mu.Unlock()
-		return handedOff(ans)
-	}
-	l.rememberRefusalLocked(o, c, r)
-	l.mu.Unlock()
-	return r, nil
-}
-
-// answerNow answers a call without wait whose request id is queued: the
-// outcome of the entry that carries it, if one does; otherwise the waiter
-// is withdrawn, and every call of that id is told it was not granted.
-func (l *lessor) answerNow(ctx context.Context, o *office, w *waiter) (*acquireResult, error) {
-	l.mu.Lock()
-	if !w.claimed && w.res == nil && l.fsm.hasOutcome(w.cmd.ID.Session, w.cmd.ID.Seq) {
-		// Another call's entry granted the id while this waiter queued
-		// (its call had been refused before): a proposal is answered
-		// that grant, which the FSM remembers.
-		l.mu.Unlock()
-		if res, err, final := l.proposeAsWaiter(ctx, o, w); final {
-			return res, err
-		}
-		l.mu.Lock()
-	}
-	if !w.claimed && w.res == nil {
-		l.dequeueLocked(o, w.cmd.Lease, w)
-		if r, err := l.fsm.standing(w.cmd); err != nil {
-			w.res = err
-		} else {
-			w.res = r
-		}
-		l.rememberRefusalLocked(o, w.cmd, w.res)
-		close(w.done)
-	}
-	l.mu.Unlock()
-	select {
-	case <-w.done:
-		return handedOff(w.res)
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-o.ctx.Done():
-		return nil, l.prop.notLeader()
-	}
-}
+// settled reports whether r is its request's outcome, which waiting
+// cannot change: a grant, a grant that has ended, or a refusal for good.
+func (r *acquireResult) settled() bool { return r.Granted || r.Ended || r.Final }
 
 // proposeAsWaiter proposes w's Acquire after a wake-up, with w claimed
 // by that proposal, unless an entry in flight carries it already. final
@@ -222,26 +141,6 @@ func (l *lessor) proposeAsWaiter(ctx context.Context, o *office, w *waiter) (*ac
 	}
 }
 
-// carried reports whether an entry in flight carries w's Acquire.
-func (l *lessor) carried(w *waiter) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return w.claimed
-}
-
-// standing answers an Acquire c that is not granted now, as the FSM would
-// refuse it: a limit other than the one in force is refused as such;
-// else the oldest holder's token and identity name, token 0 when the
-// lease is free (and others wait for it).
-func (f *fsm) standing(c acquireCmd) (*acquireResult, error) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	if inForce, _ := f.inForceLocked(c.Lease); inForce != 0 && inForce != max(c.MaxHolders, 1) {
-		return nil, &LimitMismatchError{Lease: c.Lease, Asked: max(c.MaxHolders, 1), InForce: inForce}
-	}
-	return f.refusalLocked(c.Lease), nil
-}
-
 // handedOff turns a handed-off Acquire's FSM result into acquire's.
 func handedOff(r any) (*acquireResult, error) {
 	switch r := r.(type) {
@@ -253,89 +152,92 @@ func handedOff(r any) (*acquireResult, error) {
 	panic("grantor: unexpected handoff result")
 }
 
-// lastTry answers call c of waiter w, whose wait ran out: with the holder;
-// or, if the lease happens to have room right now and no one else waits,
-// with one more proposal, which carries w (claimed); a retry whose
-// outcome the FSM remembers is answered that. A refusal, made by that
-// entry or by none, is w's answer for every call of its request id
-// (withdraw), and the office remembers it (refused.go), so that no later
-// entry grants a request one of its calls was told was refused, whether
-// that entry carries w or a call of the id that comes later. final is
-// false when an entry claimed w meanwhile: its outcome is the answer.
-func (l *lessor) lastTry(ctx context.Context, o *office, c acquireCmd, w *waiter) (res *acquireResult, err error, final bool) {
-	if !l.fsm.hasOutcome(c.ID.Session, c.ID.Seq) {
-		if r, held := l.fsm.refusal(c.Lease); held {
-			return l.withdraw(o, w, r, nil)
-		}
-		l.mu.Lock()
-		behind := l.queuedBehindLocked(o, c)
-		l.mu.Unlock()
-		if behind {
-			r, err := l.fsm.standing(c)
-			return l.withdraw(o, w, r, err)
-		}
-	}
+// lastTry answers the calls of waiter w's request id once a call's wait
+// ran out, with one entry of its own: a Final Acquire when the lease has
+// room, no entry in flight carries w and nobody waits ahead of it
+// (granted, or refused for good); else a withdrawal (withdraw). An entry
+// that carries w and is still in flight is ordered with it by raft: if it
+// grants w first, the withdrawal answers that grant.
+func (l *lessor) lastTry(ctx context.Context, o *office, w *waiter) (*acquireResult, error) {
 	l.mu.Lock()
-	if w.claimed {
-		l.mu.Unlock()
-		return nil, nil, false
-	}
 	if w.res != nil {
 		l.mu.Unlock()
-		res, err = handedOff(w.res)
-		return res, err, true
+		return handedOff(w.res)
 	}
-	w.claimed = true
+	try := !w.claimed && l.fsm.hasRoom(w.cmd.Lease) && !l.queuedBehindLocked(o, w.cmd)
+	w.claimed = w.claimed || try
 	l.mu.Unlock()
-	res, err = l.proposeAcquire(ctx, o, c)
-	switch {
-	case err != nil:
+	if !try {
+		return l.withdraw(o, w)
+	}
+	c := w.cmd
+	c.Final = true
+	res, err := l.proposeAcquire(ctx, o, c)
+	if err != nil {
 		// The entry's fate is unknown, or it answered this call with an
 		// error: the id's other calls wait on.
 		l.settle(o, w, nil)
-		return nil, err, true
-	case res.Granted || res.Ended:
-		l.settle(o, w, &handoff{Lease: c.Lease, Tried: true, Res: res})
-	default:
-		// Refused, and this call's wait is over: the refusal is the
-		// answer of every call of the id (withdraw, with the claim
-		// ended under the same lock, so no entry claims w in between).
+		return nil, err
+	}
+	l.settle(o, w, &handoff{Lease: c.Lease, Tried: true, Res: res})
+	if !res.settled() {
+		// An older grantor dropped Final: the refusal is not the
+		// request's outcome yet.
+		return l.withdraw(o, w)
+	}
+	<-w.done // settle answered w
+	return handedOff(w.res)
+}
+
+// withdraw answers every call of w's request id with a withdrawal entry
+// (proposeWithdraw) and takes w out of the queue: the grant an earlier
+// entry made, else a refusal for good. An entry in flight that carries w
+// is ordered with it by raft; both answer the same.
+func (l *lessor) withdraw(o *office, w *waiter) (*acquireResult, error) {
+	l.mu.Lock()
+	done := w.res != nil
+	l.mu.Unlock()
+	if !done {
+		r, err := l.proposeWithdraw(o, w.cmd)
+		if err != nil {
+			return nil, err // its fate unknown: the id's other calls wait on
+		}
 		l.mu.Lock()
-		w.claimed = false
 		if w.res == nil {
 			l.dequeueLocked(o, w.cmd.Lease, w)
-			w.res = res
-			l.rememberRefusalLocked(o, w.cmd, w.res)
+			w.res = r
 			close(w.done)
 		}
 		l.mu.Unlock()
 	}
-	<-w.done // answered above or by settle
-	res, err = handedOff(w.res)
-	return res, err, true
+	return handedOff(w.res)
 }
 
-// withdraw takes w out of the queue with the answer r or err for every
-// call of its request id, and returns w's answer (another call's, if it
-// had one already); unless an entry in flight carries w (final false).
-func (l *lessor) withdraw(o *office, w *waiter, r *acquireResult, err error) (*acquireResult, error, bool) {
-	l.mu.Lock()
-	if w.claimed {
-		l.mu.Unlock()
-		return nil, nil, false
-	}
-	if w.res == nil {
-		l.dequeueLocked(o, w.cmd.Lease, w)
-		w.res = r
+// proposeWithdraw proposes c withdrawn (cmdWithdraw) and returns the FSM's
+// answer (*acquireResult or error): the outcome c's request has, else a
+// refusal for good. This is the entry a timed-out waiter adds. Until every
+// server applies cmdWithdraw, the answer is the refusal the FSM would give
+// now, with no entry and nothing remembered, as older grantors answered
+// (in a rolling upgrade, one request id may then get two answers until
+// every grantor applies it: its sidecar gives back a grant it was not
+// told of).
+func (l *lessor) proposeWithdraw(o *office, c acquireCmd) (any, error) {
+	if l.prop.allowed() < outcomeCmd {
+		r, err := l.fsm.standing(c)
 		if err != nil {
-			w.res = err
+			return err, nil
 		}
-		l.rememberRefusalLocked(o, w.cmd, w.res)
-		close(w.done)
+		return r, nil
 	}
-	l.mu.Unlock()
-	res, err := handedOff(w.res)
-	return res, err, true
+	if o.ctx.Err() != nil {
+		return nil, l.prop.notLeader()
+	}
+	c.Final = true
+	res, err := l.prop.apply(encodeCmd(cmdWithdraw, c))
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
 }
 
 // proposeAcquire proposes c holding the lease's slot, and on a grant moves

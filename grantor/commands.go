@@ -35,6 +35,8 @@ const (
 	cmdAcquire7                      // 18: acquireCmd as cmdAcquire6, with LockDelay applied (lockdelay.go)
 	cmdRelease6                      // 19: releaseCmd as cmdRelease5, with OwnerEnded applied (lockdelay.go)
 	cmdEndDelay                      // 20: endDelayCmd, proposed by the leader when a name's lock-delay is over (lockdelay.go)
+	cmdAcquire8                      // 21: acquireCmd as cmdAcquire7, with Final applied: its refusal is the request's outcome, remembered (outcome.go)
+	cmdWithdraw                      // 22: acquireCmd withdrawn: never granted; answered the request's outcome, or refused for good (outcome.go)
 )
 
 // Which command types a grantor may propose (versions.go). A grantor that
@@ -43,7 +45,7 @@ const (
 // that it applies it.
 const (
 	// newestCmd is the newest type this binary applies.
-	newestCmd = cmdEndDelay
+	newestCmd = cmdWithdraw
 	// baselineCmd is what a server that registered nothing is taken to
 	// apply: the types of grantors built before registration.
 	baselineCmd = cmdRegisterNode
@@ -91,6 +93,10 @@ func (t cmdType) String() string {
 		return "release6"
 	case cmdEndDelay:
 		return "end-delay"
+	case cmdAcquire8:
+		return "acquire8"
+	case cmdWithdraw:
+		return "withdraw"
 	}
 	return fmt.Sprintf("cmd(%d)", uint8(t))
 }
@@ -131,6 +137,10 @@ type acquireCmd struct {
 	// caller is the verified caller, never written to the log: a waiter
 	// is charged to its account (account.go).
 	caller Identity
+	// Final makes a refusal of this Acquire its request's outcome, which
+	// the FSM remembers: a call without wait, or a waiter's last try.
+	// Applied in cmdAcquire8 only (outcome.go).
+	Final bool `json:"final,omitempty"`
 }
 
 type releaseCmd struct {
@@ -181,6 +191,10 @@ func encodeCmd(t cmdType, body any) []byte {
 // list (forgetting is a permission, not an order). A semaphore or a value
 // needs cmdAcquire5; the lessor refuses them before (ErrNotSupported).
 func acquireEntry(c acquireCmd, allowed cmdType) []byte {
+	if allowed >= outcomeCmd {
+		return encodeCmd(cmdAcquire8, c)
+	}
+	c.Final = false
 	if allowed >= lockDelayCmd {
 		return encodeCmd(cmdAcquire7, c)
 	}
@@ -251,7 +265,7 @@ func decodeCmd(data []byte) (cmdType, any, error) {
 	t := cmdType(data[0])
 	var body any
 	switch t {
-	case cmdAcquire, cmdAcquire2, cmdAcquire3, cmdAcquire4, cmdAcquire5, cmdAcquire6, cmdAcquire7:
+	case cmdAcquire, cmdAcquire2, cmdAcquire3, cmdAcquire4, cmdAcquire5, cmdAcquire6, cmdAcquire7, cmdAcquire8, cmdWithdraw:
 		body = &acquireCmd{}
 	case cmdRelease, cmdRelease2, cmdRelease3, cmdRelease4, cmdRelease5, cmdRelease6:
 		body = &releaseCmd{}
@@ -300,6 +314,9 @@ type acquireResult struct {
 	// Limit is the limit in force for the lease (1: exclusive), Holders
 	// how many grants of it stand after the entry.
 	Limit, Holders int
+	// Final marks a refusal that is the request's outcome, remembered in
+	// the FSM (outcome.go): waiting or retrying changes nothing.
+	Final bool
 }
 
 // releaseResult is what the FSM returns for a Release.

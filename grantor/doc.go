@@ -38,11 +38,11 @@
 //     next one, a holder's re-acquire too; only a retry of the same
 //     (session, seq) gets the same grant back. Replies state the term
 //     stored with the grant and the grantor's rho and epsilon.
-//   - One request id, one answer: the FSM remembers each grant's
-//     (session, seq); a refusal, which changes nothing in the FSM, is
-//     remembered by the leader's office only (refused.go), so a late call
-//     of a refused id that reaches a new leader is evaluated afresh and
-//     may be granted (its sidecar gives back a grant it was not told of).
+//   - One request id, one answer: every outcome (a grant, a refusal for
+//     good, a waiter's withdrawal, a release) is a raft entry's and the FSM
+//     remembers it under (session, seq) until the session acknowledges
+//     it, so any call of the id at any leader gets the same answer
+//     (outcome.go). A waiter whose wait runs out adds one entry.
 //   - An office serves only in the raft term it was opened in (lessor.go).
 //   - A name may be a semaphore of up to N holders, each grant with its
 //     own token, and a grant may carry a value that its holder changes

@@ -38,6 +38,9 @@ type outcome struct {
 	// Released says a release freed the lease, or a proclaim changed
 	// the grant's value.
 	Released bool `json:"released,omitempty"`
+	// Refused says an Acquire was refused for good (outcome.go); Token
+	// is then 0.
+	Refused bool `json:"refused,omitempty"`
 }
 
 // sessionRecord is a session's idempotency state (Ongaro's client
@@ -218,8 +221,15 @@ func (f *fsm) Apply(l *raft.Log) any {
 		if t < cmdAcquire7 {
 			c.LockDelay = 0
 		}
+		if t < cmdAcquire8 {
+			c.Final = false
+		}
 		_, existed := f.st.Sessions[c.ID.Session]
-		res = f.applyAcquire(c, t >= cmdAcquire3)
+		if t == cmdWithdraw {
+			res = f.applyWithdraw(c)
+		} else {
+			res = f.applyAcquire(c, t >= cmdAcquire3)
+		}
 		if t >= cmdAcquire6 && !existed {
 			f.dropEmptySession(c.ID.Session)
 		}
@@ -333,7 +343,7 @@ func (f *fsm) session(id requestID, identity string) (*sessionRecord, error) {
 
 // dropEmptySession deletes the record of session, which the entry being
 // applied opened, when the entry left it nothing to remember: no outcome
-// (a refused Acquire remembers none) and no grant (review R8-2: each
+// (an Acquire refused without Final remembers none) and no grant (review R8-2: each
 // refused Acquire under a fresh session id left a record for an hour, in
 // every replica and snapshot). Its floor and forgotten seqs go with it,
 // as when an idle session is closed. cmdAcquire6 and later.
@@ -357,28 +367,17 @@ func (f *fsm) applyAcquire(c *acquireCmd, newToken bool) any {
 	if c.MaxHolders > 1 || f.st.Sems[c.Lease] != nil {
 		return f.acquireSlot(s, c) // semaphore.go
 	}
-	cur, held := f.st.Leases[c.Lease]
-	if o, dup := s.Outcomes[c.ID.Seq]; dup {
-		if o.Kind != cmdAcquire || o.Lease != c.Lease || o.Owner != c.Owner {
-			return fmt.Errorf("%w: seq %d was %v of %q", ErrSeqReused, c.ID.Seq, o.Kind, o.Lease)
-		}
-		// A retry of a granted Acquire. Answer "granted" only while that
-		// very grant still stands; a grant that has since ended must not
-		// be handed out again as if it were live, nor be answered as a
-		// refusal (the Acquire took effect: chaos finding F4).
-		if held && cur.Session == c.ID.Session && cur.Owner == c.Owner && cur.Token == o.Token {
-			f.event(fsmEvent{Kind: evGranted, Lease: c.Lease, Rec: cur, Retry: true})
-			return &acquireResult{Granted: true, Token: cur.Token, TTL: cur.TTL, Limit: 1, Holders: 1}
-		}
-		return f.endedLocked(c.Lease, o.Token)
+	if r, ok := f.remembered(s, c); ok {
+		return r
 	}
+	cur, held := f.st.Leases[c.Lease]
 	if len(s.Outcomes) >= maxOutstanding {
 		return fmt.Errorf("%w: session %q has %d", ErrTooManyOutstanding, c.ID.Session, len(s.Outcomes))
 	}
 	var replaced uint64
 	switch ds := f.st.Delays[c.Lease]; {
 	case len(ds) > 0:
-		return delayedRefusal(ds[0]) // not granted: nothing remembered
+		return f.refuse(s, c, delayedRefusal(ds[0]))
 	case !held:
 		if err := f.checkLimit(s.Owner, c.Limit); err != nil {
 			return err // nothing changed: not remembered
@@ -400,9 +399,9 @@ func (f *fsm) applyAcquire(c *acquireCmd, newToken bool) any {
 		cur.TTL = c.TTL
 		f.st.Leases[c.Lease] = cur
 	default:
-		// Not granted: nothing changed, so nothing is remembered; a retry
-		// is evaluated afresh and can still grant at most once.
-		return f.notGranted(cur)
+		// Not granted: nothing changed; remembered only when Final (a
+		// retry is otherwise evaluated afresh, and can grant at most once).
+		return f.refuse(s, c, f.notGranted(cur))
 	}
 	s.Outcomes[c.ID.Seq] = outcome{Kind: cmdAcquire, Lease: c.Lease, Owner: c.Owner, Token: cur.Token}
 	f.event(fsmEvent{Kind: evGranted, Lease: c.Lease, Rec: cur, Replaced: replaced})

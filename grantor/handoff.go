@@ -74,6 +74,7 @@ func (f *fsm) handOff(lease string, next *acquireCmd) *handoff {
 		return h
 	}
 	h.Tried = true
+	next.Final = false // a waiter's Acquire: its refusal means "wait on"
 	h.Res = f.applyAcquire(next, true)
 	return h
 }

@@ -103,9 +103,11 @@ type fakeRaft struct {
 	verifies atomic.Int64
 	// afterFSM, when set, runs between the FSM's apply and apply's return,
 	// like the delay before a raft future reports the apply; beforeFSM
-	// runs before the FSM applies, like replication.
+	// runs before the FSM applies, like replication; inLog runs after it,
+	// in log order, and holds up the entries proposed after it.
 	afterFSM  func()
 	beforeFSM func()
+	inLog     func()
 	// verify and barrierFn, when set, replace the default (succeed).
 	verify    func(round int64) error
 	barrierFn func() error
@@ -119,6 +121,11 @@ func (r *fakeRaft) apply(cmd []byte) (any, error) {
 		f()
 	}
 	r.mu.Lock()
+	// Entries apply in the order they reach the log, as in raft: one held
+	// by inLog (a slow disk, slow replication) holds up every later one.
+	if f := r.inLog; f != nil {
+		f()
+	}
 	r.index++
 	res := r.fsm.Apply(&raft.Log{Index: r.index, Term: r.termN.Load(), Type: raft.LogCommand, Data: cmd})
 	r.mu.Unlock()

@@ -145,12 +145,9 @@ type office struct {
 	// from each grant's event). The FSM applies a grant before its event
 	// reaches the office: an expiry decision leaves out grants above seen.
 	seen uint64
-	// refused are the request ids this office answered refused, so that a
-	// later call of one is answered the same (refused.go). Guarded by
-	// lessor.mu.
-	refused refusals
 	// proposing are the Acquires proposed with no waiter, in flight
-	// (proposing.go). Guarded by lessor.mu.
+	// (proposing.go): an optimisation, which decides no answer. Guarded by
+	// lessor.mu.
 	proposing map[proposalKey]*proposal
 	// delays are the names in a lock-delay and when this office ends each
 	// (lockdelay.go). Guarded by lessor.mu.

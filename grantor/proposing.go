@@ -10,10 +10,12 @@ import (
 // behind) is known to the office until its entry's outcome is known and,
 // when it then queues, until its waiter is in the queue. Another call of
 // the same request id that arrives meanwhile (a sidecar's retry on
-// another connection) waits for that outcome instead of answering on its
+// another connection) waits for that outcome instead of proposing its
 // own: at ab781e3 a retry without wait was refused behind the queue while
 // the first call's entry, slowed by the leader's disk, applied a second
-// later and granted the id, so one request id got two answers.
+// later and granted the id, so one request id got two answers. Since every
+// answer is an entry's (outcome.go), this only saves entries: the FSM
+// would order the two calls' entries and answer both the same.
 
 // proposal is one call's Acquire in flight.
 type proposal struct {
@@ -27,12 +29,13 @@ type proposal struct {
 
 // proposalKey names the proposal of a request id for an identity.
 type proposalKey struct {
-	id       refusedID
+	session  string
+	seq      uint64
 	identity string
 }
 
 func proposalKeyOf(c acquireCmd) proposalKey {
-	return proposalKey{refusedIDOf(c), c.Identity}
+	return proposalKey{c.ID.Session, c.ID.Seq, c.Identity}
 }
 
 // beginProposalLocked registers c's proposal. The caller holds lessor.mu
@@ -69,11 +72,12 @@ func (l *lessor) endProposal(o *office, c acquireCmd, p *proposal, res *acquireR
 	close(p.done)
 }
 
-// awaitProposal waits for another call's proposal p of c's request id.
-// final reports that its outcome is c's answer: a grant, an error, or a
-// refusal when c has no wait; otherwise c joins again.
-func (l *lessor) awaitProposal(ctx context.Context, o *office, c acquireCmd, p *proposal, wait bool) (res *acquireResult, err error, final bool) {
-	l.test(testEvent{what: "awaits proposal", lease: c.Lease})
+// awaitProposal waits for another call's proposal p of the same request
+// id. final reports that its outcome is this call's answer: the request's
+// outcome (a grant, an error, a refusal for good); otherwise (a refusal
+// that means "wait on") the call joins again.
+func (l *lessor) awaitProposal(ctx context.Context, o *office, lease string, p *proposal) (res *acquireResult, err error, final bool) {
+	l.test(testEvent{what: "awaits proposal", lease: lease})
 	select {
 	case <-p.done:
 	case <-ctx.Done():
@@ -81,7 +85,7 @@ func (l *lessor) awaitProposal(ctx context.Context, o *office, c acquireCmd, p *
 	case <-o.ctx.Done():
 		return nil, l.prop.notLeader(), true
 	}
-	if p.res == nil || (wait && isRefusal(p.res)) {
+	if r, ok := p.res.(*acquireResult); p.res == nil || ok && !r.settled() {
 		return nil, nil, false
 	}
 	res, err = handedOff(p.res)

@@ -2,22 +2,29 @@ package grantor
 
 import (
 	"context"
-	"fmt"
-	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/leaseside/leaseside/clockwatch"
 )
 
-// holdNextApply makes the next proposal wait before the FSM (as raft's
-// replication would) until release is closed; entered is closed once it
-// waits.
+// holdNextApply makes the next proposal wait before the FSM until release
+// is closed (a proposal on its way to the log: later ones may pass it);
+// entered is closed once it waits.
 func holdNextApply(h *harness) (entered, release chan struct{}) {
+	return holdNext(&h.raft.beforeFSM)
+}
+
+// holdNextEntry is holdNextApply for an entry in the log: every later
+// entry waits behind it, as raft applies in log order (a slow disk or
+// replication).
+func holdNextEntry(h *harness) (entered, release chan struct{}) {
+	return holdNext(&h.raft.inLog)
+}
+
+func holdNext(hook *func()) (entered, release chan struct{}) {
 	entered, release = make(chan struct{}), make(chan struct{})
 	var first atomic.Bool
-	h.raft.beforeFSM = func() {
+	*hook = func() {
 		if first.CompareAndSwap(false, true) {
 			close(entered)
 			<-release
@@ -84,8 +91,9 @@ func TestRetriedWaiterOfCarriedRequestIsToldItsGrant(t *testing.T) {
 // abandon path (daemon/grantorconn.go acquire: cancel, then one wait-0
 // retry of the same id to learn the outcome) reaches the grantor while a
 // freeing entry carrying the first attempt is in flight. One request id
-// gets one answer: the retry waits for that entry and is answered the
-// grant it made, so the sidecar gives it back (review 9/12/13 S2).
+// gets one answer: the retry's own entry (a withdrawal) comes after that
+// entry in the log and is answered the grant it made, so the sidecar
+// gives it back (review 9/12/13 S2).
 func TestAbandonedWaiterRetryWithoutWaitGetsTheHandoff(t *testing.T) {
 	h := newHarness(t)
 	h.takeOffice()
@@ -93,7 +101,7 @@ func TestAbandonedWaiterRetryWithoutWaitGetsTheHandoff(t *testing.T) {
 	ctx1, cancel1 := context.WithCancel(h.ctx())
 	w := acq("w", 1, "L", 10*time.Second)
 	first := h.enqueueWaiter(ctx1, w, time.Minute)
-	entered, unblock := holdNextApply(h)
+	entered, unblock := holdNextEntry(h)
 	relDone := make(chan struct{})
 	go func() {
 		defer close(relDone)
@@ -104,7 +112,6 @@ func TestAbandonedWaiterRetryWithoutWaitGetsTheHandoff(t *testing.T) {
 	<-entered
 	cancel1()
 	h.outcome(first)
-	h.raft.beforeFSM = nil
 	probe := h.goAcquire(h.ctx(), w, 0)
 	select {
 	case o := <-probe:
@@ -215,8 +222,8 @@ func TestRefusedRequestIsNeverGrantedLater(t *testing.T) {
 // out of the queue). Then the first attempt arrives, with the full wait:
 // the FSM remembers no refusal, so it queues afresh, and the next
 // release hands it the lease: a grant of a request its sidecar was told
-// was refused. The office remembers the refusal and answers the late call
-// with it, without queueing it (refused.go).
+// was refused. The FSM remembers the refusal (outcome.go) and the late
+// call is answered it, without queueing.
 func TestLateCallOfARefusedRequestIsNotGranted(t *testing.T) {
 	h := newHarness(t)
 	h.takeOffice()
@@ -227,19 +234,16 @@ func TestLateCallOfARefusedRequestIsNotGranted(t *testing.T) {
 	if o := h.outcome(retry); o.err != nil || o.res.Granted {
 		t.Fatalf("the retry whose wait ran out: %+v %v, want refused", o.res, o.err)
 	}
-	m := h.events.mark()
 	late := h.goAcquire(h.ctx(), w, time.Minute) // the first attempt, late
-	h.events.wait(t, m, "the late call queued or refused", func(e testEvent) bool {
-		return (e.what == "queued" || e.what == "refused again") && e.lease == "L"
-	})
+	lo := h.outcome(late)
+	if lo.err != nil || lo.res.Granted || !lo.res.Final {
+		t.Fatalf("a late call of request (w,1), answered refused: %+v %v, want that refusal at once", lo.res, lo.err)
+	}
 	if _, err := h.l.release(h.ctx(), releaseCmd{ID: requestID{Session: "a", Seq: 2}, Lease: "L", Owner: "o", Token: a.Token}); err != nil {
 		t.Fatal(err)
 	}
 	if rec, held := h.fsm.lease("L"); held && rec.Session == "w" {
 		t.Fatalf("request (w,1), answered refused, was granted token %d by the next release", rec.Token)
-	}
-	if o := h.outcome(late); o.err == nil && o.res.Granted {
-		t.Fatalf("a late call of request (w,1), answered refused, was told granted: %+v", o.res)
 	}
 }
 
@@ -256,19 +260,16 @@ func TestCallAfterAnEntryRefusedItsRequestIsNotGranted(t *testing.T) {
 	if o := h.outcome(h.goAcquire(h.ctx(), w, 0)); o.err != nil || o.res.Granted {
 		t.Fatalf("the call without wait: %+v %v, want refused", o.res, o.err)
 	}
-	m := h.events.mark()
 	late := h.goAcquire(h.ctx(), w, time.Minute)
-	h.events.wait(t, m, "the late call queued or refused", func(e testEvent) bool {
-		return (e.what == "queued" || e.what == "refused again") && e.lease == "L"
-	})
+	lo := h.outcome(late)
+	if lo.err != nil || lo.res.Granted || !lo.res.Final {
+		t.Fatalf("a later call of request (w,1), answered refused: %+v %v, want that refusal at once", lo.res, lo.err)
+	}
 	if _, err := h.l.release(h.ctx(), releaseCmd{ID: requestID{Session: "a", Seq: 2}, Lease: "L", Owner: "o", Token: a.Token}); err != nil {
 		t.Fatal(err)
 	}
 	if rec, held := h.fsm.lease("L"); held && rec.Session == "w" {
 		t.Fatalf("request (w,1), answered refused, was granted token %d by the next release", rec.Token)
-	}
-	if o := h.outcome(late); o.err != nil || o.res.Granted {
-		t.Fatalf("a later call of request (w,1), answered refused, was answered %+v %v", o.res, o.err)
 	}
 }
 
@@ -295,9 +296,8 @@ func TestRefusalMemoryDoesNotHideTheRequestsOwnGrant(t *testing.T) {
 	if !b.Granted {
 		t.Fatalf("call B: %+v", b)
 	}
-	w, ans := h.l.enqueue(h.l.cur, x) // call A's enqueue after its refused proposal
-	if ans != nil || w == nil {
-		t.Fatalf("enqueue: %v %v", w, ans)
+	if w, err := h.l.enqueue(h.l.cur, x); w == nil || err != nil { // call A's enqueue after its refused proposal
+		t.Fatalf("enqueue: %v %v", w, err)
 	}
 	c, err := h.l.acquire(h.ctx(), x, 0) // the sidecar's wait-0 call of (w,1)
 	if err != nil || !c.Granted || c.Token != b.Token {
@@ -339,224 +339,6 @@ func TestRefusalOfAnotherIdentitysCallDoesNotPoisonTheSession(t *testing.T) {
 	if err != nil || !r.Granted {
 		t.Fatalf("A's acquire (a,2) of the free lease P, after identity B's call named (a,2): %+v %v, want granted", r, err)
 	}
-}
-
-// Review 18, finding G-c: the refusals remembered stayed unbounded for a
-// session whose refusals came in descending seq order (the per-session
-// cap deleted the new, lowest seq and added it all the same). Now each
-// identity keeps at most maxRefusedPerIdentity, oldest first, whatever
-// the order of the seqs.
-func TestRefusalsPerIdentityStayBoundedForDescendingSeqs(t *testing.T) {
-	h := newHarness(t)
-	h.takeOffice()
-	o := h.l.cur
-	h.l.mu.Lock()
-	defer h.l.mu.Unlock()
-	for seq := uint64(maxRefusedPerIdentity + 100); seq > 0; seq-- {
-		h.l.rememberRefusalLocked(o, acquireCmd{ID: requestID{Session: "s", Seq: seq}}, &acquireResult{Token: 1})
-	}
-	ir := o.refused.byIdentity[""]
-	if n := len(ir.byID); n > maxRefusedPerIdentity || ir.order.Len() != n || o.refused.all.Len() != n {
-		t.Fatalf("%d refusals remembered for one identity (%d in its order, %d in all), maxRefusedPerIdentity %d", n, ir.order.Len(), o.refused.all.Len(), maxRefusedPerIdentity)
-	}
-	if _, ok := h.l.refusedLocked(o, acquireCmd{ID: requestID{Session: "s", Seq: 1}}); !ok {
-		t.Fatal("the newest refusal is not remembered")
-	}
-}
-
-// BenchmarkRememberRefusalAtTheIdentityCap is the cost, under lessor.mu,
-// of one refusal of an identity holding maxRefusedPerIdentity of them (a
-// TryLock poller behind a queue: join refuses without an entry).
-func BenchmarkRememberRefusalAtTheIdentityCap(b *testing.B) {
-	l := newLessor(lessorConfig{clock: clockwatch.NewFake(clockwatch.Instant(1000 * time.Second))}, newFSM(), nil)
-	o := &office{}
-	seq := uint64(1)
-	for ; seq <= maxRefusedPerIdentity; seq++ {
-		l.rememberRefusalLocked(o, acquireCmd{ID: requestID{Session: "s", Seq: seq}}, &acquireResult{Token: 1})
-	}
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		l.rememberRefusalLocked(o, acquireCmd{ID: requestID{Session: "s", Seq: seq}}, &acquireResult{Token: 1})
-		seq++
-	}
-}
-
-func refusedCmd(session, identity string, seq uint64) acquireCmd {
-	return acquireCmd{ID: requestID{Session: session, Seq: seq}, Lease: "L", Owner: "o", TTL: 10 * time.Second, Identity: identity}
-}
-
-// Review 19, R-1: at 2a2c7e8 the office-wide bound counted the refs in
-// its order list, not the refusals kept: a TryLock poller at its
-// session's cap left a dead ref per refusal, and after 65,536 of them
-// each of its refusals forgot the oldest live refusal of every other
-// session and identity (at 1,000 a second, after 65 s instead of
-// refusedKept). Each identity now keeps its own, one ref per refusal.
-func TestOnePollingSessionDoesNotFlushOtherSessionsRefusals(t *testing.T) {
-	h := newHarness(t)
-	h.takeOffice()
-	o := h.l.cur
-	h.l.mu.Lock()
-	defer h.l.mu.Unlock()
-	a := refusedCmd("a", "A", 1)
-	h.l.rememberRefusalLocked(o, a, &acquireResult{Token: 1})
-	for seq := uint64(1); seq <= maxRefused; seq++ {
-		h.l.rememberRefusalLocked(o, refusedCmd("p", "P", seq), &acquireResult{Token: 1})
-	}
-	if _, ok := h.l.refusedLocked(o, a); !ok {
-		t.Fatalf("A's refusal of (a,1) is forgotten after %d refusals of another session and identity", maxRefused)
-	}
-}
-
-// Review 19, R-2: at 2a2c7e8 refusals were kept per (session, identity)
-// but under one budget for the office: a caller of one identity that
-// names made-up sessions (a wait-0 Acquire behind a queue is refused
-// without an entry and leaves no state in the FSM, R8-2) made the office
-// forget every other identity's refusals, and a late first attempt of
-// A's refused request was then queued afresh. Each identity now has a
-// budget of its own.
-func TestAnotherIdentitysRefusalsDoNotFlushTheMemory(t *testing.T) {
-	h := newHarness(t)
-	h.takeOffice()
-	if r := h.acquire(acq("m", 1, "M", 10*time.Second)); !r.Granted {
-		t.Fatalf("M: %+v", r)
-	}
-	h.enqueueWaiter(h.ctx(), acq("q", 1, "M", 10*time.Second), time.Minute) // M has a queue
-	a := acq("a", 1, "M", 10*time.Second)
-	a.Identity = "A"
-	if r, err := h.l.acquire(h.ctx(), a, 0); err != nil || r.Granted {
-		t.Fatalf("A's (a,1): %+v %v", r, err)
-	}
-	for i := 0; i < maxRefused; i++ {
-		c := acq(fmt.Sprintf("b%d", i), 1, "M", 10*time.Second)
-		c.Identity = "B"
-		if r, err := h.l.acquire(h.ctx(), c, 0); err != nil || r.Granted {
-			t.Fatalf("B's call %d: %+v %v", i, r, err)
-		}
-	}
-	h.l.mu.Lock()
-	_, ok := h.l.refusedLocked(h.l.cur, a)
-	h.l.mu.Unlock()
-	if !ok {
-		t.Fatalf("A's refusal of (a,1) was forgotten after %d wait-0 calls of identity B under sessions B made up", maxRefused)
-	}
-}
-
-// Review 19, R-3: at 2a2c7e8 a session kept 256 refusals: a sidecar
-// session whose Acquire (a,1) was refused and whose host then had 256
-// more refused (TryLock pollers of other names, a few seconds at 100/s)
-// forgot (a,1), and a late first attempt of it was queued afresh and
-// granted by the next release (G1).
-func TestSessionsOwnRefusalSurvivesItsNext256Refusals(t *testing.T) {
-	h := newHarness(t)
-	h.takeOffice()
-	o := h.l.cur
-	h.l.mu.Lock()
-	defer h.l.mu.Unlock()
-	first := refusedCmd("a", "A", 1)
-	h.l.rememberRefusalLocked(o, first, &acquireResult{Token: 1})
-	for seq := uint64(2); seq <= 257; seq++ {
-		h.l.rememberRefusalLocked(o, refusedCmd("a", "A", seq), &acquireResult{Token: 1})
-	}
-	if _, ok := h.l.refusedLocked(o, first); !ok {
-		t.Fatalf("(a,1)'s refusal forgotten after 256 later refusals of its session")
-	}
-}
-
-// Review 20, R20-1: at 0f0d998 refusals were expired only on their own
-// identity's next call: an identity refused and then quiet (a host gone,
-// a certificate renamed on rotation) kept its refusals for the life of
-// the office, not refusedKept, and a fleet's churn grew the memory
-// without bound. Expiry now runs over the office's refusals in answer
-// order on every call.
-func TestQuietIdentitysRefusalsAreForgottenAfterRefusedKept(t *testing.T) {
-	clock := clockwatch.NewFake(clockwatch.Instant(1000 * time.Second))
-	l := newLessor(lessorConfig{clock: clock}, newFSM(), nil)
-	o := &office{}
-	l.mu.Lock()
-	for seq := uint64(1); seq <= 100; seq++ {
-		l.rememberRefusalLocked(o, refusedCmd("a", "A", seq), &acquireResult{Token: 1})
-	}
-	l.mu.Unlock()
-	clock.Advance(refusedKept + time.Second)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for seq := uint64(1); seq <= 100; seq++ {
-		c := refusedCmd("b", "B", seq)
-		l.rememberRefusalLocked(o, c, &acquireResult{Token: 1})
-		l.refusedLocked(o, c)
-	}
-	if ir := o.refused.byIdentity["A"]; ir != nil && ir.order.Len() > 0 {
-		t.Fatalf("identity A, quiet since, still has %d refusals remembered %v after they were given (refusedKept %v)", ir.order.Len(), refusedKept+time.Second, refusedKept)
-	}
-}
-
-// BenchmarkRefusalMemoryBytesPerRefusal reports the heap one remembered
-// refusal takes (64-byte session ids, the longest validSession allows;
-// 64 identities, the office full).
-func BenchmarkRefusalMemoryBytesPerRefusal(b *testing.B) {
-	l := newLessor(lessorConfig{clock: clockwatch.NewFake(clockwatch.Instant(1000 * time.Second))}, newFSM(), nil)
-	o := &office{}
-	const n = maxRefused
-	var ms0, ms1 runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&ms0)
-	l.mu.Lock()
-	for i := 0; i < n; i++ {
-		s := fmt.Sprintf("%064d", i)
-		l.rememberRefusalLocked(o, refusedCmd(s, fmt.Sprint("host", i%64), 1), &acquireResult{Token: 1, Limit: 1, Holders: 1, HolderName: "holder"})
-	}
-	l.mu.Unlock()
-	runtime.GC()
-	runtime.ReadMemStats(&ms1)
-	b.ReportMetric(float64(ms1.HeapAlloc-ms0.HeapAlloc)/n, "B/refusal")
-	runtime.KeepAlive(o)
-}
-
-// fillBehindOne gives identity A one refusal, then 65,535 of 16 other
-// identities (each under its own cap), so the office is full with A's
-// only refusal oldest, and then refuses A a second request id.
-func fillBehindOne(l *lessor, o *office) acquireCmd {
-	l.rememberRefusalLocked(o, refusedCmd("a", "A", 1), &acquireResult{Token: 1})
-	for n := 0; n < maxRefused-1; n++ {
-		i := n / maxRefusedPerIdentity
-		l.rememberRefusalLocked(o, refusedCmd(fmt.Sprint("h", i), fmt.Sprint("H", i), uint64(n)), &acquireResult{Token: 1})
-	}
-	second := refusedCmd("a", "A", 2)
-	l.rememberRefusalLocked(o, second, &acquireResult{Token: 1})
-	return second
-}
-
-// Review 21: the office-wide eviction of an identity's only refusal, when
-// that identity is refused again, took its entry away while the new
-// refusal went into the entry read before (d9fc9f8): the new refusal was
-// never found, and forgetting it later dereferenced the missing entry,
-// which stopped the leader on any call once it expired.
-func TestOfficeWideEvictionOfOwnLastKeepsNewRefusal(t *testing.T) {
-	clock := clockwatch.NewFake(clockwatch.Instant(1000 * time.Second))
-	l := newLessor(lessorConfig{clock: clock}, newFSM(), nil)
-	o := &office{}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	second := fillBehindOne(l, o)
-	if _, ok := l.refusedLocked(o, second); !ok {
-		t.Fatalf("A's refusal of (a,2), just given, is not found (byIdentity[A]=%v, all %d)", o.refused.byIdentity["A"], o.refused.all.Len())
-	}
-}
-
-func TestExpiringRefusalAfterOfficeWideEvictionDoesNotPanic(t *testing.T) {
-	clock := clockwatch.NewFake(clockwatch.Instant(1000 * time.Second))
-	l := newLessor(lessorConfig{clock: clock}, newFSM(), nil)
-	o := &office{}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	fillBehindOne(l, o)
-	clock.Advance(refusedKept + time.Second)
-	defer func() {
-		if p := recover(); p != nil {
-			t.Fatalf("expiring the refusals panics: %v", p)
-		}
-	}()
-	l.refusedLocked(o, refusedCmd("b", "B", 1))
 }
 
 // Chaos finding F8 (seed 483018969885 at ab781e3, checker linearizable,

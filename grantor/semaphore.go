@@ -123,15 +123,8 @@ func validValue(field, v string) error {
 // or the name is a semaphore in force.
 func (f *fsm) acquireSlot(s *sessionRecord, c *acquireCmd) any {
 	limit := max(c.MaxHolders, 1)
-	if o, dup := s.Outcomes[c.ID.Seq]; dup {
-		if o.Kind != cmdAcquire || o.Lease != c.Lease || o.Owner != c.Owner {
-			return fmt.Errorf("%w: seq %d was %v of %q", ErrSeqReused, c.ID.Seq, o.Kind, o.Lease)
-		}
-		if cur, ok := f.grantLocked(c.Lease, o.Token); ok && cur.Session == c.ID.Session && cur.Owner == c.Owner {
-			f.event(fsmEvent{Kind: evGranted, Lease: c.Lease, Rec: cur, Retry: true})
-			return f.grantedLocked(c.Lease, cur)
-		}
-		return f.endedLocked(c.Lease, o.Token)
+	if r, ok := f.remembered(s, c); ok {
+		return r
 	}
 	if len(s.Outcomes) >= maxOutstanding {
 		return fmt.Errorf("%w: session %q has %d", ErrTooManyOutstanding, c.ID.Session, len(s.Outcomes))
@@ -141,12 +134,12 @@ func (f *fsm) acquireSlot(s *sessionRecord, c *acquireCmd) any {
 		inForce = max(ds[0].Limit, 1) // the limit of the grants whose delays stand
 	}
 	if inForce != 0 && inForce != limit {
-		return &LimitMismatchError{Lease: c.Lease, Asked: limit, InForce: inForce}
+		return f.refuse(s, c, &LimitMismatchError{Lease: c.Lease, Asked: limit, InForce: inForce})
 	}
 	mine := slices.IndexFunc(holders, func(r leaseRecord) bool { return r.Session == c.ID.Session && r.Owner == c.Owner })
 	if mine < 0 {
 		if len(holders) >= limit || !f.hasRoomLocked(c.Lease) {
-			return f.refusalLocked(c.Lease) // not granted: nothing remembered
+			return f.refuse(s, c, f.refusalLocked(c.Lease))
 		}
 		if err := f.checkLimit(s.Owner, c.Limit); err != nil {
 			return err

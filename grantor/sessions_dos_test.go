@@ -9,8 +9,10 @@ import (
 // Review finding R8-2: each refused Acquire under a fresh session id left
 // a session record in every replica's FSM (and a state at the leader) for
 // SessionIdleTimeout (before the fix: 20,000 refused acquires left 20,001
-// records). A cmdAcquire6 entry that opens a session and leaves it nothing
-// to remember keeps no record, and the leader keeps no state for it.
+// records). A refusal without wait is now its request's outcome and is
+// remembered (outcome.go), in the session's record, which lasts only the
+// session's own term once it holds nothing: past it, only the holder's
+// record and state remain.
 func TestRefusedAcquiresUnderFreshSessionsLeaveNoSessions(t *testing.T) {
 	h := newHarness(t)
 	h.takeOffice()
@@ -18,7 +20,7 @@ func TestRefusedAcquiresUnderFreshSessionsLeaveNoSessions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	holder := acq("victim", 1, "popular", 10*time.Second)
+	holder := acq("victim", 1, "popular", time.Hour)
 	holder.Identity = "h1"
 	if r := h.acquire(holder); !r.Granted {
 		t.Fatalf("%+v", r)
@@ -29,17 +31,21 @@ func TestRefusedAcquiresUnderFreshSessionsLeaveNoSessions(t *testing.T) {
 		c.ID.FirstUnacked = 5
 		c.Identity = "evil"
 		c.Limit = DefaultMaxLeases
-		if r := h.acquire(c); r.Granted {
-			t.Fatalf("granted %+v", r)
+		if r := h.acquire(c); r.Granted || !r.Final {
+			t.Fatalf("%+v, want refused for good", r)
 		}
 	}
+	closeAt := h.l.timing.GrantorExpiry(h.clock.Now(), 10*time.Second)
+	m := h.events.mark()
+	h.advanceTo(closeAt)
+	h.events.wait(t, m, "the refused sessions closed", func(testEvent) bool { return len(h.fsm.sessions()) == 1 })
 	got := len(h.fsm.sessions())
 	h.l.mu.Lock()
 	states := len(o.sessions)
 	h.l.mu.Unlock()
-	t.Logf("%d refused acquires under fresh sessions: %d session records in the FSM, %d states at the leader", n, got, states)
+	t.Logf("%d refused acquires under fresh sessions: %d session records in the FSM, %d states at the leader after their term", n, got, states)
 	if got != 1 || states != 1 {
-		t.Fatalf("refused acquires left %d records in the FSM and %d states at the leader, want only the holder's", got, states)
+		t.Fatalf("refused acquires left %d records in the FSM and %d states at the leader past their term, want only the holder's", got, states)
 	}
 }
 

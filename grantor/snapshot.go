@@ -25,11 +25,15 @@ import (
 //	4: lock-delays: names in a delay ("delays") and grants' lock-delays.
 //	   Written only when the state has either; grantors built before it
 //	   refuse the file.
+//	5: remembered refusals (outcomes with "refused", outcome.go). Written
+//	   only when the state has one; grantors built before it refuse the
+//	   file (they would take a refusal for a grant that ended).
 const (
 	snapshotFormat1 = 1
 	snapshotFormat2 = 2
 	snapshotFormat3 = 3
-	snapshotFormat  = 4
+	snapshotFormat4 = 4
+	snapshotFormat  = 5
 )
 
 // Snapshot captures the state for raft; Persist writes it. A halted FSM
@@ -148,6 +152,9 @@ func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 		format = snapshotFormat3
 	}
 	if s.st.needsFormat4() {
+		format = snapshotFormat4
+	}
+	if s.st.hasRefusals() {
 		format = snapshotFormat
 	}
 	err := json.NewEncoder(w).Encode(snapshotFile{Format: format, State: s.st})
@@ -281,4 +288,17 @@ func validDelays(name string, ds []delayRecord, st fsmState) error {
 		return fmt.Errorf("grantor: snapshot lease %q has %d grants and %d delays, more than its limit %d", name, holders, len(ds), limit)
 	}
 	return nil
+}
+
+// hasRefusals reports whether some session remembers a refusal, which
+// grantors that read format 4 at most would take for a grant that ended.
+func (st *fsmState) hasRefusals() bool {
+	for _, sess := range st.Sessions {
+		for _, o := range sess.Outcomes {
+			if o.Refused {
+				return true
+			}
+		}
+	}
+	return false
 }

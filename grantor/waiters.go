@@ -24,62 +24,45 @@ type waiter struct {
 	// acct is the account the waiter is charged to, until it leaves
 	// its queue.
 	acct *account
-	done chan struct{} // closed by settle once res is the request's outcome
+	done chan struct{} // closed once res is the request's outcome
 	res  any           // *acquireResult or error, set before done is closed
-	// unclaimed (1-buffered) is poked when an entry that carried w ends
-	// without an outcome for it: a call whose wait ran out meanwhile
-	// answers then.
-	unclaimed chan struct{}
 }
 
 // join attaches c to the waiter of its request id if there is one
 // (counted in its calls), or, when wait > 0 and c must queue behind
-// others, queues a new waiter for it. ans, when not nil, is c's answer
-// (*acquireResult or error), given without an entry: the refusal this
-// office gave c's request id already, or, without wait, the refusal of
-// an Acquire that may not take the lease ahead of the waiters queued,
-// which is remembered as its id's answer. other, when not nil, is the
-// proposal of another call of c's id in flight, whose outcome c waits for
-// (proposing.go). Else c is to be proposed, as mine, which its id's other
-// calls wait for until the caller ends it.
-func (l *lessor) join(o *office, c acquireCmd, wait time.Duration) (w *waiter, ans any, other, mine *proposal) {
+// others, queues a new waiter for it. behind, without wait, says c may not
+// take the lease ahead of the waiters queued (it is to be withdrawn).
+// other, when not nil, is the proposal of another call of c's id in
+// flight, whose outcome c waits for (proposing.go). Else c is to be
+// proposed, as mine, which its id's other calls wait for until the caller
+// ends it. err is a *LimitError when c would queue a waiter past its
+// caller's limit.
+func (l *lessor) join(o *office, c acquireCmd, wait time.Duration) (w *waiter, behind bool, other, mine *proposal, err error) {
 	l.mu.Lock()
 	if p := o.proposing[proposalKeyOf(c)]; p != nil {
 		l.mu.Unlock()
-		return nil, nil, p, nil
+		return nil, false, p, nil, nil
 	}
 	if q := l.waiterLocked(o, c); q != nil {
 		q.calls++
 		l.wakeIfFreeLocked(o, c.Lease)
 		if l.fsm.hasOutcome(c.ID.Session, c.ID.Seq) {
-			poke(q.wake) // granted by another call's entry: proposing answers it
+			poke(q.wake) // answered by another call's entry: proposing answers it
 		}
 		l.mu.Unlock()
 		l.test(testEvent{what: "queued", lease: c.Lease})
-		return q, nil, nil, nil
+		return q, false, nil, nil, nil
 	}
-	if r, ok := l.refusedLocked(o, c); ok {
-		l.mu.Unlock()
-		l.test(testEvent{what: "refused again", lease: c.Lease})
-		return nil, r, nil, nil
-	}
-	behind := l.queuedBehindLocked(o, c)
-	switch {
-	case behind && wait == 0:
-		r, err := l.fsm.standing(c)
-		ans = r
-		if err != nil {
-			ans = err
-		}
-		l.rememberRefusalLocked(o, c, ans)
-	case !behind:
+	behind = l.queuedBehindLocked(o, c)
+	if !behind {
 		mine = l.beginProposalLocked(o, c)
 	}
 	l.mu.Unlock()
 	if behind && wait > 0 {
-		w, ans = l.enqueue(o, c)
+		w, err = l.enqueue(o, c)
+		return w, false, nil, nil, err
 	}
-	return w, ans, nil, mine
+	return nil, behind, nil, mine, nil
 }
 
 // waiterLocked returns the waiter of c's request id and identity, nil if
@@ -110,27 +93,23 @@ func (l *lessor) queuedBehindLocked(o *office, c acquireCmd) bool {
 
 // enqueue adds a waiter for c, with one call, at the tail of the lease's
 // queue; or attaches c to the waiter of its request id, if another call
-// of it queued one meanwhile. ans, when not nil, is c's answer instead:
-// the refusal this office gave c's request id meanwhile (refused.go), or
-// a *LimitError when c's caller has as many waiters as it may.
-func (l *lessor) enqueue(o *office, c acquireCmd) (w *waiter, ans any) {
+// of it queued one meanwhile. err is a *LimitError instead when c's
+// caller has as many waiters as it may.
+func (l *lessor) enqueue(o *office, c acquireCmd) (*waiter, error) {
 	l.mu.Lock()
-	if w = l.waiterLocked(o, c); w != nil {
+	w := l.waiterLocked(o, c)
+	if w != nil {
 		w.calls++
-	} else if r, ok := l.refusedLocked(o, c); ok {
-		l.mu.Unlock()
-		l.test(testEvent{what: "refused again", lease: c.Lease})
-		return nil, r
 	} else {
 		acct, err := l.accounts.charge(c.caller, limWaiters, 1)
 		if err != nil {
 			l.mu.Unlock()
 			return nil, err
 		}
-		w = &waiter{cmd: c, acct: acct, wake: make(chan struct{}, 1), calls: 1, done: make(chan struct{}), unclaimed: make(chan struct{}, 1)}
+		w = &waiter{cmd: c, acct: acct, wake: make(chan struct{}, 1), calls: 1, done: make(chan struct{})}
 		o.queues[c.Lease] = append(o.queues[c.Lease], w)
 		if l.fsm.hasOutcome(c.ID.Session, c.ID.Seq) {
-			// Another call's entry granted the id since c's own entry
+			// Another call's entry answered the id since c's own entry
 			// was refused: c proposes at once, and is answered that.
 			poke(w.wake)
 		}
@@ -198,13 +177,14 @@ func (l *lessor) nextWaiterLocked(o *office, lease string) *waiter {
 }
 
 // settle ends w's claim with the outcome h of the entry that carried it
-// (nil: the entry failed). A granted waiter, one refused with an error,
-// or a retry whose grant has ended gets its outcome, for every call of
-// its id, and leaves the queue; one whose Acquire was not tried or was
-// refused waits on and is woken if the lease is free, unless it is a
-// ghost (its calls all ended), which leaves and passes the wake-up on. A
-// ghost granted keeps its grant under its request id: a retry of that id
-// is answered it, and its sidecar gives back what it does not want.
+// (nil: the entry failed). A waiter whose Acquire the entry settled
+// (granted, refused with an error or for good, or a retry whose grant has
+// ended) gets its outcome, for every call of its id, and leaves the
+// queue; one whose Acquire was not tried or was refused waits on and is
+// woken if the lease is free, unless it is a ghost (its calls all ended),
+// which leaves and passes the wake-up on. A ghost granted keeps its grant
+// under its request id: a retry of that id is answered it, and its
+// sidecar gives back what it does not want.
 func (l *lessor) settle(o *office, w *waiter, h *handoff) {
 	if w == nil {
 		return
@@ -213,7 +193,7 @@ func (l *lessor) settle(o *office, w *waiter, h *handoff) {
 	defer l.mu.Unlock()
 	w.claimed = false
 	if h != nil && h.Tried {
-		if r, ok := h.Res.(*acquireResult); !ok || r.Granted || r.Ended {
+		if r, ok := h.Res.(*acquireResult); !ok || r.settled() {
 			l.dequeueLocked(o, w.cmd.Lease, w)
 			if w.res == nil {
 				w.res = h.Res
@@ -226,7 +206,6 @@ func (l *lessor) settle(o *office, w *waiter, h *handoff) {
 		l.dequeueLocked(o, w.cmd.Lease, w)
 		return
 	}
-	poke(w.unclaimed)
 	l.wakeIfFreeLocked(o, w.cmd.Lease)
 }
 
