@@ -362,10 +362,11 @@ func (a *accounts) auditLine(id Identity) (suppressed int, ok bool) {
 
 // checkRequest refuses a request r of id that would open a session, leave
 // one more outcome than it makes its session forget (first_unacked,
-// also_received), or hold valueBytes more of values past id's limits,
-// reading what the replicated state holds for it. A retry (its outcome
-// remembered) opens and leaves nothing.
-func (a *accounts) checkRequest(id Identity, r requestID, valueBytes int) error {
+// also_received), take one more lease (newLease: live grants and names in
+// a lock-delay together) or hold valueBytes more of values past id's
+// limits, reading what the replicated state holds for it. A retry (its
+// outcome remembered) opens and leaves nothing.
+func (a *accounts) checkRequest(id Identity, r requestID, valueBytes int, newLease bool) error {
 	newSession := !a.fsm.hasSession(r.Session)
 	if a.fsm.hasOutcome(r.Session, r.Seq) {
 		return nil
@@ -386,6 +387,9 @@ func (a *accounts) checkRequest(id Identity, r requestID, valueBytes int) error 
 	}
 	if err == nil && newOutcome {
 		err = over(limOutcomes, u.Outcomes, 1)
+	}
+	if err == nil && newLease {
+		err = over(limLeases, u.Leases, 1)
 	}
 	if err == nil && valueBytes > 0 {
 		err = over(limValueBytes, u.ValueBytes, valueBytes)

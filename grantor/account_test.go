@@ -73,8 +73,8 @@ func TestFSMUsageFollowsTheState(t *testing.T) {
 
 // A name left in its lock-delay counts as a lease of the identity whose
 // grant left it until the delay ends (else an identity could keep names
-// delayed without bound: acquire, release with owner_ended, again); the
-// count survives a restore.
+// delayed without bound: acquire, release with owner_ended, again): the
+// leader refuses a new lease at the limit; the count survives a restore.
 func TestFSMLockDelayCountsAsALease(t *testing.T) {
 	f := newTestFSM()
 	c := acq4("host-a", "s1", 1, "x", 1)
@@ -87,8 +87,10 @@ func TestFSMLockDelayCountsAsALease(t *testing.T) {
 	if u := f.usage("host-a"); u.Leases != 1 {
 		t.Fatalf("after a release into a lock-delay: %+v, want the delay counted as a lease", u)
 	}
-	if r := f.apply(cmdAcquire7, acq4("host-a", "s1", 3, "y", 1)); !errors.Is(asErr(r), ErrOverLimit) {
-		t.Fatalf("a second lease at limit 1 during the delay: %v, want over the limit", r)
+	a := newAccounts(AccountLimits{Sidecar: Limits{Leases: 1}}, f.fsm, nil)
+	host := Identity{Role: RoleSidecar, Name: "host-a"}
+	if err := a.checkRequest(host, requestID{Session: "s1", Seq: 3}, 0, true); !errors.Is(err, ErrOverLimit) || !strings.Contains(err.Error(), "limit of leases (1 of 1)") {
+		t.Fatalf("a second lease at limit 1 during the delay: %v, want over the limit", err)
 	}
 	g := newTestFSM()
 	if err := g.Restore(io.NopCloser(bytes.NewReader(persist(t, f.fsm)))); err != nil {
@@ -100,6 +102,9 @@ func TestFSMLockDelayCountsAsALease(t *testing.T) {
 	f.apply(cmdEndDelay, endDelayCmd{Lease: "x", Token: r.Token})
 	if u := f.usage("host-a"); u.Leases != 0 {
 		t.Fatalf("after the delay ended: %+v", u)
+	}
+	if err := a.checkRequest(host, requestID{Session: "s1", Seq: 3}, 0, true); err != nil {
+		t.Fatalf("a lease after the delay ended: %v", err)
 	}
 }
 

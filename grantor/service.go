@@ -28,7 +28,7 @@ func (s *service) Acquire(ctx context.Context, req *grantorpb.AcquireRequest) (*
 	id := IdentityFrom(ctx)
 	c.Identity, c.caller = id.owner(), id
 	c.Limit = s.n.cfg.Limits.For(id).Leases
-	if err := s.n.accounts.checkRequest(id, c.ID, len(c.Value)); err != nil {
+	if err := s.n.accounts.checkRequest(id, c.ID, len(c.Value), !s.n.fsm.heldBy(c.Lease, c.ID.Session, c.Owner)); err != nil {
 		s.n.metrics.acquiresFailed.Add(1)
 		return nil, toStatus(err)
 	}
@@ -73,7 +73,7 @@ func (s *service) Release(ctx context.Context, req *grantorpb.ReleaseRequest) (*
 	// Under a session the state does not know, a release is answered
 	// without an entry (lessor.release) and leaves nothing to charge.
 	if s.n.fsm.hasSession(c.ID.Session) {
-		if err := s.n.accounts.checkRequest(id, c.ID, 0); err != nil {
+		if err := s.n.accounts.checkRequest(id, c.ID, 0, false); err != nil {
 			s.n.metrics.releasesFailed.Add(1)
 			return nil, toStatus(err)
 		}

@@ -45,7 +45,7 @@ func (s *service) Proclaim(ctx context.Context, req *grantorpb.ProclaimRequest) 
 	}
 	who := IdentityFrom(ctx)
 	c.Identity = who.owner()
-	if err := s.n.accounts.checkRequest(who, c.ID, len(c.Value)); err != nil {
+	if err := s.n.accounts.checkRequest(who, c.ID, len(c.Value), false); err != nil {
 		return nil, toStatus(err)
 	}
 	res, err := s.n.lessor.proclaim(ctx, c)

@@ -146,13 +146,17 @@ func (f *fsm) usages() map[string]fsmUsage {
 	return out
 }
 
-// checkLimit refuses a new grant to owner when it holds limit leases or
-// more (limit 0: no limit). The limit comes in the entry, from the
-// leader's account of owner, so every replica decides the same.
+// checkLimit refuses a new grant to owner when it holds limit live leases
+// or more (limit 0: no limit). The limit comes in the entry, from the
+// leader's account of owner, so every replica decides the same. Names in
+// a lock-delay are not counted here (a delay restored from a snapshot
+// written before delays named their owner is charged to nobody, and
+// replicas must never decide differently): the leader counts them before
+// it proposes (accounts.checkRequest).
 func (f *fsm) checkLimit(owner string, limit int) error {
 	held := 0
 	if u := f.byOwner[owner]; u != nil {
-		held = u.leases + u.delays
+		held = u.leases
 	}
 	if limit <= 0 || held < limit {
 		return nil
