@@ -52,8 +52,8 @@ func (n *Node) newTransport(hlog hclog.Logger) (*contactTransport, error) {
 	return newContactTransport(nt), nil
 }
 
-// serverOptions are the gRPC server's: credentials (with TLS, at most
-// grpcMaxConnsPerIdentity connections per certificate), the
+// serverOptions are the gRPC server's: credentials (with TLS, each
+// connection charged to its certificate's account: account.go), the
 // authorisation interceptor (always: without TLS it gives every call
 // InsecureIdentity), and the limits at the network edge
 // (grpc_limits.go).
