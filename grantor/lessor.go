@@ -57,7 +57,7 @@ type lessorConfig struct {
 
 // testEvent is a milestone reported to lessorConfig.hook.
 type testEvent struct {
-	what  string // "sleep", "queued", "refused again", "pending", "registered", "applied ..." (fakeRaft)
+	what  string // "sleep", "queued", "refused again", "pending", "registered", "delay ended", "delay end failed", "applied ..." (fakeRaft)
 	now   clockwatch.Instant
 	lease string
 }

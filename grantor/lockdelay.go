@@ -228,6 +228,7 @@ func (l *lessor) endDelay(o *office, j delayJob) {
 			delete(o.delays, j.g) // ended, or ended already
 		} else {
 			d.ending, d.until = false, l.clock.Now().Add(revokeRetry)
+			l.test(testEvent{what: "delay end failed", lease: j.g.Lease})
 		}
 	}
 	l.mu.Unlock()

@@ -348,3 +348,43 @@ func TestLockDelayOfSemaphoreSlot(t *testing.T) {
 		t.Fatalf("granted while one slot is held and the other delayed: %+v", r)
 	}
 }
+
+// A snapshot restored while in office brings its delays with it, counted
+// from the restore; an end the leader fails to commit is proposed again
+// revokeRetry later, and the delay stands meanwhile.
+func TestLockDelayRestoredInOfficeAndRetriedEnd(t *testing.T) {
+	h := newHarness(t)
+	h.takeOffice()
+	const delay = 3 * time.Second
+	old := newFSM()
+	g := old.Apply(rlog{1, encodeCmd(cmdAcquire7, delayedAcq("s", 1, "x", time.Minute, delay))}.log()).(*acquireResult)
+	old.Apply(rlog{2, encodeCmd(cmdRelease6, releaseCmd{ID: requestID{Session: "s", Seq: 2}, Lease: "x", Owner: "o", Token: g.Token, OwnerEnded: true})}.log())
+	snap, err := old.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &memSink{}
+	if err := snap.Persist(sink); err != nil {
+		t.Fatal(err)
+	}
+	restored := h.clock.Now()
+	if err := h.fsm.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	end := h.delayEnd(restored, delay)
+	h.waitOutBefore(restored, end)
+	h.raft.leader.Store(false) // the end's entry fails
+	m := h.events.mark()
+	h.advanceTo(end)
+	h.events.wait(t, m, "the failed end", func(e testEvent) bool { return e.what == "delay end failed" && e.lease == "x" })
+	if _, ok := delayOf(h.fsm, "x"); !ok {
+		t.Fatal("the delay ended without its entry")
+	}
+	h.raft.leader.Store(true)
+	m = h.events.mark()
+	h.advanceTo(h.clock.Now().Add(revokeRetry))
+	h.events.wait(t, m, "delay ended", func(e testEvent) bool { return e.what == "delay ended" && e.lease == "x" })
+	if _, ok := delayOf(h.fsm, "x"); ok {
+		t.Fatal("the delay is still in the table after its retried end")
+	}
+}
