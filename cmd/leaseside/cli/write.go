@@ -64,6 +64,22 @@ type writeResult struct {
 	// Highest is the highest token of the lease recorded for the path,
 	// when the write was refused.
 	Highest string `json:"highest,omitempty"`
+	// Error is why it was refused (code stale_token), as every client
+	// command's --json says a failure.
+	Error any `json:"error,omitempty"`
+}
+
+// writeFail prints msg (and with --json the failure on stdout, as every
+// client command does) and returns code.
+func writeFail(e *env, cf *clientFlags, err error, name string, code int, msg string) error {
+	if cf.json {
+		printJSON(e.stdout, newJSONError(err, asked{lease: name}, code, msg))
+	}
+	if code == ExitUsage {
+		return usagef("%s", msg)
+	}
+	fmt.Fprintf(e.stderr, "leaseside: %s\n", msg)
+	return exitCode(code)
 }
 
 func runWrite(ctx context.Context, e *env, cf *clientFlags, name, path, flagToken string, stdin io.Reader) error {
@@ -76,17 +92,20 @@ func runWrite(ctx context.Context, e *env, cf *clientFlags, name, path, flagToke
 	var stale *fence.StaleTokenError
 	switch {
 	case errors.As(err, &stale):
-		res.Highest = strconv.FormatUint(stale.Highest, 10)
+		msg := fmt.Sprintf("write to %s refused: token %d of %s is stale, token %d has written it since (this holder lost the lease)",
+			path, tok, name, stale.Highest)
 		if cf.json {
+			j := newJSONError(err, asked{lease: name}, ExitStale, msg)
+			j.Error.Code = "stale_token"
+			res.Highest, res.Error = strconv.FormatUint(stale.Highest, 10), j.Error
 			printJSON(e.stdout, res)
 		}
-		fmt.Fprintf(e.stderr, "leaseside: write to %s refused: token %d of %s is stale, token %d has written it since (this holder lost the lease)\n",
-			path, tok, name, stale.Highest)
+		fmt.Fprintf(e.stderr, "leaseside: %s\n", msg)
 		return exitCode(ExitStale)
 	case errors.Is(err, fence.ErrNotRegular):
-		return usagef("PATH: %v", err)
+		return writeFail(e, cf, err, name, ExitUsage, "PATH: "+err.Error())
 	case err != nil:
-		return fail(e, err)
+		return writeFail(e, cf, err, name, ExitError, err.Error())
 	}
 	res.Written = true
 	if cf.json {
@@ -114,14 +133,14 @@ func writeToken(ctx context.Context, e *env, cf *clientFlags, name, flagToken st
 	g, err := c.Check(ctx, name, "")
 	if err != nil {
 		if ie, ok := err.(*ipc.Error); ok && (ie.Code == ipc.CodeNotHeld || ie.Code == ipc.CodeLost) {
-			fmt.Fprintf(e.stderr, "leaseside: no token to write under: %s (run the writer under 'leaseside run %s', or give --token)\n", ie.Message, name)
-			return 0, exitCode(ExitNotHeld)
+			return 0, writeFail(e, cf, err, name, ExitNotHeld,
+				fmt.Sprintf("no token to write under: %s (run the writer under 'leaseside run %s', or give --token)", ie.Message, name))
 		}
 		return 0, cf.fail(e, err, asked{lease: name})
 	}
 	t, err := strconv.ParseUint(g.Token, 10, 64)
 	if err != nil || t == 0 {
-		return 0, fail(e, fmt.Errorf("the daemon answered token %q for %s", g.Token, name))
+		return 0, writeFail(e, cf, nil, name, ExitError, fmt.Sprintf("the daemon answered token %q for %s", g.Token, name))
 	}
 	return t, nil
 }

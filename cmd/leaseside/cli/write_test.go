@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/leaseside/leaseside/ipc"
 )
 
 // writeCLI runs `leaseside write` with stdin and extra environment, and
@@ -91,10 +93,25 @@ func TestWriteCommand(t *testing.T) {
 	if res.Written || res.Highest != "8" || res.Token != "2" || res.Lease != "w/a" || res.Path != path {
 		t.Fatalf("--json of a refused write: %+v, want token 2 below highest 8", res)
 	}
+	var refusal struct{ Error jsonErrorBody }
+	if json.Unmarshal([]byte(out), &refusal); refusal.Error.Code != "stale_token" || refusal.Error.ExitCode != ExitStale {
+		t.Fatalf("--json of a refused write: error %+v, want stale_token, exit 4", refusal.Error)
+	}
+	out, _, code = writeCLI(t, "x", nil, "w/free", path, "--socket", sock, "--json")
+	if json.Unmarshal([]byte(out), &refusal); code != ExitNotHeld || refusal.Error.Code != ipc.CodeNotHeld || refusal.Error.ExitCode != ExitNotHeld {
+		t.Fatalf("--json of a write under no token: exit %d, %q", code, out)
+	}
+	res = writeResult{}
 	out, _, code = writeCLI(t, "again", nil, "w/held", path, "--socket", sock, "--json")
 	if err := json.Unmarshal([]byte(out), &res); err != nil || code != ExitOK || !res.Written || res.Token != held {
 		t.Fatalf("--json of a write: exit %d, %q: %v", code, out, err)
 	}
+}
+
+// jsonErrorBody is the "error" object of --json's failures.
+type jsonErrorBody struct {
+	Code     string `json:"code"`
+	ExitCode int    `json:"exit_code"`
 }
 
 func must(stdout, stderr string, code int) string {
