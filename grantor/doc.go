@@ -43,6 +43,13 @@
 //     remembers it under (session, seq) until the session acknowledges
 //     it, so any call of the id at any leader gets the same answer
 //     (outcome.go). A waiter whose wait runs out adds one entry.
+//   - Lock-delay is grantor state (lockdelay.go): a grant with a
+//     lock-delay that expires, is revoked or whose owner's end its sidecar
+//     reports leaves a delay in its place in the FSM; the leader ends it
+//     with one entry once Timing.GrantorExpiry(t, delay) has passed on its
+//     clock, t the apply of the entry that ended the grant, or its tE for
+//     a delay it found on taking office; that entry hands the name to the
+//     head waiter.
 //   - An office serves only in the raft term it was opened in (lessor.go).
 //   - A name may be a semaphore of up to N holders, each grant with its
 //     own token, and a grant may carry a value that its holder changes
