@@ -436,3 +436,67 @@ func TestGossipLeaderClaimDoesNotMisleadAJoiningGrantor(t *testing.T) {
 		t.Fatalf("the joining grantor took the forged term %d", got)
 	}
 }
+
+// A non-member's flood of vote requests over one connection: every one
+// is refused and counted, the refusals make two audit lines per
+// raftRefusalInterval at most (the first at once, then the count), and
+// the cluster grants meanwhile. The refusal rate is logged.
+func TestNonMemberVoteFloodIsCheap(t *testing.T) {
+	const flood = 200
+	p := newTestPKI(t)
+	c, audits := tlsCluster(t, p)
+	li := c.leader()
+	l := c.nodes[li]
+	tr, hdr := raftAs(t, p, "n9")
+	id, addr := raft.ServerID(l.cfg.NodeID), raft.ServerAddress(l.RaftAddr())
+	began := time.Now()
+	for range flood {
+		var rv raft.RequestVoteResponse
+		if err := tr.RequestVote(id, addr, &raft.RequestVoteRequest{RPCHeader: hdr, Term: 1 << 40, LastLogIndex: 1 << 40, LastLogTerm: 1 << 40}, &rv); err == nil {
+			t.Fatalf("a vote request of the flood was answered: %+v", rv)
+		}
+	}
+	took := time.Since(began)
+	t.Logf("%d refused vote requests in %v (%.0f/s, one connection, one at a time)", flood, took, flood/took.Seconds())
+	sideCreds := p.conf(pki.RoleSidecar, "h1").ClientCredentials()
+	if a := c.acquireAtLeader(sideCreds, acqReq("s1", 1, "jobs/during")); !a.Granted {
+		t.Fatalf("acquire after the flood: %v", a)
+	}
+	if got := l.gate.refusedCount(rpcRequestVote); got < flood {
+		t.Fatalf("%d refusals counted, want %d", got, flood)
+	}
+	l.trans.baseTransport.(*tlsTransport).refusals.Flush()
+	lines := 0
+	audits[li].mu.Lock()
+	for _, line := range audits[li].lines {
+		if strings.Contains(line, "event=refused_raft") {
+			lines++
+		}
+	}
+	audits[li].mu.Unlock()
+	if bound := 2 * (int(took/raftRefusalInterval) + 2); lines > bound {
+		t.Fatalf("%d refusals in %v made %d audit lines, more than %d", flood, took, lines, bound)
+	}
+	t.Logf("%d audit lines", lines)
+}
+
+// BenchmarkRaftGateAdmit measures what the gate adds to every inbound raft
+// RPC: a member's admission (the common case) and a non-member's vote
+// refused.
+func BenchmarkRaftGateAdmit(b *testing.B) {
+	n := start(b, fastConfig(b, b.TempDir()), true)
+	b.Run("member", func(b *testing.B) {
+		for range b.N {
+			if err := n.gate.admit("n1", rpcAppendEntries); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("non-member vote", func(b *testing.B) {
+		for range b.N {
+			if err := n.gate.admit("n9", rpcRequestVote); err == nil {
+				b.Fatal("admitted")
+			}
+		}
+	})
+}
