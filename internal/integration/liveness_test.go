@@ -102,18 +102,17 @@ func TestClusterAcquireKeepsItsWaitWhileLeaderCutOff(t *testing.T) {
 	next := c.waitOffice(marks, c.others(leader.node)...)
 	took := answered.Sub(asked)
 	t.Logf("granted token %s %s after the cut; %s took office %s after it", l.Token, ms(took), c.nodes[next.node].id, ms(next.tE.Sub(asked)))
-	if took <= wait {
-		return
+	// Due within the wait, or, when the election itself ended too close
+	// to the end of the wait, within grantAfterOffice of the new leader
+	// taking office; a stall of this test (measured) moves the bound by as
+	// much. Either way the bound is asserted.
+	const grantAfterOffice = 3 * time.Second
+	due := max(wait, next.tE.Sub(asked)+grantAfterOffice)
+	if l := lag(); l > 0 {
+		t.Logf("this test stalled %s: the bound moves by as much", ms(l))
+		due += l
 	}
-	// Late: only an election that itself ended too close to the end of
-	// the wait (or a stall of this test) excuses it.
-	if late := next.tE.Sub(asked); late > wait-3*time.Second {
-		t.Logf("inconclusive: the new leader took office %s after the cut, too late to grant within the wait", ms(late))
-		return
+	if took > due {
+		t.Fatalf("granted %s after the cut, past its bound of %s (wait %v; a new leader took office %s after the cut)", ms(took), ms(due), wait, ms(next.tE.Sub(asked)))
 	}
-	if l := lag(); l > took-wait {
-		t.Logf("inconclusive: this test stalled %s", ms(l))
-		return
-	}
-	t.Fatalf("granted %s after the cut, past its wait of %v, though a new leader took office %s after it", ms(took), wait, ms(next.tE.Sub(asked)))
 }

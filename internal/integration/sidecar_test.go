@@ -3,6 +3,7 @@ package integration
 import (
 	"bufio"
 	"encoding/json"
+	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -70,14 +71,15 @@ func TestRunStopsCommandWhenGrantorUnreachable(t *testing.T) {
 		name   string
 		script string
 	}{
-		{name: "exits on SIGTERM", script: `trap 'exit 0' TERM; echo $$; while :; do sleep 0.05; done`},
-		{name: "ignores SIGTERM", script: `trap '' TERM; echo $$; while :; do sleep 0.05; done`},
+		{name: "exits on SIGTERM", script: `trap 'exit 0' TERM; echo $$; ` + aliveLoop},
+		{name: "ignores SIGTERM", script: `trap '' TERM; echo $$; ` + aliveLoop},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			socket := tempSocket(t)
 			dev := startDevInNetns(t, socket, t.TempDir())
-			lag := ownLag(t)
+			alive := filepath.Join(t.TempDir(), "alive")
 			run := exec.Command(bin, "run", "jobs/cut-off", "--socket", socket, "--ttl", "6s", "--", "sh", "-c", tc.script)
+			run.Env = append(os.Environ(), "ALIVE="+alive)
 			out, done := background(t, run)
 			child := atoi(t, readLineT(t, out))
 
@@ -89,17 +91,15 @@ func TestRunStopsCommandWhenGrantorUnreachable(t *testing.T) {
 			if res.code != 79 {
 				t.Fatalf("run exit %d, want 79 (lost): %s", res.code, res.stderr)
 			}
-			// Only a run that was itself stalled past the stop time may
-			// be late, and then it must say so. (died is when this test
-			// saw the command gone: late by as much as the test stalled.)
-			if over := died.Sub(deadline); over >= 0 && !strings.Contains(res.stderr, "after the deadline") {
-				if l := lag(); l < over {
-					t.Fatalf("command still ran %v past the holder's deadline, and run did not say it was late: %s", over, res.stderr)
-				} else {
-					t.Logf("inconclusive: the command was seen gone %v after the deadline, but this test stalled for %v", over, l)
-				}
+			// The command's own last record of BOOTTIME says when it last
+			// ran (to within its loop's 50 ms and /proc/uptime's 10 ms),
+			// however late this test saw it gone. Past the deadline only
+			// a run that says it was late may let it run.
+			last := lastAlive(t, alive)
+			if over := last.Sub(deadline); over > 0 && !strings.Contains(res.stderr, "after the deadline") {
+				t.Fatalf("the command still ran %v past the holder's deadline (its own record), and run did not say it was late: %s", over, res.stderr)
 			}
-			t.Logf("command gone %v before the deadline; run: %s", deadline.Sub(died), strings.TrimSpace(res.stderr))
+			t.Logf("command last ran %v before the deadline (seen gone %v before it); run: %s", deadline.Sub(last), deadline.Sub(died), strings.TrimSpace(res.stderr))
 		})
 	}
 }
@@ -285,4 +285,27 @@ func TestBadInputOnRealDaemon(t *testing.T) {
 	if line, err := r.ReadString('\n'); err != nil || !strings.Contains(line, `"ok":true`) {
 		t.Fatalf("after the bad input, status: %q %v", line, err)
 	}
+}
+
+// aliveLoop is a command's body that records BOOTTIME (/proc/uptime, in
+// 10 ms) in the file $ALIVE every 50 ms, replacing it whole, until it is
+// stopped.
+const aliveLoop = `while :; do cat /proc/uptime > "$ALIVE.t" && mv -f "$ALIVE.t" "$ALIVE"; sleep 0.05; done`
+
+// lastAlive reads the last BOOTTIME instant an aliveLoop recorded.
+func lastAlive(t *testing.T, path string) clockwatch.Instant {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("the command recorded nothing: %v", err)
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		t.Fatalf("the command's record %q is empty", b)
+	}
+	secs, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		t.Fatalf("the command's record %q: %v", b, err)
+	}
+	return clockwatch.Instant(math.Round(secs*100) * float64(10*time.Millisecond))
 }
