@@ -126,7 +126,7 @@ func TestExitCodes(t *testing.T) {
 		{name: "elect: held, wait ran out, --conflict-exit-code", args: []string{"elect", "held", "--value", "v", "--wait", "1s", "--conflict-exit-code", "4",
 			"--socket", sock, "--", "true"}, code: 4, want: []string{"--wait 1s ran out"}},
 		{name: "held, --json", args: []string{"acquire", "held", "--json", "--socket", sock}, code: ExitHeld,
-			want: []string{"lease held is held elsewhere"},
+			want:   []string{"lease held is held elsewhere"},
 			stdout: []string{`"code": "lease_held"`, `"exit_code": 75`, `"holder_token": "` + tok + `"`, `"message": "lease held is held elsewhere (token ` + tok}},
 		{name: "no daemon, --json", args: []string{"acquire", "x", "--json", "--socket", filepath.Join(dir, "none.sock")}, code: ExitUnavailable,
 			stdout: []string{`"code": "no_daemon"`, `"exit_code": 69`, `"message": "no leaseside daemon at `}},

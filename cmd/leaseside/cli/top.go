@@ -159,8 +159,8 @@ func (v *topView) render(w io.Writer) {
 	for _, l := range leases {
 		last := "-"
 		if l.Renewals > 0 {
-			last = fmt.Sprintf("%s ago (round trip %s)", fmtDuration((time.Duration(l.RenewedAgoMs)*time.Millisecond).Round(100*time.Millisecond)),
-				fmtDuration((time.Duration(l.RenewalLatencyUs)*time.Microsecond).Round(10*time.Microsecond)))
+			last = fmt.Sprintf("%s ago (round trip %s)", fmtDuration((time.Duration(l.RenewedAgoMs) * time.Millisecond).Round(100*time.Millisecond)),
+				fmtDuration((time.Duration(l.RenewalLatencyUs) * time.Microsecond).Round(10*time.Microsecond)))
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%.1fs\t%s\t%s\t%d\t%s\n", l.Lease, l.Token, validityBar(l.ValidMs, l.TTLMs),
 			float64(l.ValidMs)/1000, fmtDuration(time.Duration(l.TTLMs)*time.Millisecond), ownerText(&l), l.Renewals, last)
