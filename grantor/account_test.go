@@ -254,3 +254,36 @@ func TestWaitersAreChargedToTheAccount(t *testing.T) {
 		t.Fatalf("the host's account: %+v, want 2 waiters", u)
 	}
 }
+
+// The limits are validated with the config: a negative limit, or an
+// identity that is not ROLE/NAME, is refused naming it.
+func TestAccountLimitsValidate(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		edit func(*AccountLimits)
+		want string
+	}{
+		{name: "defaults", edit: func(*AccountLimits) {}},
+		{name: "negative role limit", edit: func(a *AccountLimits) { a.Operator.Waiters = -1 }, want: "limits of operator: waiters is negative"},
+		{name: "negative identity limit", edit: func(a *AccountLimits) {
+			a.Identities = map[string]Limits{"sidecar/h": {QueuedBytes: -5}}
+		}, want: `limits of sidecar/h: queued_bytes is negative`},
+		{name: "identity without a role", edit: func(a *AccountLimits) { a.Identities = map[string]Limits{"h": {}} }, want: `identity "h": want ROLE/NAME`},
+		{name: "identity of no known role", edit: func(a *AccountLimits) { a.Identities = map[string]Limits{"admin/h": {}} }, want: `identity "admin/h"`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := fastConfig(t, t.TempDir())
+			tt.edit(&cfg.Limits)
+			err := cfg.Validate()
+			if tt.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("%v, want an invalid config naming %q", err, tt.want)
+			}
+		})
+	}
+}
