@@ -57,6 +57,7 @@ func newLogger(e *env, l logFlags) (*slog.Logger, error) {
 		}
 		h = slog.NewTextHandler(w, opts)
 	case "json":
+		opts.ReplaceAttr = durationText
 		h = slog.NewJSONHandler(w, opts)
 	default:
 		return nil, usagef("--log-format %q: want one of %q", l.format, logFormats)
@@ -65,6 +66,16 @@ func newLogger(e *env, l logFlags) (*slog.Logger, error) {
 		h = &journalHandler{inner: h, w: pw}
 	}
 	return slog.New(h), nil
+}
+
+// durationText writes a duration in a JSON record as the text lines do,
+// "1.5s" or "250ms" (Go's duration syntax), not integer nanoseconds: the
+// two formats say the same, and a person reads either.
+func durationText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		return slog.String(a.Key, a.Value.Duration().String())
+	}
+	return a
 }
 
 // dropTime removes the time of a text record (the journal has its own).

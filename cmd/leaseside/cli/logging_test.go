@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // logLines logs one record of each level (and a message with a newline)
@@ -20,7 +21,7 @@ func logLines(t *testing.T, stderr io.Writer, lf logFlags) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log = log.With("part", "test")
+	log = log.With("part", "test", "took", 1500*time.Millisecond)
 	log.Debug("debug line")
 	log.Info("info line", "err", "two\nlines")
 	log.Warn("warn line")
@@ -59,9 +60,12 @@ func TestLogFormats(t *testing.T) {
 				if err := json.Unmarshal([]byte(l), &rec); err != nil || rec["level"] != level || rec["part"] != "test" || rec["time"] == nil {
 					t.Errorf("json line %q: %v %v", l, rec, err)
 				}
+				if rec["took"] != "1.5s" {
+					t.Errorf("json line %q: took %v, want the duration as text, 1.5s", l, rec["took"])
+				}
 				continue
 			}
-			if !strings.HasPrefix(l, "time=") || !strings.Contains(l, "level="+level) || !strings.Contains(l, "part=test") {
+			if !strings.HasPrefix(l, "time=") || !strings.Contains(l, "level="+level) || !strings.Contains(l, "part=test") || !strings.Contains(l, "took=1.5s") {
 				t.Errorf("text line %q", l)
 			}
 		}
