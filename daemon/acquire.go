@@ -75,6 +75,11 @@ func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*i
 	if ierr != nil {
 		return nil, ierr
 	}
+	if req.WaitMs == 0 {
+		if err := d.leaderUnreachable(d.clock.Now()); err != nil {
+			return nil, err
+		}
+	}
 	rctx, cancel := context.WithTimeout(ctx, req.Wait()+d.cfg.RequestTimeout)
 	defer cancel()
 	done, err := d.turns.take(rctx, id, req.Lease)

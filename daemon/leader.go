@@ -147,20 +147,34 @@ type reach struct {
 	okAddr  string
 	failAt  clockwatch.Instant
 	failErr string
+	// down: the latest exchange failed, and every one since downSince;
+	// lastErr is the latest failure.
+	down      bool
+	downSince clockwatch.Instant
+	lastErr   error
 	// firstOK is closed when a leader first answered.
 	firstOK chan struct{}
 	once    sync.Once
 }
 
-// contact records an exchange; the first one a leader answered is logged.
+// contact records an exchange; the first one a leader answered is
+// logged, and so is every change of the grantor that answers as leader
+// (a failover).
 func (d *Daemon) contact(addr string, err error) {
 	now := d.clock.Now()
 	r := &d.reach
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err != nil {
-		r.failAt, r.failErr = now, err.Error()
+		if !r.down {
+			r.down, r.downSince = true, now
+		}
+		r.failAt, r.failErr, r.lastErr = now, err.Error(), err
 		return
+	}
+	r.down = false
+	if r.okAddr != "" && addr != r.okAddr {
+		d.log.Info("the grantor leader changed", "grantor", addr, "previous", r.okAddr)
 	}
 	r.okAt, r.okAddr = now, addr
 	r.once.Do(func() {
@@ -193,6 +207,27 @@ func (d *Daemon) probeLoop(ctx context.Context) {
 		}
 		t.Reset(probeInterval)
 	}
+}
+
+// failFastAfter is how long no grantor leader may have answered the
+// daemon before an acquire that may not wait is refused at once, rather
+// than tried for the request timeout (as an etcd client fails once its
+// endpoints are down). A failover takes less while any grantor answers.
+const failFastAfter = 3 * probeInterval
+
+// leaderUnreachable refuses, with unavailable, an acquire that may not
+// wait while no grantor leader has answered for failFastAfter: every
+// exchange since has failed. It returns nil otherwise.
+func (d *Daemon) leaderUnreachable(now clockwatch.Instant) *ipc.Error {
+	r := &d.reach
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.down || now.Sub(r.downSince) < failFastAfter {
+		return nil
+	}
+	return ipc.Errorf(ipc.CodeUnavailable, "no grantor leader has answered this sidecar for %v (lately: %s); "+
+		"'leaseside status' shows its way to the grantors, and an acquire with a wait keeps trying",
+		now.Sub(r.downSince).Round(100*time.Millisecond), grantorError(r.lastErr).Message)
 }
 
 // grantorStatus is the status op's view of the way to the leader: a

@@ -50,6 +50,7 @@ func (d *Daemon) renewLoop(ctx context.Context) {
 		ownerCheckAt clockwatch.Instant
 		leader       string // where the last keepalive reply came from
 	)
+	kaLog := &rateLog{log: d.log, every: warnEvery} // no grantor in reach: ~1.5 failures a second
 	fail := func(now clockwatch.Instant) {
 		d.metrics.keepalivesFailed.Add(1)
 		d.finishBatch(inflight)
@@ -60,7 +61,7 @@ func (d *Daemon) renewLoop(ctx context.Context) {
 	for {
 		now := d.checkSuspend()
 		if inflight != nil && !now.Before(inflight.timeout) {
-			d.log.Warn("keepalive unanswered; trying another grantor", "batch", inflight.id)
+			kaLog.warn(now, "keepalive unanswered; trying another grantor", "batch", inflight.id)
 			fail(now)
 			select {
 			case reset <- struct{}{}:
@@ -105,7 +106,7 @@ func (d *Daemon) renewLoop(ctx context.Context) {
 			switch {
 			case r.err != nil:
 				if inflight != nil {
-					d.log.Warn("keepalive failed", "batch", inflight.id, "err", r.err)
+					kaLog.warn(now, "keepalive failed", "batch", inflight.id, "err", r.err)
 					fail(now)
 				}
 			case inflight != nil && r.resp.Batch == inflight.id && len(r.resp.Sessions) != len(inflight.sessions):
@@ -115,6 +116,7 @@ func (d *Daemon) renewLoop(ctx context.Context) {
 				d.watcher.ObserveKeepAlive(clockwatch.Sample{Sent: inflight.t0, Received: now, Remote: clockwatch.Instant(r.resp.GrantorTimeNs)})
 				d.applyRenewal(inflight, r.resp)
 				d.metrics.keepalivesOK.Add(1)
+				kaLog.ok(now, "keepalives answered again")
 				inflight = nil
 				failures = 0
 				retryAt = 0

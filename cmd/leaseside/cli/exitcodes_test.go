@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // sharedDir returns a directory every local user may enter (t.TempDir is
@@ -92,6 +93,26 @@ func TestExitCodes(t *testing.T) {
 		t.Fatalf("acquire held: exit %d, token %q: %s", code, tok, stderr)
 	}
 
+	// Issue 24 item 8: once no grantor leader has answered the daemon for
+	// a while, an acquire that may not wait is refused at once, not after
+	// the daemon's request timeout. Until then one is tried (and runs
+	// into --timeout): ask until the refusal comes.
+	for began := time.Now(); ; {
+		asked := time.Now()
+		_, stderr, code := runAs(t, 0, nil, bin, "acquire", "x", "--timeout", "5s", "--socket", noLeader)
+		took := time.Since(asked)
+		if strings.Contains(stderr, "no grantor leader has answered this sidecar for") {
+			if code != ExitUnavailable || took > 2*time.Second || !strings.Contains(stderr, "the grantor cluster has no leader") ||
+				!strings.Contains(stderr, "an acquire with a wait keeps trying") {
+				t.Errorf("no wait, no leader: exit %d after %v: %s", code, took, stderr)
+			}
+			break
+		}
+		if code != ExitUnavailable || time.Since(began) > time.Minute {
+			t.Fatalf("no wait, no leader: exit %d after %v, never refused at once: %s", code, took, stderr)
+		}
+	}
+
 	const ttlRange = "is outside the terms this daemon accepts: 1s to 24h"
 	tests := []struct {
 		name string
@@ -142,14 +163,14 @@ func TestExitCodes(t *testing.T) {
 			want: []string{"permission denied: add yourself to group adm (sudo usermod -aG adm $USER", sock + " (given with --socket)"}},
 		{name: "outside the group, socket from the environment", uid: nobody, env: []string{"LEASESIDE_SOCKET=" + sock}, args: []string{"status"},
 			code: ExitUnavailable, want: []string{"permission denied: add yourself to group adm", sock + " (from $LEASESIDE_SOCKET)"}},
-		{name: "no leader, --timeout ran out", args: []string{"acquire", "x", "--timeout", "2s", "--socket", noLeader}, code: ExitUnavailable,
-			want: []string{"no answer within --timeout 2s: the grantor cluster may have no leader"}},
+		{name: "no leader, --timeout ran out", args: []string{"run", "x", "--wait", "1s", "--timeout", "2s", "--socket", noLeader, "--", "true"}, code: ExitUnavailable,
+			want: []string{"no answer within --wait 1s plus --timeout 2s: the grantor cluster may have no leader"}},
 		{name: "no leader, --wait and --timeout ran out", args: []string{"acquire", "x", "--wait", "1s", "--timeout", "1s", "--socket", noLeader},
 			code: ExitUnavailable, want: []string{"no answer within --wait 1s plus --timeout 1s"}},
 		{name: "no leader, the daemon gives up", args: []string{"acquire", "x", "--socket", noLeader}, code: ExitUnavailable,
 			want: []string{"grantor"}},
-		{name: "run: no leader", args: []string{"run", "x", "--timeout", "2s", "--socket", noLeader, "--", "true"}, code: ExitUnavailable,
-			want: []string{"no answer within --timeout 2s"}},
+		{name: "run: no leader", args: []string{"run", "x", "--wait", "1s", "--timeout", "2s", "--socket", noLeader, "--", "true"}, code: ExitUnavailable,
+			want: []string{"no answer within --wait 1s plus --timeout 2s"}},
 		{name: "leader: no leader, --timeout ran out", args: []string{"leader", "x", "--timeout", "2s", "--socket", noLeader}, code: ExitUnavailable,
 			want: []string{"no answer within --timeout 2s"}},
 		{name: "check-token: no leader", args: []string{"check-token", "x", "1", "--timeout", "2s", "--socket", noLeader}, code: ExitUnavailable,
