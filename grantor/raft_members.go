@@ -1,6 +1,7 @@
 package grantor
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -78,6 +79,16 @@ func (r *removal) stop() { r.once.Do(func() { close(r.done) }) }
 // of a remote error back to its sender, so the sender recognises the
 // refusal by it (refusedAsNonMember): the two ends of this file's rule.
 const notAMember = "not a server of this grantor's raft configuration"
+
+// What a grantor certificate that speaks for no member may cost a grantor
+// (raft_tls.go): its RPCs are decoded before the gate refuses them.
+const (
+	// nonMemberConns bounds its inbound connections at once.
+	nonMemberConns = 4
+	// nonMemberBytes bounds what it sends on one connection; a vote
+	// request is about a hundred bytes.
+	nonMemberBytes = 1 << 20
+)
 
 // raftRPCKind names an inbound raft RPC, for refusals and metrics.
 type raftRPCKind uint8
@@ -185,6 +196,36 @@ func (g *raftGate) check(id string, kind raftRPCKind) error {
 		return nil
 	}
 	return fmt.Errorf("%s from %q: %s", kind, id, notAMember)
+}
+
+// known reports whether server id may send this node some raft RPC now:
+// entries are what the most senders may send.
+func (g *raftGate) known(id string) bool { return g.check(id, rpcAppendEntries) == nil }
+
+// cappedConn is a connection that reads at most left bytes, then fails
+// (and calls over, once).
+type cappedConn struct {
+	net.Conn
+	left int64
+	over func()
+}
+
+// errReadCap is cappedConn's error past its bound.
+var errReadCap = errors.New("grantor: raft: a non-member's connection sent more than it may")
+
+// Read implements net.Conn.
+func (c *cappedConn) Read(p []byte) (int, error) {
+	if c.left <= 0 {
+		return 0, errReadCap
+	}
+	if int64(len(p)) > c.left {
+		p = p[:c.left]
+	}
+	n, err := c.Conn.Read(p)
+	if c.left -= int64(n); c.left <= 0 {
+		c.over()
+	}
+	return n, err
 }
 
 // describeJoin says whom a join path names, for a refusal.

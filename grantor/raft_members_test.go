@@ -2,6 +2,8 @@ package grantor
 
 import (
 	"bytes"
+	"crypto/tls"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -499,4 +501,60 @@ func BenchmarkRaftGateAdmit(b *testing.B) {
 			}
 		}
 	})
+}
+
+// What a grantor certificate of a name in no configuration costs a
+// grantor is bounded before the gate refuses its RPCs, which raft's
+// transport decodes first: an AppendEntries larger than nonMemberBytes
+// ends its connection (not decoded into memory), and it holds at most
+// nonMemberConns connections at once. The cluster grants meanwhile.
+func TestNonMemberConnectionsAreBounded(t *testing.T) {
+	p := newTestPKI(t)
+	c, audits := tlsCluster(t, p)
+	li := c.leader()
+	l := c.nodes[li]
+	tr, hdr := raftAs(t, p, "n9")
+	var ae raft.AppendEntriesResponse
+	err := tr.AppendEntries(raft.ServerID(l.cfg.NodeID), raft.ServerAddress(l.RaftAddr()), &raft.AppendEntriesRequest{
+		RPCHeader: hdr, Term: 1 << 40,
+		Entries: []*raft.Log{{Index: 1, Term: 1 << 40, Type: raft.LogCommand, Data: make([]byte, 2*nonMemberBytes)}},
+	}, &ae)
+	if err == nil || strings.Contains(err.Error(), notAMember) {
+		t.Fatalf("an AppendEntries of %d bytes: %v, want the connection ended before it was decoded", 2*nonMemberBytes, err)
+	}
+	audits[li].wait(t, "event=refused_raft", "grantor/n9, in no raft configuration, sent more than")
+
+	cfg := p.conf(pki.RoleGrantor, "n9").ClientConfig(pki.ALPNRaft, pki.Peer{Roles: []string{pki.RoleGrantor}})
+	var conns []*tls.Conn
+	for range nonMemberConns + 2 {
+		conn, err := tls.Dial("tcp", l.RaftAddr(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		conns = append(conns, conn)
+	}
+	audits[li].wait(t, "event=refused_raft", fmt.Sprintf("grantor/n9, in no raft configuration, holds %d connections already", nonMemberConns))
+	// The ones past the bound are closed by the grantor; a held one
+	// answers nothing unasked, until the test's cleanup closes it.
+	ended := make(chan struct{}, len(conns))
+	for _, conn := range conns {
+		go func() {
+			conn.Read(make([]byte, 1))
+			ended <- struct{}{}
+		}()
+	}
+	timer := time.NewTimer(waitTimeout)
+	defer timer.Stop()
+	for range len(conns) - nonMemberConns {
+		select {
+		case <-ended:
+		case <-timer.C:
+			t.Fatalf("fewer than %d of the non-member's %d connections ended", len(conns)-nonMemberConns, len(conns))
+		}
+	}
+	sideCreds := p.conf(pki.RoleSidecar, "h1").ClientCredentials()
+	if a := c.acquireAtLeader(sideCreds, acqReq("s1", 1, "jobs/during")); !a.Granted {
+		t.Fatalf("acquire: %v", a)
+	}
 }

@@ -99,11 +99,14 @@ type tlsTransport struct {
 	consumer  chan raft.RPC
 	heartbeat atomic.Pointer[func(raft.RPC)]
 
-	mu       sync.Mutex
-	inbound  map[*oneConn]struct{}
-	closed   bool
-	shutdown chan struct{}
-	wg       sync.WaitGroup
+	mu      sync.Mutex
+	inbound map[*oneConn]struct{}
+	// nonMembers counts the inbound connections of each grantor
+	// certificate that spoke for no member when it connected.
+	nonMembers map[string]int
+	closed     bool
+	shutdown   chan struct{}
+	wg         sync.WaitGroup
 }
 
 var (
@@ -127,14 +130,15 @@ func newTLSTransport(addr string, tc *pki.Configurator, cfg raft.NetworkTranspor
 		return nil, fmt.Errorf("raft address %s is not advertisable: give a concrete IP", addr)
 	}
 	t := &tlsTransport{
-		ln:        ln,
-		serverCfg: tc.ServerConfig(pki.ALPNRaft, pki.Peer{Roles: []string{pki.RoleGrantor}}),
-		log:       log,
-		gate:      gate,
-		refusals:  connlimit.NewReporter(raftRefusalInterval, refused),
-		consumer:  make(chan raft.RPC),
-		inbound:   map[*oneConn]struct{}{},
-		shutdown:  make(chan struct{}),
+		ln:         ln,
+		serverCfg:  tc.ServerConfig(pki.ALPNRaft, pki.Peer{Roles: []string{pki.RoleGrantor}}),
+		log:        log,
+		gate:       gate,
+		refusals:   connlimit.NewReporter(raftRefusalInterval, refused),
+		consumer:   make(chan raft.RPC),
+		inbound:    map[*oneConn]struct{}{},
+		nonMembers: map[string]int{},
+		shutdown:   make(chan struct{}),
 	}
 	t.pending = connlimit.New(connlimit.Limits{Total: raftMaxHandshakes, PerSource: raftMaxHandshakesPerSource, EvictSpoken: true}, t.refusals.Refused)
 	t.dialer = &tlsDialer{addr: ln.Addr(), tls: tc, closed: make(chan struct{})}
@@ -239,18 +243,40 @@ func (t *tlsTransport) serve(raw *connlimit.Conn) {
 		raw.Close()
 		return
 	}
-	one := &oneConn{Conn: c, stop: make(chan struct{}), gone: make(chan struct{})}
+	// A grantor certificate that speaks for no member (raft_members.go)
+	// gets its refusals, but holds few connections and sends little on
+	// each: its RPCs are decoded before the gate refuses them.
+	var conn net.Conn = c
+	member := t.gate.known(id.Name)
+	if !member {
+		conn = &cappedConn{Conn: c, left: nonMemberBytes, over: func() {
+			t.refusals.Refused(remote, fmt.Sprintf("%s, in no raft configuration, sent more than %d bytes on one connection", id, nonMemberBytes))
+		}}
+	}
+	one := &oneConn{Conn: conn, stop: make(chan struct{}), gone: make(chan struct{})}
 	t.mu.Lock()
-	if t.closed {
+	if t.closed || !member && t.nonMembers[id.Name] >= nonMemberConns {
+		closed := t.closed
 		t.mu.Unlock()
+		if !closed {
+			t.refusals.Refused(remote, fmt.Sprintf("%s, in no raft configuration, holds %d connections already", id, nonMemberConns))
+		}
 		c.Close()
 		return
 	}
 	t.inbound[one] = struct{}{}
+	if !member {
+		t.nonMembers[id.Name]++
+	}
 	t.mu.Unlock()
 	defer func() {
 		t.mu.Lock()
 		delete(t.inbound, one)
+		if !member {
+			if t.nonMembers[id.Name]--; t.nonMembers[id.Name] == 0 {
+				delete(t.nonMembers, id.Name)
+			}
+		}
 		t.mu.Unlock()
 	}()
 
