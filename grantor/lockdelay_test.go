@@ -336,8 +336,17 @@ func TestLockDelayOfSemaphoreSlot(t *testing.T) {
 	if err := snap.Persist(sink); err != nil {
 		t.Fatal(err)
 	}
+	if !bytes.Contains(sink.Bytes(), []byte(`"format":4`)) {
+		t.Fatalf("snapshot with delayed slots: %s", sink.Bytes())
+	}
 	if err := newFSM().Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
 		t.Fatalf("restoring delayed slots: %v", err)
+	}
+	// A slot's lock-delay alone needs format 4 too.
+	held := newFSM()
+	held.Apply(rlog{1, encodeCmd(cmdAcquire7, slot("a", 1))}.log())
+	if !held.st.needsFormat4() {
+		t.Fatal("a semaphore slot with a lock-delay does not need snapshot format 4")
 	}
 	next := slot("c", 3)
 	r := apply(cmdEndDelay, endDelayCmd{Lease: "sem", Token: a.Token, Next: &next}).(*endDelayResult)

@@ -258,6 +258,13 @@ func (st *fsmState) needsFormat4() bool {
 			return true
 		}
 	}
+	for _, sem := range st.Sems {
+		for _, l := range sem.Holders {
+			if l.LockDelay != 0 {
+				return true
+			}
+		}
+	}
 	return false
 }
 
