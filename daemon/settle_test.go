@@ -279,18 +279,29 @@ func TestSettlingSessionIsAskedAfterUntilTheMargin(t *testing.T) {
 
 // advanceUntilKeepAlive walks the fake clock forward in small steps, at
 // most limit, until a keepalive arrives, and returns it with the fake
-// time at which it came. Each step gives the renew loop a moment (real
-// time) to send what came due.
+// time at which it came. A step is taken only once the daemon's loops
+// have run at the instant before it: every loop that sleeps on the fake
+// clock re-arms its timer when it has done what came due, so the fake
+// clock never moves on while the renew loop is behind. A keepalive it
+// handed on then reaches the grantor within real-time moments, which
+// transitDelay bounds.
 func (r *rig) advanceUntilKeepAlive(t *testing.T, limit time.Duration) (*grantorpb.KeepAliveRequest, clockwatch.Instant) {
 	t.Helper()
-	const step = 100 * time.Millisecond
+	const (
+		step         = 100 * time.Millisecond
+		transitDelay = 20 * time.Millisecond
+	)
 	for walked := time.Duration(0); walked <= limit; walked += step {
 		select {
 		case ka := <-r.g.keepalives:
 			return ka, r.clock.Now()
-		case <-time.After(20 * time.Millisecond):
+		case <-time.After(transitDelay):
 		}
+		timers := r.clock.Timers()
 		r.clock.Advance(step)
+		if err := r.clock.WaitTimers(ctxT(t), timers); err != nil {
+			t.Fatalf("the daemon's loops did not run at %v of the fake clock: %v", r.clock.Now(), err)
+		}
 	}
 	select {
 	case ka := <-r.g.keepalives:
