@@ -6,9 +6,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path"
 	"strings"
+	"syscall"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -86,9 +88,30 @@ type nameRule struct {
 // rules file that cannot be used; the message names the line.
 var ErrBadNameRules = errors.New("grantor: bad name rules")
 
-// LoadNameRules reads the rules file at path.
+// LoadNameRules reads the rules file at path. A file another user could
+// change (not this process's user's or root's, or writable by its group
+// or others) is refused: whoever may write it decides who may take every
+// name.
 func LoadNameRules(path string) (*NameRules, error) {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadNameRules, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadNameRules, err)
+	}
+	uid := int(fi.Sys().(*syscall.Stat_t).Uid)
+	switch {
+	case uid != os.Geteuid() && uid != 0:
+		return nil, fmt.Errorf("%w: %s belongs to uid %d, neither this process's (%d) nor root's: that user could give any identity any name",
+			ErrBadNameRules, path, uid, os.Geteuid())
+	case fi.Mode().Perm()&0o022 != 0:
+		return nil, fmt.Errorf("%w: %s is writable by its group or by others (mode %#o), who could give any identity any name: make it 0644 or 0600",
+			ErrBadNameRules, path, fi.Mode().Perm())
+	}
+	b, err := io.ReadAll(f)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadNameRules, err)
 	}

@@ -2,6 +2,8 @@ package grantor
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -29,6 +31,41 @@ func TestParseNameRulesRefusesBadLines(t *testing.T) {
 			_, err := ParseNameRules("rules", []byte(tt.text))
 			if !errors.Is(err, ErrBadNameRules) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("ParseNameRules: %v, want ErrBadNameRules saying %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// A rules file another user could change is refused, naming it: whoever
+// may write it decides who may take every name.
+func TestLoadNameRulesRefusesAFileOthersMayWrite(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		prep func(path string) error
+		want string
+	}{
+		{name: "this user's, 0644", prep: func(string) error { return nil }},
+		{name: "writable by others", prep: func(p string) error { return os.Chmod(p, 0o666) }, want: "is writable by its group or by others (mode 0666)"},
+		{name: "writable by its group", prep: func(p string) error { return os.Chmod(p, 0o664) }, want: "is writable by its group or by others"},
+		{name: "another user's", prep: func(p string) error { return os.Chown(p, nobody, nobody) }, want: "belongs to uid 65534"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "rules")
+			if err := os.WriteFile(path, []byte("web-* acquire web/\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := tt.prep(path); err != nil {
+				t.Fatal(err)
+			}
+			r, err := LoadNameRules(path)
+			if tt.want == "" {
+				if err != nil || r.Len() != 1 {
+					t.Fatalf("LoadNameRules: %v, %v", r, err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrBadNameRules) || !strings.Contains(err.Error(), path+" "+tt.want) {
+				t.Fatalf("LoadNameRules: %v, want ErrBadNameRules saying %q", err, tt.want)
 			}
 		})
 	}
