@@ -28,13 +28,14 @@ import (
 //     them; and audit lines of calls that change nothing, per second.
 //   - In the replicated state, on every replica (fsmUsage): the sessions
 //     an identity opened, the outcomes they remember, its live grants and
-//     the bytes of their values. These counts are derived from the state
+//     the bytes of their values, and the names its grants left in a
+//     lock-delay (counted with its leases). These counts are derived from the state
 //     alone, in apply order, so every replica holds the same ones and a
 //     restore rebuilds them; nothing there reads a clock. The leader
 //     checks them before it proposes (a call that would open a session or
 //     leave an outcome past the limit is refused without an entry); the
 //     lease limit is also carried in each Acquire entry and enforced by
-//     the FSM itself, as before. The leader's check counts what is
+//     the FSM itself for live grants, as before. The leader's check counts what is
 //     applied, so entries in flight at once can pass it together: by at
 //     most the identity's calls in progress.
 //
