@@ -129,8 +129,9 @@ func TestFencedWriteRefusesBadInput(t *testing.T) {
 
 // Concurrent writers with interleaved tokens, and a reader: the value
 // the reader sees never goes back to an older token (Redis answers one
-// connection's reads in its order of execution), and the register ends
-// with the highest token accepted.
+// connection's reads in its order of execution), each writer reads a
+// token at least its own after its write, and the register ends with the
+// highest token accepted.
 func TestConcurrentInterleavedWritersNeverGoBack(t *testing.T) {
 	c := testRedis(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -156,6 +157,12 @@ func TestConcurrentInterleavedWritersNeverGoBack(t *testing.T) {
 					t.Error(err)
 				}
 				mu.Unlock()
+				// Accepted or refused, the register now holds a token at
+				// least this one: a higher token's write, once made, is
+				// never overwritten by a lower one.
+				if v, err := c.Get(ctx, "reg").Uint64(); err != nil || v < token {
+					t.Errorf("after a write with token %d the register holds %d (%v)", token, v, err)
+				}
 			}
 		})
 	}
