@@ -2,6 +2,7 @@ package stores
 
 import (
 	"bufio"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -52,4 +53,31 @@ func TestStartRedis(t *testing.T) {
 		t.Fatalf("%s still there after stop: %v", sock, err)
 	}
 	stop()
+}
+
+// recordingTB records what a test would be told, without stopping.
+type recordingTB struct {
+	testing.TB
+	fatal, skip string
+}
+
+func (r *recordingTB) Helper()           {}
+func (r *recordingTB) Fatal(args ...any) { r.fatal = fmt.Sprint(args...) }
+func (r *recordingTB) Skip(args ...any)  { r.skip = fmt.Sprint(args...) }
+
+// A missing server fails the test under CI=true, saying how to install
+// it, and skips it elsewhere.
+func TestMissingServerFailsUnderCI(t *testing.T) {
+	for _, ci := range []string{"true", ""} {
+		t.Setenv("CI", ci)
+		r := &recordingTB{TB: t}
+		missing(r, "redis-server")
+		got, other := r.fatal, r.skip
+		if ci != "true" {
+			got, other = r.skip, r.fatal
+		}
+		if !strings.Contains(got, "redis-server not found") || !strings.Contains(got, "make deps") || other != "" {
+			t.Errorf("CI=%q: fatal %q, skip %q", ci, r.fatal, r.skip)
+		}
+	}
 }
