@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -42,6 +43,8 @@ type ProxyConfig struct {
 	// waited for even if the client goes away, so that the next request
 	// of the lease is not forwarded while it may still be applied.
 	BackendTimeout time.Duration
+	// Logger, if set, gets a line for each request the proxy refuses.
+	Logger *slog.Logger
 	// MaxLeases bounds the leases the record keeps: a request of a lease
 	// new to it beyond that is refused (507, lease_limit), so that
 	// clients making up lease names cannot grow the state without bound.
@@ -142,7 +145,7 @@ func NewProxy(cfg ProxyConfig) (*Proxy, error) {
 			r.SetXForwarded()
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			refuse(w, http.StatusBadGateway, "backend_unavailable", "the backend did not answer: "+err.Error(), nil)
+			p.refuse(w, r, http.StatusBadGateway, "backend_unavailable", "the backend did not answer: "+err.Error(), nil)
 		},
 	}
 	return p, nil
@@ -166,7 +169,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if p.strict && !canonical(r.URL) {
-		refuse(w, http.StatusBadRequest, "path_not_canonical",
+		p.refuse(w, r, http.StatusBadRequest, "path_not_canonical",
 			fmt.Sprintf("path %q is not canonical (no '.', '..', '//' or encoded '/'): the proxy fences by path prefix", r.URL.EscapedPath()), nil)
 		return
 	}
@@ -175,23 +178,23 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(r.Header.Values(HeaderLease)) > 1 || len(r.Header.Values(HeaderToken)) > 1 {
-		refuse(w, http.StatusBadRequest, "bad_token",
+		p.refuse(w, r, http.StatusBadRequest, "bad_token",
 			fmt.Sprintf("more than one %s or %s header: send one of each (the backend might read another than the proxy checked)", HeaderLease, HeaderToken), nil)
 		return
 	}
 	lease, tok := r.Header.Get(HeaderLease), r.Header.Get(HeaderToken)
 	if lease == "" || tok == "" {
-		refuse(w, http.StatusPreconditionRequired, "fence_required",
+		p.refuse(w, r, http.StatusPreconditionRequired, "fence_required",
 			fmt.Sprintf("%s %s is fenced: send the %s and %s headers", r.Method, r.URL.Path, HeaderLease, HeaderToken), nil)
 		return
 	}
 	if err := CheckLease(lease); err != nil {
-		refuse(w, http.StatusBadRequest, "bad_lease", HeaderLease+": "+err.Error(), nil)
+		p.refuse(w, r, http.StatusBadRequest, "bad_lease", HeaderLease+": "+err.Error(), nil)
 		return
 	}
 	token, err := strconv.ParseUint(tok, 10, 64)
 	if err != nil || token == 0 {
-		refuse(w, http.StatusBadRequest, "bad_token", fmt.Sprintf("%s %q: a token is a positive decimal integer", HeaderToken, tok), nil)
+		p.refuse(w, r, http.StatusBadRequest, "bad_token", fmt.Sprintf("%s %q: a token is a positive decimal integer", HeaderToken, tok), nil)
 		return
 	}
 	t := p.take(lease)
@@ -209,12 +212,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (p *Proxy) admit(w http.ResponseWriter, r *http.Request, lease string, token uint64) bool {
 	h := p.cfg.Record.Highest(lease)
 	if token < h {
-		refuse(w, http.StatusConflict, "stale_token", (&StaleTokenError{Lease: lease, Token: token, Highest: h}).Error(),
+		p.refuse(w, r, http.StatusConflict, "stale_token", (&StaleTokenError{Lease: lease, Token: token, Highest: h}).Error(),
 			map[string]string{"lease": lease, "token": strconv.FormatUint(token, 10), "highest": strconv.FormatUint(h, 10)})
 		return false
 	}
 	if h == 0 && p.cfg.Record.Leases() >= p.cfg.MaxLeases {
-		refuse(w, http.StatusInsufficientStorage, "lease_limit",
+		p.refuse(w, r, http.StatusInsufficientStorage, "lease_limit",
 			fmt.Sprintf("the proxy keeps the tokens of %d leases, its limit: %s is not one of them", p.cfg.MaxLeases, lease), nil)
 		return false
 	}
@@ -222,10 +225,10 @@ func (p *Proxy) admit(w http.ResponseWriter, r *http.Request, lease string, toke
 		live, err := p.cfg.CheckToken(r.Context(), lease, token)
 		switch {
 		case err != nil:
-			refuse(w, http.StatusServiceUnavailable, "check_unavailable", fmt.Sprintf("cannot check token %d of %s with the grantors: %v", token, lease, err), nil)
+			p.refuse(w, r, http.StatusServiceUnavailable, "check_unavailable", fmt.Sprintf("cannot check token %d of %s with the grantors: %v", token, lease, err), nil)
 			return false
 		case !live:
-			refuse(w, http.StatusConflict, "token_not_live", fmt.Sprintf("token %d is not a live grant of %s at the grantors", token, lease),
+			p.refuse(w, r, http.StatusConflict, "token_not_live", fmt.Sprintf("token %d is not a live grant of %s at the grantors", token, lease),
 				map[string]string{"lease": lease, "token": strconv.FormatUint(token, 10), "highest": strconv.FormatUint(h, 10)})
 			return false
 		}
@@ -233,10 +236,10 @@ func (p *Proxy) admit(w http.ResponseWriter, r *http.Request, lease string, toke
 	if err := p.cfg.Record.Admit(lease, token); err != nil {
 		var st *StaleTokenError
 		if errors.As(err, &st) { // cannot happen under the turn; refuse all the same
-			refuse(w, http.StatusConflict, "stale_token", st.Error(), map[string]string{"lease": lease, "token": strconv.FormatUint(token, 10), "highest": strconv.FormatUint(st.Highest, 10)})
+			p.refuse(w, r, http.StatusConflict, "stale_token", st.Error(), map[string]string{"lease": lease, "token": strconv.FormatUint(token, 10), "highest": strconv.FormatUint(st.Highest, 10)})
 			return false
 		}
-		refuse(w, http.StatusInternalServerError, "record_failed", err.Error(), nil)
+		p.refuse(w, r, http.StatusInternalServerError, "record_failed", err.Error(), nil)
 		return false
 	}
 	return true
@@ -298,8 +301,20 @@ type ProxyError struct {
 	Highest string `json:"highest,omitempty"`
 }
 
-func refuse(w http.ResponseWriter, status int, code, msg string, tokens map[string]string) {
+// refuse answers r with the proxy's own status and JSON body, and logs
+// it: at warning level what an operator acts on (a stale or dead token,
+// the limit, the state or the backend failing), at debug level a client's
+// malformed request.
+func (p *Proxy) refuse(w http.ResponseWriter, r *http.Request, status int, code, msg string, tokens map[string]string) {
 	body := ProxyError{Error: code, Message: msg, Lease: tokens["lease"], Token: tokens["token"], Highest: tokens["highest"]}
+	if log := p.cfg.Logger; log != nil {
+		level := slog.LevelWarn
+		if status == http.StatusBadRequest || status == http.StatusPreconditionRequired {
+			level = slog.LevelDebug
+		}
+		log.Log(r.Context(), level, "request refused", "status", status, "error", code, "method", r.Method, "path", r.URL.Path,
+			"remote", r.RemoteAddr, "lease", body.Lease, "token", body.Token, "highest", body.Highest, "message", msg)
+	}
 	if body.Highest != "" {
 		w.Header().Set(HeaderHighest, body.Highest)
 	}

@@ -151,7 +151,7 @@ func runFenceProxy(ctx context.Context, e *env, o *fenceProxyOptions) error {
 		}
 		return fail(e, fmt.Errorf("--state: %w", err))
 	}
-	cfg.Record = rec
+	cfg.Record, cfg.Logger = rec, log
 	if o.checkToken {
 		c := &ipc.Client{Socket: o.socket}
 		defer c.Close()

@@ -73,6 +73,7 @@ func TestFenceProxyCommand(t *testing.T) {
 	if st, pe := fencedPut(t, url, "jobs/p", "3", "three"); st != 409 || pe.Highest != "4" || pe.Token != "3" {
 		t.Fatalf("token 3 after 4: %d %+v", st, pe)
 	}
+	p.waitLine(t, "request refused", "status=409", "error=stale_token", "lease=jobs/p", "token=3", "highest=4")
 	if st, pe := fencedPut(t, url, "", "", "bare"); st != 428 || pe.Error != "fence_required" {
 		t.Fatalf("no headers: %d %+v", st, pe)
 	}
