@@ -346,14 +346,17 @@ func TestHandoffAndLeavingWaiter(t *testing.T) {
 	w := h.enqueueWaiter(h.ctx(), acq("s1", 1, "a", ttl), 5*time.Second)
 	inFSM := make(chan struct{})
 	proceed := make(chan struct{})
-	h.raft.beforeFSM = func() { close(inFSM); <-proceed }
+	// The release is in the log ahead of anything proposed after it (inLog
+	// holds every later entry), as raft orders them: the waiter's own
+	// entry when its wait runs out comes after it and finds it granted.
+	h.raft.inLog = func() { close(inFSM); <-proceed }
 	released := make(chan error, 1)
 	go func() {
 		_, err := h.l.release(h.ctx(), releaseCmd{ID: requestID{Session: "s0", Seq: 2}, Lease: "a", Owner: "o", Token: held.Token})
 		released <- err
 	}()
 	<-inFSM // the release with the attached waiter is in flight
-	h.raft.beforeFSM = nil
+	h.raft.inLog = nil
 	h.clock.Advance(5 * time.Second) // the waiter's wait runs out now
 	close(proceed)
 	if err := <-released; err != nil {
