@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"os"
 	"path/filepath"
 
 	"github.com/hashicorp/go-hclog"
@@ -33,6 +34,10 @@ import (
 // ErrEntryApplies is returned by SkipEntry for an entry this grantor can
 // apply: it skips only one that halts the grantor.
 var ErrEntryApplies = errors.New("grantor: the entry is a command this grantor applies; recover skips only an entry it cannot apply")
+
+// ErrNotADataDir is returned by InspectDataDir and SkipEntry for a
+// directory that holds no grantor's raft log; nothing is written in it.
+var ErrNotADataDir = errors.New("grantor: not a grantor's data dir")
 
 // LogReport is what InspectDataDir finds in a stopped grantor's data dir.
 type LogReport struct {
@@ -68,13 +73,17 @@ type recoverStores struct {
 }
 
 func openRecoverStores(dataDir string) (*recoverStores, error) {
+	walDir := filepath.Join(dataDir, "raft", "wal")
+	if fi, err := os.Stat(walDir); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("%w: %s has no raft log (%s)", ErrNotADataDir, dataDir, walDir)
+	}
 	lock, err := lockDataDir(dataDir)
 	if err != nil {
 		return nil, err
 	}
 	raftDir := filepath.Join(dataDir, "raft")
 	meta := &metadb.BoltMetaDB{}
-	w, err := wal.Open(filepath.Join(raftDir, "wal"), wal.WithMetaStore(meta))
+	w, err := wal.Open(walDir, wal.WithMetaStore(meta))
 	if err != nil {
 		meta.Close()
 		lock.Close()

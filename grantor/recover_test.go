@@ -2,6 +2,7 @@ package grantor
 
 import (
 	"errors"
+	"os"
 	"testing"
 	"time"
 )
@@ -65,5 +66,20 @@ func TestSkipEntryLetsAHaltedGrantorGoOn(t *testing.T) {
 	waitRaft(t, "the entry after the skipped one applied", func() bool { _, held := n.fsm.lease("b"); return held }, n)
 	if rec, _ := n.fsm.lease("a"); rec.Token != a.Token {
 		t.Fatalf("a is %+v, want held under %d", rec, a.Token)
+	}
+}
+
+// A directory that holds no grantor's raft log is refused, by name, and
+// nothing is written in it.
+func TestRecoverRefusesADirWithoutARaftLog(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := InspectDataDir(dir, 0); !errors.Is(err, ErrNotADataDir) {
+		t.Fatalf("InspectDataDir of an empty dir: %v", err)
+	}
+	if _, err := SkipEntry(dir, 1); !errors.Is(err, ErrNotADataDir) {
+		t.Fatalf("SkipEntry in an empty dir: %v", err)
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Fatalf("recover wrote %v in a dir that is no data dir", left)
 	}
 }
