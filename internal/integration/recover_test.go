@@ -259,14 +259,15 @@ func TestGrantorRecoverSkipsTheHaltingEntry(t *testing.T) {
 	}
 
 	c.startAll()
-	for i := range tokens {
-		heldUnder(i)
-	}
+	c.waitOffice(c.marks0())
 	fresh := acquireCLI(t, s, "recover/after", "--ttl", "5s", "--detached")
 	if tokenOf(t, fresh) <= tokens[2] {
 		t.Fatalf("granted token %s after the recovery, not above %d", fresh.Token, tokens[2])
 	}
 	t.Logf("granted token %s after the recovery", fresh.Token)
+	for i := range tokens {
+		heldUnder(i)
+	}
 	for i := range c.nodes {
 		c.stop(i)
 	}
