@@ -46,9 +46,11 @@ import (
 // stays open: a holder of the gossip key (every sidecar has it) and of a
 // grantor certificate of a name in no configuration can make a grantor
 // that has no configuration yet and was started without --join follow it
-// (gossip then has no seeds to trust); that grantor then serves no one,
+// (gossip then has no seeds to trust), or one whose seeds are all down
+// (gossip takes the address a member advertises, so it can claim a seed's
+// while the seed does not: seedsSay); that grantor then serves no one,
 // and the cluster is untouched. A grantor with a configuration, or with
-// seeds, refuses it.
+// a seed that answers, refuses it.
 
 // removal is what tells a node it was removed from the raft
 // configuration: a configuration that listed it and then one that does not
@@ -260,15 +262,31 @@ func (n *Node) joinPath(configured bool) joinPath {
 // as no agreement). Only with seeds does the agreed leader count for a
 // node that has a configuration: without them, anyone with the gossip key
 // could take part in the agreement.
+//
+// A member's gossip address is the one it advertises, which memberlist
+// takes as said: a holder of the gossip key can gossip a grantor of
+// another name at a seed's address. A seed address that more than one
+// alive grantor claims therefore names none of them, nor their leader:
+// the seed cannot be told from the impostor, and the joining node waits
+// until only one claims it.
 func seedsSay(ms []gossip.MemberInfo, seeds map[string]bool, self string) joinPath {
 	var jp joinPath
+	alive := func(in gossip.MemberInfo) bool {
+		return in.State == gossip.StateAlive && in.MetaErr == nil && in.Meta.Role == gossip.RoleGrantor &&
+			in.Meta.NodeID != "" && in.Meta.NodeID != self
+	}
+	claims := map[string]int{}
+	for _, in := range ms {
+		if alive(in) {
+			claims[in.Addr]++
+		}
+	}
 	agreed, disagree := "", false
 	for _, in := range ms {
-		if in.State != gossip.StateAlive || in.MetaErr != nil || in.Meta.Role != gossip.RoleGrantor ||
-			in.Meta.NodeID == "" || in.Meta.NodeID == self {
+		if !alive(in) {
 			continue
 		}
-		if len(seeds) > 0 && !seeds[in.Addr] {
+		if len(seeds) > 0 && (!seeds[in.Addr] || claims[in.Addr] > 1) {
 			continue
 		}
 		jp.servers = append(jp.servers, in.Meta.NodeID)
