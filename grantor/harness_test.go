@@ -66,7 +66,7 @@ func (e *eventLog) all() []testEvent {
 
 // wait blocks until an event after from satisfies match, and returns the
 // position after it.
-func (e *eventLog) wait(t *testing.T, from int, what string, match func(testEvent) bool) int {
+func (e *eventLog) wait(t testing.TB, from int, what string, match func(testEvent) bool) int {
 	t.Helper()
 	deadline := time.NewTimer(waitTimeout)
 	defer deadline.Stop()
@@ -180,7 +180,7 @@ func (r *fakeRaft) notLeader() *NotLeaderError { return &NotLeaderError{} }
 
 // harness is a lessor over a real FSM, a fakeRaft and a fake clock.
 type harness struct {
-	t      *testing.T
+	t      testing.TB
 	clock  *clockwatch.Fake
 	timing clockwatch.Timing
 	fsm    *fsm
@@ -189,7 +189,7 @@ type harness struct {
 	events *eventLog
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t testing.TB) *harness {
 	h := &harness{
 		t:      t,
 		clock:  clockwatch.NewFake(clockwatch.Instant(1000 * time.Second)),
@@ -296,7 +296,7 @@ func (h *harness) advanceTo(target clockwatch.Instant) {
 	advanceTo(h.t, h.l, h.clock, h.events, target)
 }
 
-func advanceTo(t *testing.T, l *lessor, clock *clockwatch.Fake, events *eventLog, target clockwatch.Instant) {
+func advanceTo(t testing.TB, l *lessor, clock *clockwatch.Fake, events *eventLog, target clockwatch.Instant) {
 	t.Helper()
 	m := events.mark()
 	advance(l, clock, target.Sub(clock.Now()))
