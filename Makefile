@@ -8,7 +8,7 @@ PROTOC_GEN_GO ?= google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 # with the rest.
 VSETCD := internal/bench/vsetcd
 
-.PHONY: all build run test deps lint generate bench metrics-doc
+.PHONY: all build run test deps lint generate bench bench-compare metrics-doc
 
 all: build
 
@@ -73,6 +73,16 @@ metrics-doc:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3s ./...
+
+# The hot paths' benchmarks (FSM apply, lessor acquire/release, keepalives,
+# socket round trip, encode/decode) at BASE and in the working tree,
+# interleaved, compared by benchstat: `make bench-compare BASE=main~5`.
+# ROUNDS (6) and BENCHTIME (1s) tune it; docs/performance.md says more.
+ROUNDS ?= 6
+BENCHTIME ?= 1s
+bench-compare:
+	@test -n "$(BASE)" || { echo "usage: make bench-compare BASE=REV [ROUNDS=6] [BENCHTIME=1s]" >&2; exit 2; }
+	GO=$(GO) ROUNDS=$(ROUNDS) BENCHTIME=$(BENCHTIME) internal/bench/bench-compare.sh $(BASE)
 
 # Packages: bin/leaseside with PKG_VERSION stamped in, then a .deb and an
 # .rpm of it in dist/. nfpm is built from its own module (packaging/tools)
