@@ -17,7 +17,8 @@
 -- token equal to the highest passes (a holder writes many times under
 -- one token). Errors:
 --   LEASESIDE_STALE stale token T for leaseside:fence:LEASE: highest seen H
---   LEASESIDE_BADARG ...   (a token that is not 0 to 18446744073709551615)
+--   LEASESIDE_BADARG ...   (a token that is not 0 to 18446744073709551615,
+--                          or a key written that is itself a token key)
 -- Tokens are compared as decimal numbers of up to 20 digits, exactly.
 
 local prefix = 'leaseside:fence:'
@@ -51,6 +52,9 @@ end
 local function admit(keys, token)
   if #keys ~= 2 or string.sub(keys[2], 1, #prefix) ~= prefix or #keys[2] == #prefix then
     return redis.error_reply('LEASESIDE_BADARG want 2 keys: the key written and its lease\'s ' .. prefix .. 'LEASE')
+  end
+  if string.sub(keys[1], 1, #prefix) == prefix then
+    return redis.error_reply('LEASESIDE_BADARG ' .. keys[1] .. ' is a token key: a fenced write cannot write one')
   end
   local t = canonical(token)
   if t == nil then
