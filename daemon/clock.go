@@ -25,6 +25,8 @@ func (d *Daemon) lostReason(l *lease, failing bool) string {
 	switch {
 	case clockwatch.Instant(d.suspendedAt.Load()).After(l.t0):
 		return ipc.ReasonSuspended
+	case l.noRenew:
+		return ipc.ReasonExpired // nobody renewed it: it lapsed, as asked
 	case failing:
 		return ipc.ReasonRenewFailed
 	}

@@ -30,8 +30,8 @@ func watch(t *testing.T, c *ipc.Client, name string) {
 	}
 }
 
-// A no_renew lease is never renewed by the daemon, lapses at its deadline,
-// and the renew op extends it on request.
+// A no_renew lease is never renewed by the daemon, lapses at its deadline
+// (lost, expired), and the renew op extends it on request.
 func TestNoRenewLeaseRenewedOnlyOnRequest(t *testing.T) {
 	r := newRig(t)
 	l, err := r.c.Acquire(ctxT(t), "batch/nightly", ipc.AcquireOptions{TTL: ttl, Owner: ipc.OwnerDetached, NoRenew: true})
@@ -62,7 +62,10 @@ func TestNoRenewLeaseRenewedOnlyOnRequest(t *testing.T) {
 		t.Fatalf("renew: token %s->%s deadline %d->%d; want same token, later deadline", g.Token, g2.Token, g.DeadlineBoottimeNs, g2.DeadlineBoottimeNs)
 	}
 	r.clock.Advance(ttl)
-	r.waitLeaseEvent(t, ipc.EventLost, "batch/nightly")
+	// It lapsed, as asked: expired, not a failure (issue 24 item 8).
+	if ev := r.waitLeaseEvent(t, ipc.EventLost, "batch/nightly"); ev.Reason != ipc.ReasonExpired {
+		t.Fatalf("the lapsed no_renew lease: %+v, want reason %s", ev, ipc.ReasonExpired)
+	}
 }
 
 func TestCheck(t *testing.T) {

@@ -322,6 +322,10 @@ const (
 	// ReasonDrift: the clock drift observed against the grantor is larger
 	// than the rate the deadline was computed with (shortened).
 	ReasonDrift = "drift"
+	// ReasonExpired: a lease the daemon was not renewing (no_renew, or
+	// its owner process stopped too long) reached its deadline: it lapsed,
+	// as it was meant to unless renewed (protocol 4).
+	ReasonExpired = "expired"
 )
 
 // Reasons a lease is released (event released), or its owner gone (event

@@ -208,8 +208,8 @@ func TestStoppedOwnerLeaseLapses(t *testing.T) {
 			t.Logf("daemon: %s", ev.Reason)
 		case "lost":
 			lost = true
-			if ev.Reason != "deadline_passed" {
-				t.Errorf("lost reason %q, want deadline_passed", ev.Reason)
+			if ev.Reason != "expired" {
+				t.Errorf("lost reason %q, want expired (not renewed, it lapsed)", ev.Reason)
 			}
 		case "released":
 			t.Fatal("the stopped owner's lease was released early")
