@@ -168,6 +168,13 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.rp.ServeHTTP(w, r)
 		return
 	}
+	if !strings.HasPrefix(r.URL.Path, "/") {
+		// "*" or an absolute URL with no path: the backend would get "/*"
+		// or "/", which no prefix check here has seen.
+		p.refuse(w, r, http.StatusBadRequest, "path_not_canonical",
+			fmt.Sprintf("request target %q has no path starting with '/': the proxy fences by path", r.RequestURI), nil)
+		return
+	}
 	if p.strict && !canonical(r.URL) {
 		p.refuse(w, r, http.StatusBadRequest, "path_not_canonical",
 			fmt.Sprintf("path %q is not canonical (no '.', '..', '//' or encoded '/'): the proxy fences by path prefix", r.URL.EscapedPath()), nil)
