@@ -74,3 +74,87 @@ func TestProtocolExamplesRun(t *testing.T) {
 		}
 	}
 }
+
+// Every relative link of the repository's Markdown files points at a file
+// that exists, and a link to a heading (file.md#heading) at a heading that
+// exists: docs that moved leave no link behind.
+func TestDocsLinksResolve(t *testing.T) {
+	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	headings := map[string]map[string]bool{}
+	anchors := func(path string) map[string]bool {
+		if a, ok := headings[path]; ok {
+			return a
+		}
+		a := map[string]bool{}
+		if doc, err := os.ReadFile(path); err == nil {
+			inCode := false
+			for _, line := range strings.Split(string(doc), "\n") {
+				if strings.HasPrefix(line, "```") {
+					inCode = !inCode
+				}
+				if !inCode && strings.HasPrefix(line, "#") {
+					a[slug(strings.TrimLeft(line, "# "))] = true
+				}
+			}
+		}
+		headings[path] = a
+		return a
+	}
+	checked := 0
+	err := filepath.WalkDir("../..", func(path string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case d.IsDir() && (d.Name() == ".git" || d.Name() == "bin" || d.Name() == "node_modules" || d.Name() == "dist"):
+			return filepath.SkipDir
+		case d.IsDir() || !strings.HasSuffix(path, ".md"):
+			return nil
+		}
+		doc, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		text := regexp.MustCompile("(?s)```.*?```").ReplaceAllString(string(doc), "")
+		for _, m := range link.FindAllStringSubmatch(text, -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			file, anchor, _ := strings.Cut(target, "#")
+			resolved := path
+			if file != "" {
+				resolved = filepath.Join(filepath.Dir(path), file)
+				if _, err := os.Stat(resolved); err != nil {
+					t.Errorf("%s: link to %s: no such file", strings.TrimPrefix(path, "../../"), target)
+					continue
+				}
+			}
+			checked++
+			if anchor != "" && strings.HasSuffix(resolved, ".md") && !anchors(resolved)[anchor] {
+				t.Errorf("%s: link to %s: no such heading in %s", strings.TrimPrefix(path, "../../"), target, strings.TrimPrefix(resolved, "../../"))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked < 50 {
+		t.Fatalf("only %d relative links found: is the link pattern broken?", checked)
+	}
+}
+
+// slug is the anchor a Markdown heading gets: lower case, spaces to
+// hyphens, punctuation other than hyphens and underscores dropped.
+func slug(heading string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(strings.TrimSpace(heading)) {
+		switch {
+		case r == ' ':
+			b.WriteRune('-')
+		case r == '-' || r == '_' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r > 127:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
