@@ -71,8 +71,11 @@ func TestRaftNonMemberCertificateRefused(t *testing.T) {
 		c.stop(i)
 	}
 	c.startAll()
+	c.waitOffice(c.marks0())
 	noForgedTerm(t, c)
-	restarted := acquireCLI(t, s, "members/after-restart", "--ttl", "5s", "--detached")
+	// The sidecar saw no leader while every grantor was down: an acquire
+	// with a wait keeps trying until it reaches the new one.
+	restarted := acquireCLI(t, s, "members/after-restart", "--ttl", "5s", "--detached", "--wait", "30s")
 	if tokenOf(t, restarted) <= tokenOf(t, after) {
 		t.Fatalf("token %s after the restart, not above %s", restarted.Token, after.Token)
 	}

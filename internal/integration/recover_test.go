@@ -260,7 +260,9 @@ func TestGrantorRecoverSkipsTheHaltingEntry(t *testing.T) {
 
 	c.startAll()
 	c.waitOffice(c.marks0())
-	fresh := acquireCLI(t, s, "recover/after", "--ttl", "5s", "--detached")
+	// The sidecar saw no leader while the cluster was down: an acquire
+	// with a wait keeps trying until it reaches the new one.
+	fresh := acquireCLI(t, s, "recover/after", "--ttl", "5s", "--detached", "--wait", "30s")
 	if tokenOf(t, fresh) <= tokens[2] {
 		t.Fatalf("granted token %s after the recovery, not above %d", fresh.Token, tokens[2])
 	}
