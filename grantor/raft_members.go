@@ -204,12 +204,13 @@ func (g *raftGate) check(id string, kind raftRPCKind) error {
 // entries are what the most senders may send.
 func (g *raftGate) known(id string) bool { return g.check(id, rpcAppendEntries) == nil }
 
-// cappedConn is a connection that reads at most left bytes, then fails
-// (and calls over, once).
+// cappedConn is a connection that reads at most left bytes while capped
+// says so (its sender is no member), then fails (and calls over, once).
 type cappedConn struct {
 	net.Conn
-	left int64
-	over func()
+	left   int64
+	capped func() bool
+	over   func()
 }
 
 // errReadCap is cappedConn's error past its bound.
@@ -217,6 +218,9 @@ var errReadCap = errors.New("grantor: raft: a non-member's connection sent more 
 
 // Read implements net.Conn.
 func (c *cappedConn) Read(p []byte) (int, error) {
+	if !c.capped() {
+		return c.Conn.Read(p)
+	}
 	if c.left <= 0 {
 		return 0, errReadCap
 	}

@@ -246,13 +246,12 @@ func (t *tlsTransport) serve(raw *connlimit.Conn) {
 	// A grantor certificate that speaks for no member (raft_members.go)
 	// gets its refusals, but holds few connections and sends little on
 	// each: its RPCs are decoded before the gate refuses them.
-	var conn net.Conn = c
+	// Whether it is a member is asked again at every read: a connection
+	// opened by a member that is then removed is bounded from then on.
 	member := t.gate.known(id.Name)
-	if !member {
-		conn = &cappedConn{Conn: c, left: nonMemberBytes, over: func() {
-			t.refusals.Refused(remote, fmt.Sprintf("%s, in no raft configuration, sent more than %d bytes on one connection", id, nonMemberBytes))
-		}}
-	}
+	conn := &cappedConn{Conn: c, left: nonMemberBytes, capped: func() bool { return !t.gate.known(id.Name) }, over: func() {
+		t.refusals.Refused(remote, fmt.Sprintf("%s, in no raft configuration, sent more than %d bytes on one connection", id, nonMemberBytes))
+	}}
 	one := &oneConn{Conn: conn, stop: make(chan struct{}), gone: make(chan struct{})}
 	t.mu.Lock()
 	if t.closed || !member && t.nonMembers[id.Name] >= nonMemberConns {

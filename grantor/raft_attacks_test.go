@@ -1,15 +1,19 @@
 package grantor
 
 import (
+	"crypto/tls"
 	"encoding/binary"
 	"io"
 	"log"
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/memberlist"
+	"github.com/hashicorp/raft"
 
 	"github.com/leaseside/leaseside/grantor/gossip"
 	"github.com/leaseside/leaseside/grantor/pki"
@@ -95,4 +99,57 @@ func TestGossipSpoofedSeedAddressDoesNotMisleadAJoiningGrantor(t *testing.T) {
 	if got := j.raft.CurrentTerm(); got >= 1<<40 {
 		t.Fatalf("the joining grantor took the forged term %d", got)
 	}
+}
+
+// A removed member's certificate on the connection it opened while it was
+// a member: the bound on what a non-member sends applies from its removal
+// on, not only to connections opened after it. An AppendEntries larger
+// than nonMemberBytes on the old connection ends it before it is decoded
+// (before, it was decoded into memory and then refused).
+func TestRemovedMembersOldConnectionIsBounded(t *testing.T) {
+	p := newTestPKI(t)
+	c, _ := tlsCluster(t, p)
+	li := c.leader()
+	l := c.nodes[li]
+	f := c.nodes[(li+1)%len(c.nodes)]
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{MaxPool: 1, Timeout: 5 * time.Second,
+		Stream: pooledStream{ln, p.conf(pki.RoleGrantor, f.cfg.NodeID).ClientConfig(pki.ALPNRaft, pki.Peer{Roles: []string{pki.RoleGrantor}})}})
+	t.Cleanup(func() { tr.Close() })
+	hdr := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(f.cfg.NodeID), Addr: []byte(tr.LocalAddr())}
+	id, addr := raft.ServerID(l.cfg.NodeID), raft.ServerAddress(l.RaftAddr())
+	var ae raft.AppendEntriesResponse
+	if err := tr.AppendEntries(id, addr, &raft.AppendEntriesRequest{RPCHeader: hdr, Term: 0}, &ae); err != nil {
+		t.Fatalf("a member's stale AppendEntries was refused: %v", err)
+	}
+	if err := l.raft.RemoveServer(raft.ServerID(f.cfg.NodeID), 0, 0).Error(); err != nil {
+		t.Fatal(err)
+	}
+	err = tr.AppendEntries(id, addr, &raft.AppendEntriesRequest{
+		RPCHeader: hdr, Term: 1 << 40,
+		Entries: []*raft.Log{{Index: 1, Term: 1 << 40, Type: raft.LogCommand, Data: make([]byte, 2*nonMemberBytes)}},
+	}, &ae)
+	if err == nil || strings.Contains(err.Error(), notAMember) {
+		t.Fatalf("an AppendEntries of %d bytes from the removed %s on its old connection: %v, want the connection ended before it was decoded",
+			2*nonMemberBytes, f.cfg.NodeID, err)
+	}
+	sideCreds := p.conf(pki.RoleSidecar, "h1").ClientCredentials()
+	if a := c.acquireAtLeader(sideCreds, acqReq("s1", 1, "jobs/after")); !a.Granted {
+		t.Fatalf("acquire after the removed member's flood: %v", a)
+	}
+}
+
+// pooledStream is a raft stream layer that dials TLS with cfg, for a
+// transport that keeps its connections (stranger.Raft's does not).
+type pooledStream struct {
+	net.Listener
+	cfg *tls.Config
+}
+
+// Dial implements raft.StreamLayer.
+func (s pooledStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	return tls.DialWithDialer(&net.Dialer{Timeout: timeout}, "tcp", string(addr), s.cfg)
 }
