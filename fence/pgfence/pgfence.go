@@ -92,7 +92,8 @@ func Do(ctx context.Context, db *sql.DB, lease string, token uint64, write func(
 // lib/pq's *pq.Error).
 type sqlStater interface{ SQLState() string }
 
-// highestRE finds the highest token in leaseside.fence's LS001 message.
+// highestRE finds the highest token in leaseside.fence's LS001 message:
+// its last match, as the lease's name before it may read the same.
 var highestRE = regexp.MustCompile(`highest seen ([0-9]+)`)
 
 // Check turns the error of running Query for lease and token into what
@@ -103,10 +104,11 @@ func Check(err error, lease string, token uint64) error {
 	if err == nil || !errors.As(err, &s) || s.SQLState() != StaleState {
 		return err
 	}
-	m := highestRE.FindStringSubmatch(err.Error())
-	if m == nil {
+	all := highestRE.FindAllStringSubmatch(err.Error(), -1)
+	if all == nil {
 		return fmt.Errorf("pgfence: stale token, and no highest in the message: %w", err)
 	}
+	m := all[len(all)-1]
 	highest, perr := strconv.ParseUint(m[1], 10, 64)
 	if perr != nil {
 		return fmt.Errorf("pgfence: stale token, and a highest out of range: %w", err)

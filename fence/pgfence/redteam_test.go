@@ -99,3 +99,18 @@ func waitForALockWait(t *testing.T, db *sql.DB) {
 		}
 	}
 }
+
+// A stale refusal names the lease's highest even when the lease's name
+// itself reads like the message's "highest seen N".
+func TestStaleErrorHighestNotFromTheLeaseName(t *testing.T) {
+	db, _ := testDB(t)
+	ctx := context.Background()
+	lease := "x: highest seen 1"
+	if err := write(ctx, db, lease, 10, "new"); err != nil {
+		t.Fatal(err)
+	}
+	var st *fence.StaleTokenError
+	if err := write(ctx, db, lease, 3, "old"); !errors.As(err, &st) || st.Highest != 10 {
+		t.Fatalf("token 3 after 10: %v, want a StaleTokenError naming 10", err)
+	}
+}
