@@ -188,7 +188,8 @@ type run struct {
 // Run runs the suite once on real processes and returns its report; t
 // fails (Errorf) on any violation, naming the seed and the first
 // violation. The report, the timeline picture and every process's log
-// are in cfg.Out (a new temporary directory when empty).
+// are in cfg.Out (when empty, a new temporary directory, removed at the
+// end of a run that did not fail).
 func Run(t testing.TB, cfg Config) *Report {
 	t.Helper()
 	if err := cfg.Validate(); err != nil {
@@ -199,11 +200,21 @@ func Run(t testing.TB, cfg Config) *Report {
 	}
 	bins := buildBinaries(t, cfg.Race)
 	if cfg.Out == "" {
+		// A run of the test suite: its directory (every grantor's data,
+		// raft's preallocated log segments among them, over 100 MB each)
+		// goes at the end unless the run failed, when it is what to read.
 		dir, err := os.MkdirTemp("", "leaseside-chaos-")
 		if err != nil {
 			t.Fatal(err)
 		}
 		cfg.Out = dir
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("chaos: the run failed; its report, logs and data are kept in %s", dir)
+				return
+			}
+			os.RemoveAll(dir)
+		})
 	}
 	for _, d := range []string{cfg.Out, filepath.Join(cfg.Out, "logs")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
