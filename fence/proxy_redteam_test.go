@@ -54,3 +54,43 @@ func TestProxyRequestTargetsAllFenced(t *testing.T) {
 		}
 	}
 }
+
+// Fence headers sent in ways a backend or another proxy might read
+// differently than this one: twice in different cases, two tokens in
+// one header, a signed or spaced token. Each is refused, and the stale
+// token behind it never reaches the backend.
+func TestProxyHeaderSmugglingRefused(t *testing.T) {
+	b := newBackend(t)
+	srv, _ := startProxy(t, b, filepath.Join(t.TempDir(), "proxy.fence"), nil)
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	if status, _, _ := send(t, srv, http.MethodPut, "/k", "jobs/a", "10", "new"); status != http.StatusOK {
+		t.Fatalf("token 10: status %d", status)
+	}
+	for _, headers := range []string{
+		"Leaseside-Lease: jobs/a\r\nLeaseside-Token: 10\r\nleaseside-token: 3",
+		"Leaseside-Lease: jobs/a\r\nLeaseside-Token: 10, 3",
+		"Leaseside-Lease: jobs/a\r\nLeaseside-Token: +3",
+		"Leaseside-Lease: jobs/a\r\nLeaseside-Token: -3",
+		"Leaseside-Lease: jobs/a\r\nLeaseside-Token: 3 10",
+		"Leaseside-Lease: jobs/a\r\nleaseside-lease: jobs/b\r\nLeaseside-Token: 10",
+		"Leaseside-Lease: jobs/a\r\nLeaseside-Token: 3\r\nConnection: Leaseside-Token",
+	} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c, "PUT /k HTTP/1.1\r\nHost: %s\r\n%s\r\nContent-Length: 3\r\nConnection: close\r\n\r\nold", addr, headers)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		c.Close()
+		if err != nil {
+			t.Fatalf("%q: %v", headers, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode < 400 {
+			t.Errorf("%q: forwarded (status %d)", headers, resp.StatusCode)
+		}
+	}
+	if got := b.get("/k"); got != "new" {
+		t.Fatalf("the backend holds %q after the refused requests, want new", got)
+	}
+}
