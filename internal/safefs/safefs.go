@@ -70,11 +70,18 @@ func CheckDir(dir string) error {
 	if err != nil {
 		return err
 	}
+	// Both the directories above the path as given (whoever may write
+	// one may swap the symbolic link below it) and those above where it
+	// leads.
+	if err := checkAbove(dir, dir); err != nil {
+		return err
+	}
 	return checkAbove(dir, real)
 }
 
 // checkAbove refuses dir (really at real) when a directory above real is
-// another user's, or writable by others without the sticky bit.
+// another user's, or writable by others without the sticky bit, or is a
+// symbolic link another user owns.
 func checkAbove(dir, real string) error {
 	euid := os.Geteuid()
 	real, err := filepath.Abs(real)
@@ -82,6 +89,11 @@ func checkAbove(dir, real string) error {
 		return err
 	}
 	for p := filepath.Dir(real); ; p = filepath.Dir(p) {
+		if li, err := os.Lstat(p); err == nil && li.Mode()&os.ModeSymlink != 0 {
+			if uid := owner(li); uid != euid && uid != 0 {
+				return unsafe(dir, "is inside %s, a symbolic link owned by uid %d, who could point it elsewhere", p, uid)
+			}
+		}
 		fi, err := os.Stat(p)
 		if err != nil {
 			return err
@@ -114,6 +126,9 @@ func MkdirAll(dir string, perm os.FileMode) error {
 		}
 		real, err := filepath.EvalSymlinks(have)
 		if err != nil {
+			return err
+		}
+		if err := checkAbove(dir, filepath.Join(have, "x")); err != nil {
 			return err
 		}
 		if err := checkAbove(dir, filepath.Join(real, "x")); err != nil {

@@ -82,6 +82,28 @@ func TestCheckDir(t *testing.T) {
 			}
 			return l
 		}, want: "which belongs to uid 65534"},
+		{name: "this user's link in a dir open to all without the sticky bit", prep: func(t *testing.T, base string) string {
+			d := mkdir(t, base, "d", 0o700)
+			o := mkdir(t, base, "open", 0o700)
+			l := filepath.Join(o, "l")
+			if err := os.Symlink(d, l); err != nil {
+				t.Fatal(err)
+			}
+			chmod(t, o, 0o777)
+			return l
+		}, want: "which others may write to"},
+		{name: "a dir below another user's link", prep: func(t *testing.T, base string) string {
+			o := mkdir(t, base, "o", 0o755)
+			mkdir(t, o, "d", 0o700)
+			l := filepath.Join(base, "l")
+			if err := os.Symlink(o, l); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Lchown(l, nobody, nobody); err != nil {
+				t.Fatal(err)
+			}
+			return filepath.Join(l, "d")
+		}, want: "a symbolic link owned by uid 65534"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

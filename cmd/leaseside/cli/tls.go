@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -216,16 +217,26 @@ type logFile struct {
 	f    *os.File
 }
 
-// openLogFile opens the log file at path, refusing a symbolic link, a
-// file of another user's or one with other names (safefs.OpenFile): the
-// grantor, often root, would otherwise append to whatever file another
-// user pointed it at.
+// openLogFile opens the log file at path, refusing a directory another
+// user controls (safefs.CheckDir: they could swap it, or a link above it,
+// for one where root's file of that name is), a symbolic link, a file of
+// another user's or one with other names (safefs.OpenFile): the grantor,
+// often root, would otherwise append to whatever file another user
+// pointed it at.
 func openLogFile(path string) (*logFile, error) {
-	f, err := safefs.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	f, err := openLog(path)
 	if err != nil {
 		return nil, err
 	}
 	return &logFile{path: path, f: f}, nil
+}
+
+// openLog opens path for openLogFile and Reopen.
+func openLog(path string) (*os.File, error) {
+	if err := safefs.CheckDir(filepath.Dir(path)); err != nil {
+		return nil, err
+	}
+	return safefs.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 }
 
 // Write implements io.Writer.
@@ -237,7 +248,7 @@ func (l *logFile) Write(p []byte) (int, error) {
 
 // Reopen opens the file by its name again; on an error the old one stays.
 func (l *logFile) Reopen() error {
-	f, err := safefs.OpenFile(l.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	f, err := openLog(l.path)
 	if err != nil {
 		return err
 	}
