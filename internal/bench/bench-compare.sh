@@ -53,15 +53,22 @@ build() {
 	"$go" -C "$2/$3" test -c -o "$tmp/bin/$1-$3.test" . 2>"$tmp/build.err"
 }
 
-# buildBase PKG: BASE's test binary, with the working tree's benchmark
-# files BASE lacks, less those its package does not build with.
+# buildBase PKG PATTERN: BASE's test binary, with the working tree's
+# benchmark files BASE lacks that hold a benchmark PATTERN names, less
+# those its package does not build with.
 buildBase() {
-	local pkg=$1 f name added=()
+	local pkg=$1 pat=$2 f name b added=()
 	[ -d "$tmp/base/$pkg" ] || { echo "bench-compare: $pkg is not at $short" >&2; return 1; }
 	for f in "$root/$pkg"/*bench_test.go; do
 		[ -e "$f" ] || continue
 		name=${f##*/}
 		[ -e "$tmp/base/$pkg/$name" ] && continue
+		b=
+		for b in $(sed -n 's/^func \(Benchmark[A-Za-z0-9_]*\)(.*/\1/p' "$f"); do
+			[[ $b =~ $pat ]] && break
+			b=
+		done
+		[ -n "$b" ] || continue
 		cp "$f" "$tmp/base/$pkg/$name"
 		added+=("$name")
 	done
@@ -99,7 +106,7 @@ for h in "${hot[@]}"; do
 		exit 1
 	fi
 	s=head
-	buildBase "$pkg" && s="base head"
+	buildBase "$pkg" "${h#* }" && s="base head"
 	pkgs+=("$pkg") pats+=("${h#* }") sides+=("$s")
 done
 
