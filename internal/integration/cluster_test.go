@@ -416,12 +416,14 @@ func TestClusterPartitionedLeader(t *testing.T) {
 
 // A lease whose holder's host died (kill -9 of its sidecar and of the
 // holder, `leaseside run` and its command) goes to a waiting owner on
-// another host with the next token only once the term has run out: the
-// grant is seen no earlier than the dead holder's last known deadline plus
-// 2(d*rho + eps), and not long after.
+// another host with the next token only once the term and the holder's
+// lock-delay have run out at the grantors: the grant is seen no earlier
+// than the dead holder's last known deadline plus 2(d*rho + eps) plus the
+// lock-delay, and not long after.
 func TestClusterDeadHolderLeaseWaitsOutTerm(t *testing.T) {
 	const (
 		term       = 5 * time.Second
+		lockDelay  = term // run's default: the term
 		name       = "jobs/dead-holder"
 		waiterTerm = 30 * time.Second // longer than the wait: see TestWaiterOutlastingItsTerm
 	)
@@ -432,7 +434,7 @@ func TestClusterDeadHolderLeaseWaitsOutTerm(t *testing.T) {
 	ctx := tctx(t)
 	lag := ownLag(t)
 
-	run := exec.Command(bin, "run", name, "--socket", h.socket, "--ttl", term.String(), "--",
+	run := exec.Command(bin, "run", name, "--socket", h.socket, "--ttl", term.String(), "--lock-delay", lockDelay.String(), "--",
 		"sh", "-c", `echo "token=$LEASESIDE_TOKEN"; exec sleep 1000`)
 	run.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // the holder and its command, to kill together
 	holder := startProcess(t, "holder (leaseside run)", run)
@@ -483,18 +485,22 @@ func TestClusterDeadHolderLeaseWaitsOutTerm(t *testing.T) {
 		t.Fatalf("waiter: %v", g.err)
 	}
 	ts.add("the waiter's grant", g.l.Token)
-	t.Logf("holder's host killed %s before its last known deadline; waiter granted %s after the kill, %s after that deadline (at least %s required)",
-		ms(lastDeadline.Sub(killed)), ms(g.at.Sub(killed)), ms(g.at.Sub(lastDeadline)), ms(handoffGap(term)))
-	if g.at.Sub(lastDeadline) < handoffGap(term) {
-		t.Errorf("the dead holder's lease was granted %s after its deadline, less than the %s the timing model guarantees",
-			ms(g.at.Sub(lastDeadline)), ms(handoffGap(term)))
+	// The grantors expire the dead host's grant after the holder's
+	// deadline, and then keep the name for its lock-delay, which no
+	// sidecar keeps any more (the holder's died with its host).
+	least := handoffGap(term) + lockDelay
+	t.Logf("holder's host killed %s before its last known deadline; waiter granted %s after the kill, %s after that deadline (at least %s required: the gap and the lock-delay)",
+		ms(lastDeadline.Sub(killed)), ms(g.at.Sub(killed)), ms(g.at.Sub(lastDeadline)), ms(least))
+	if g.at.Sub(lastDeadline) < least {
+		t.Errorf("the dead holder's lease was granted %s after its deadline, less than the %s of the timing model's gap and the lock-delay",
+			ms(g.at.Sub(lastDeadline)), ms(least))
 	}
-	// Liveness: within a term, beyond whatever the grantors, the waiter's
-	// sidecar and this test were stalled.
-	if over := g.at.Sub(lastDeadline); over > term {
+	// Liveness: within a term of the lock-delay's end, beyond whatever
+	// the grantors, the waiter's sidecar and this test were stalled.
+	if over := g.at.Sub(lastDeadline); over > term+lockDelay {
 		stalled := longestPause(append(c.grantorProcs(), w.process)...) + lag()
-		if over > term+stalled {
-			t.Errorf("the dead holder's lease was granted only %s after its deadline: more than a whole term late (stalls: %s at most)", ms(over), ms(stalled))
+		if over > term+lockDelay+stalled {
+			t.Errorf("the dead holder's lease was granted only %s after its deadline: more than a whole term after its lock-delay (stalls: %s at most)", ms(over), ms(stalled))
 		} else {
 			t.Logf("granted %s after the deadline, more than a term, but the processes stalled up to %s", ms(over), ms(stalled))
 		}
