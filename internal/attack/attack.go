@@ -43,6 +43,7 @@ func (r Result) String() string {
 // counter collects a Result from many goroutines.
 type counter struct {
 	sent, ok atomic.Int64
+	limited  atomic.Bool // a call was refused at an account limit
 	mu       sync.Mutex
 	refused  map[codes.Code]int64
 	limits   map[string]int64
@@ -68,6 +69,7 @@ func (c *counter) add(err error) {
 	defer c.mu.Unlock()
 	c.refused[code]++
 	if code == codes.ResourceExhausted {
+		c.limited.Store(true)
 		limit := ""
 		for _, l := range limitNames {
 			if strings.Contains(err.Error(), "limit of "+l+" ") {
@@ -143,8 +145,10 @@ func WatchNames(ctx context.Context, c grantorpb.GrantorClient, prefix string, s
 // hour, so that the session is kept as long as it may be, granted, and
 // its Release), releases perSession names it does not hold under it, each
 // a raft entry whose outcome the session remembers, then takes a fresh
-// session. Sent and the answers count every call.
-func ReleasesUnderFreshSessions(ctx context.Context, c grantorpb.GrantorClient, prefix string, d time.Duration, workers, perSession int) Result {
+// session. Sent and the answers count every call. With untilLimited the
+// flood ends early, once a call is refused at an account limit: a test
+// then waits on that event, however slowly a loaded machine's raft goes.
+func ReleasesUnderFreshSessions(ctx context.Context, c grantorpb.GrantorClient, prefix string, d time.Duration, workers, perSession int, untilLimited bool) Result {
 	cnt := newCounter()
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
@@ -153,7 +157,12 @@ func ReleasesUnderFreshSessions(ctx context.Context, c grantorpb.GrantorClient, 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for s := 0; ctx.Err() == nil; s++ {
+			defer func() {
+				if untilLimited && cnt.limited.Load() {
+					cancel()
+				}
+			}()
+			for s := 0; ctx.Err() == nil && !(untilLimited && cnt.limited.Load()); s++ {
 				session := fmt.Sprintf("%s-%d-%d", prefix, w, s)
 				lease := name(prefix+"/own", w*1_000_000+s, 64)
 				cnt.sent.Add(1)
@@ -166,7 +175,7 @@ func ReleasesUnderFreshSessions(ctx context.Context, c grantorpb.GrantorClient, 
 				if err != nil {
 					continue
 				}
-				for seq := uint64(2); seq < uint64(perSession+2) && ctx.Err() == nil; seq++ {
+				for seq := uint64(2); seq < uint64(perSession+2) && ctx.Err() == nil && !(untilLimited && cnt.limited.Load()); seq++ {
 					req := &grantorpb.ReleaseRequest{Id: &grantorpb.RequestID{Session: session, Seq: seq},
 						Lease: name(prefix+"/unheld", int(seq), 250), Owner: "o", Token: 1}
 					if seq == 2 {
