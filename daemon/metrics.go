@@ -70,7 +70,7 @@ var (
 	descKeepalives = prometheus.NewDesc("leaseside_sidecar_keepalives_total", "Keepalive batches sent to the grantor, by result (ok, failed).", []string{"result"}, nil)
 	descAcquireRPC = prometheus.NewDesc("leaseside_sidecar_grantor_acquire_requests_total", "Acquire requests sent to the grantor, retries included.", nil, nil)
 	descAcquires   = prometheus.NewDesc("leaseside_sidecar_acquires_total", "Acquires answered by the grantor, by result (granted; held: by another owner when the wait ran out; given_back: granted after the owner ended, and released at once).", []string{"result"}, nil)
-	descLost       = prometheus.NewDesc("leaseside_sidecar_leases_lost_total", "Leases whose holders were told they lost them, by reason (renew_failed, deadline_passed, revoked, released_by_admin, suspended).", []string{"reason"}, nil)
+	descLost       = prometheus.NewDesc("leaseside_sidecar_leases_lost_total", "Leases whose holders were told they lost them, by reason (renew_failed, deadline_passed, revoked, released_by_admin, suspended; expired: a no_renew lease that lapsed, as asked).", []string{"reason"}, nil)
 	descPause      = prometheus.NewDesc("leaseside_clock_wakeup_lateness_seconds", "Lateness of the clock watcher's wake-ups: stalls of the daemon.", nil, nil)
 	descPauses     = prometheus.NewDesc("leaseside_clock_pauses_total", "Stalls of the daemon past the pause threshold.", nil, nil)
 	descLongest    = prometheus.NewDesc("leaseside_clock_longest_recent_pause_seconds", "Longest stall within the recent window.", nil, nil)
