@@ -205,8 +205,9 @@ func TestGrantorRecoverSkipsTheHaltingEntry(t *testing.T) {
 	c.startAll()
 	exits := make(chan int, len(c.nodes))
 	for i, n := range c.nodes {
+		exited := n.proc.exited // read here: the node's proc is replaced when it starts again below
 		go func() {
-			<-n.proc.exited
+			<-exited
 			exits <- i
 		}()
 	}
