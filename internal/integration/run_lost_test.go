@@ -36,7 +36,10 @@ func TestRunAndElectExit79WhenGrantorsStop(t *testing.T) {
 			if i%2 == 1 {
 				args = []string{"elect", name, "--value", "v"}
 			}
-			args = append(args, "--socket", s.socket, "--ttl", "6s", "--margin", "1500ms", "--grace", "1s", "--jeopardy-signal", "SIGUSR1", "--", "sh", "-c", script)
+			// --wait: after the previous wave's SIGCONT the sidecar may not
+			// have reached the grantor again yet, and an acquire without a
+			// wait fails at once while no leader answers.
+			args = append(args, "--socket", s.socket, "--wait", "1m", "--ttl", "6s", "--margin", "1500ms", "--grace", "1s", "--jeopardy-signal", "SIGUSR1", "--", "sh", "-c", script)
 			ts = append(ts, trial{name, startProcess(t, args[0]+" "+name, exec.Command(bin, args...))})
 		}
 		for _, tr := range ts {
