@@ -8,7 +8,9 @@ import (
 )
 
 // Real is the Clock of the host: CLOCK_BOOTTIME and CLOCK_MONOTONIC read with
-// clock_gettime, and Go timers for wake-ups. The zero value is ready to use.
+// clock_gettime (through the vDSO on linux/amd64, vdso_linux_amd64.go; the
+// system call elsewhere, or when the vDSO is missing), and Go timers for
+// wake-ups. The zero value is ready to use.
 type Real struct{}
 
 // System is the host clock.
@@ -28,6 +30,14 @@ func (Real) NewTimer(d time.Duration) Timer {
 }
 
 func read(id int32) Instant {
+	if ns, ok := readFast(id); ok {
+		return Instant(ns)
+	}
+	return readSyscall(id)
+}
+
+// readSyscall reads clock id with the clock_gettime system call.
+func readSyscall(id int32) Instant {
 	var ts unix.Timespec
 	if err := unix.ClockGettime(id, &ts); err != nil {
 		// clock_gettime on these two clocks cannot fail on any kernel
