@@ -226,6 +226,23 @@ func TestTrustStrangersRefused(t *testing.T) {
 	token, _ := strconv.ParseUint(held.Token, 10, 64)
 	marks := c.marks()
 
+	t.Run("members names a sidecar by its certificate", func(t *testing.T) {
+		// Refusals and audit lines name s1; so does members (issue 24:
+		// it used to show the host name and a random suffix).
+		ms, _, err := a.client(t).Members(ctx)
+		if err != nil {
+			t.Fatalf("members: %v", err)
+		}
+		var names []string
+		for _, m := range ms {
+			if m.Role == "sidecar" && strings.HasPrefix(m.Name, "s1-") {
+				return
+			}
+			names = append(names, m.Role+"/"+m.Name)
+		}
+		t.Fatalf("members lists %q: no sidecar named s1-XXXX", names)
+	})
+
 	t.Run("gRPC without a certificate or from another CA", func(t *testing.T) {
 		other := newClusterPKI(t)
 		for what, creds := range map[string]credentials.TransportCredentials{

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,6 +21,7 @@ import (
 	"github.com/leaseside/leaseside/clockwatch"
 	"github.com/leaseside/leaseside/daemon"
 	"github.com/leaseside/leaseside/grantor/gossip"
+	"github.com/leaseside/leaseside/grantor/pki"
 	"github.com/leaseside/leaseside/ipc"
 )
 
@@ -119,7 +122,7 @@ func runDaemon(ctx context.Context, e *env, o *daemonOptions) error {
 	}
 	reload := reloader{tls: tlsConf, log: log}
 	if o.join != "" {
-		m, err := joinGossip(ctx, o.join, o.gossipAddr, o.gossipKey, log)
+		m, err := joinGossip(ctx, o.join, o.gossipAddr, o.gossipKey, gossipName(tlsConf), log)
 		if err != nil {
 			log.Error("joining the gossip cluster", "err", err)
 			return exitCode(ExitError)
@@ -217,11 +220,26 @@ func allLoopback(addrs []string) bool {
 	return true
 }
 
+// gossipName is this sidecar's gossip member name: with TLS, its
+// certificate's identity name and a random suffix (web-1-3fa2), so that
+// `members` names the host as the grantors' refusals and audit lines do,
+// and two sidecars sharing a certificate still gossip under distinct
+// names; without TLS, "" (the host name and a suffix, gossip's default).
+func gossipName(tlsConf *pki.Configurator) string {
+	if tlsConf == nil {
+		return ""
+	}
+	var b [2]byte
+	_, _ = rand.Read(b[:])
+	return tlsConf.Identity().Name + "-" + hex.EncodeToString(b[:])
+}
+
 // joinGossip starts this sidecar's gossip member and tries its seeds once,
 // briefly: a wrong gossip key is an error; seeds that do not answer yet
 // are the daemon's to retry (Config.GossipJoin), while it serves.
-func joinGossip(ctx context.Context, seeds, bind, keyFile string, log *slog.Logger) (*gossip.Member, error) {
+func joinGossip(ctx context.Context, seeds, bind, keyFile, name string, log *slog.Logger) (*gossip.Member, error) {
 	cfg := gossip.Config{
+		Name:     name,
 		BindAddr: bind,
 		Join:     strings.Split(seeds, ","),
 		Meta:     gossip.Meta{Role: gossip.RoleSidecar, Version: Version},
