@@ -1,9 +1,11 @@
 package daemon
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"time"
 
 	"google.golang.org/grpc/credentials"
@@ -24,6 +26,10 @@ type Config struct {
 	// text, where every caller is the same insecure operator (loopback
 	// dev, --insecure).
 	Credentials credentials.TransportCredentials
+	// Dialer, when set, opens the connections to grantors (the hosts
+	// bench gives each simulated host a source address of its own, as a
+	// host has); nil dials as gRPC does by default.
+	Dialer func(ctx context.Context, addr string) (net.Conn, error)
 	// Gossip, when set, is this sidecar's membership of the gossip cluster:
 	// the daemon learns the grantors and their leader from it (Grantors
 	// may then be empty).

@@ -93,7 +93,7 @@ func New(cfg Config) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	g.creds = cfg.Credentials
+	g.creds, g.dialer = cfg.Credentials, cfg.Dialer
 	if g.creds == nil {
 		g.creds = insecure.NewCredentials()
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -43,7 +44,8 @@ type grantorConn struct {
 	// onContact, when set, hears of every exchange that needed a leader
 	// (nil error: one answered). It must not block.
 	onContact func(addr string, err error)
-	creds     credentials.TransportCredentials // Config.Credentials
+	creds     credentials.TransportCredentials                // Config.Credentials
+	dialer    func(context.Context, string) (net.Conn, error) // Config.Dialer
 }
 
 func newGrantorConn(addrs []string) (*grantorConn, error) {
@@ -101,7 +103,11 @@ func (g *grantorConn) client() (grantorpb.GrantorClient, string, error) {
 	cc := g.conns[addr]
 	if cc == nil {
 		var err error
-		cc, err = grpc.NewClient(addr, grpc.WithTransportCredentials(g.creds))
+		opts := []grpc.DialOption{grpc.WithTransportCredentials(g.creds)}
+		if g.dialer != nil {
+			opts = append(opts, grpc.WithContextDialer(g.dialer))
+		}
+		cc, err = grpc.NewClient(addr, opts...)
 		if err != nil {
 			return nil, "", fmt.Errorf("grantor %s: %w", addr, err)
 		}

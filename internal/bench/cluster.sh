@@ -36,16 +36,21 @@ cluster_alive() {
 # sets ls_rpcs (the rpc addresses, comma-separated), ls_pids, ls_leader_pid
 # and ls_leader_metrics (its metrics URL). With LS_TLS=1 the grantors run
 # mutual TLS under a CA made in DIR/tls, and ls_client_tls holds the --tls-*
-# flags of an operator's certificate for the clients; else it is empty.
+# flags of an operator's certificate for the clients, and ls_sidecar_tls
+# those of the sidecar certificate bench-hosts (the hosts workload's
+# simulated hosts, whose account the grantors do not limit either); else
+# both are empty.
 leaseside_up() {
 	_bin=$1 _dir=$2 _n=$3 _base=$4
 	mkdir -p "$_dir"
 	"$_bin" tls gossip-key >"$_dir/gossip.key"
-	ls_client_tls=
+	ls_client_tls= ls_sidecar_tls=
 	if [ "${LS_TLS:-}" = 1 ]; then
 		"$_bin" tls ca create --dir "$_dir/tls" >/dev/null
 		"$_bin" tls cert create --dir "$_dir/tls" --operator bench >/dev/null
 		ls_client_tls="--tls-ca $_dir/tls/ca.pem --tls-cert $_dir/tls/operator-bench.pem --tls-key $_dir/tls/operator-bench-key.pem"
+		"$_bin" tls cert create --dir "$_dir/tls" --sidecar bench-hosts >/dev/null
+		ls_sidecar_tls="--tls-ca $_dir/tls/ca.pem --tls-cert $_dir/tls/sidecar-bench-hosts.pem --tls-key $_dir/tls/sidecar-bench-hosts-key.pem"
 	fi
 	_join='' ls_rpcs='' ls_pids='' _logs=''
 	for _i in $(seq 1 "$_n"); do
@@ -56,7 +61,7 @@ leaseside_up() {
 			# The bench measures the cluster, not the limits of one
 			# identity's account (docs/limits.md): its own has none.
 			for _k in conns calls sessions outcomes leases waiters; do
-				_tlsflags="$_tlsflags --limit operator/bench.$_k=0"
+				_tlsflags="$_tlsflags --limit operator/bench.$_k=0 --limit sidecar/bench-hosts.$_k=0"
 			done
 		fi
 		_p=$((_base + 4 * (_i - 1)))

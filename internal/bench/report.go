@@ -33,7 +33,7 @@ type Result struct {
 type Figure struct {
 	Name  string  `json:"name"`
 	Value float64 `json:"value"`
-	// Unit is "/s", "ms", "µs", "B/lease", "MiB", "cores", "x" (a ratio)
+	// Unit is "/s", "ms", "µs", "s", "B/lease", "MiB", "cores", "x" (a ratio)
 	// or "" for a count.
 	Unit   string  `json:"unit"`
 	Target *Target `json:"target,omitempty"`

@@ -6,18 +6,22 @@ import (
 	"fmt"
 	"io"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/leaseside/leaseside/internal/bench"
+	"github.com/leaseside/leaseside/internal/bench/hosts"
 )
 
 func newBenchCmd(e *env) *cobra.Command {
 	cfg := bench.DefaultConfig()
-	var grantors, workload string
+	hc := hosts.DefaultConfig()
+	var grantors, workload, grantorPIDs string
 	var jsonOut bool
 	var tf tlsFlags
 	cmd := &cobra.Command{
@@ -29,16 +33,27 @@ per live lease, grants per second with few and with a great many live
 leases (grants-growth), and the leader's keepalive CPU per host with few
 and with many leases a host (keepalives-growth), each against its target. It starts nothing: the cluster is
 the caller's (docs/performance.md). Exit 1 when a check of the grantors'
-answers finds a violation.`,
+answers finds a violation.
+
+--workload hosts (run alone) simulates --hosts hosts, each a sidecar of
+its own run in this process with its own mutual-TLS connection, holding
+--leases-per-host leases of term --term: the leader's CPU and RSS, the
+renewals' lag against d/3, leases lost; with --kill-leader, a kill -9 of
+the leader at full load (docs/scale.md).`,
 		Example: `  leaseside bench --grantors 127.0.0.1:7401,127.0.0.1:7411,127.0.0.1:7421
   leaseside bench --grantors 127.0.0.1:7401 --workload memory --leases 1000000 \
-      --leader-pid 1234 --leader-metrics http://127.0.0.1:9464/metrics --json`,
+      --leader-pid 1234 --leader-metrics http://127.0.0.1:9464/metrics --json
+  leaseside bench --grantors 127.0.0.1:7401,127.0.0.1:7405,127.0.0.1:7409 --grantor-pids 11,12,13 \
+      --workload hosts --hosts 10000 --leases-per-host 1 --term 15s --kill-leader 20s`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if grantors == "" {
 				return usagef("bench needs --grantors")
 			}
 			cfg.Grantors = strings.Split(grantors, ",")
+			if workload == hosts.Workload {
+				return runHosts(cmd, e, hc, grantors, grantorPIDs, tf, jsonOut)
+			}
 			if workload != "all" {
 				cfg.Workloads = strings.Split(workload, ",")
 			}
@@ -55,7 +70,7 @@ answers finds a violation.`,
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&grantors, "grantors", "", "the grantors' gRPC addresses, comma-separated (required)")
-	fs.StringVar(&workload, "workload", "all", "what to measure: "+strings.Join(bench.Workloads, ", ")+", a comma-separated list, or all")
+	fs.StringVar(&workload, "workload", "all", "what to measure: "+strings.Join(bench.Workloads, ", ")+", a comma-separated list, or all; or hosts, alone")
 	fs.BoolVar(&jsonOut, "json", false, "print the report as JSON")
 	tf.register(fs, false)
 	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long each timed workload is measured")
@@ -79,7 +94,67 @@ answers finds a violation.`,
 	fs.IntVar(&cfg.HostLeasesFew, "host-leases-few", cfg.HostLeasesFew, "keepalives-growth: leases a host in the first measurement")
 	fs.IntVar(&cfg.HostLeasesMany, "host-leases-many", cfg.HostLeasesMany, "keepalives-growth: leases a host in the second measurement")
 	fs.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "keepalives, memory, grants-growth: sessions acquiring or releasing at once")
+	fs.IntVar(&hc.Hosts, "hosts", hc.Hosts, "hosts: simulated hosts, each a sidecar with its own connection")
+	fs.IntVar(&hc.LeasesPerHost, "leases-per-host", hc.LeasesPerHost, "hosts: leases each host holds")
+	fs.DurationVar(&hc.Term, "term", hc.Term, "hosts: the leases' term d")
+	fs.StringVar(&grantorPIDs, "grantor-pids", "", "hosts: the grantors' pids on this host, comma-separated, in the order of --grantors (required)")
+	fs.DurationVar(&hc.KillLeader, "kill-leader", 0, "hosts: kill -9 the leader this long into the measured duration (0: no)")
+	fs.DurationVar(&hc.Recovery, "recovery", hc.Recovery, "hosts: how long to wait, after the kill, for every host to renew at the new leader")
+	fs.IntVar(&hc.Sources, "sources", hc.Sources, "hosts: loopback source addresses the hosts dial from (a grantor takes 256 connections from one)")
 	return cmd
+}
+
+// runHosts runs the hosts workload. Its --duration, --warmup and
+// --concurrency are the flags of the other workloads, with its own
+// defaults unless given.
+func runHosts(cmd *cobra.Command, e *env, hc hosts.Config, grantors, pids string, tf tlsFlags, jsonOut bool) error {
+	fs := cmd.Flags()
+	hc.Grantors = strings.Split(grantors, ",")
+	if pids == "" {
+		return usagef("bench --workload hosts needs --grantor-pids")
+	}
+	for _, p := range strings.Split(pids, ",") {
+		pid, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil {
+			return usagef("--grantor-pids: %q is not a process id", p)
+		}
+		hc.GrantorPIDs = append(hc.GrantorPIDs, pid)
+	}
+	for _, f := range []struct {
+		name string
+		dst  *time.Duration
+	}{{"duration", &hc.Duration}, {"warmup", &hc.Warmup}} {
+		if fs.Changed(f.name) {
+			*f.dst, _ = fs.GetDuration(f.name)
+		}
+	}
+	if fs.Changed("concurrency") {
+		hc.Concurrency, _ = fs.GetInt("concurrency")
+	}
+	if err := hc.Validate(); err != nil {
+		return usageError{err}
+	}
+	creds, err := tf.credentials()
+	if err != nil {
+		return fail(e, err)
+	}
+	hc.Credentials = creds
+	hc.Progress = e.stderr
+	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	rep, err := hosts.Run(ctx, hc)
+	if rep != nil {
+		if jsonOut {
+			printJSON(e.stdout, rep)
+		} else {
+			printBench(e.stdout, rep)
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(e.stderr, "leaseside: bench: %v\n", err)
+		return exitCode(ExitError)
+	}
+	return nil
 }
 
 // runBench measures a grantor cluster as a client of its gRPC contract.
@@ -145,6 +220,8 @@ func formatValue(v float64, unit string) string {
 		return fmt.Sprintf("%.2f ms", v)
 	case "cores":
 		return fmt.Sprintf("%.2f cores", v)
+	case "s":
+		return fmt.Sprintf("%.2f s", v)
 	case "MiB":
 		return fmt.Sprintf("%.1f MiB", v)
 	case "B/lease":

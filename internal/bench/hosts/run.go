@@ -1,0 +1,153 @@
+// Package hosts is the bench's hosts workload (issue 25): N simulated
+// hosts against a real grantor cluster, each a leaseside sidecar of its
+// own run in this process (the daemon package itself: its socket, its
+// mutual-TLS connection, its grantor sessions, its renew loop and its
+// retries), with a program on it holding K leases of term d through the
+// socket. It measures what one cell of grantors serves: the leader's CPU
+// and RSS, how late renewals come against their d/3 schedule, and leases
+// lost (there must be none); and, when asked, a kill -9 of the leader at
+// full load: leases lost, the time until every host renewed at the new
+// leader, and the connections and TLS handshakes the new leader took,
+// with its CPU.
+//
+// It lives apart from package bench, which measures the cluster as a bare
+// gRPC client and is shared with the etcd comparison's module.
+package hosts
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/leaseside/leaseside/internal/bench"
+)
+
+// Workload is the name of the hosts workload.
+const Workload = "hosts"
+
+// Run runs the workload and returns its report. On an error after the
+// hosts started it returns what it measured, and the error.
+func Run(ctx context.Context, cfg Config) (*bench.Report, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := raiseFileLimit(cfg.Hosts, len(cfg.Grantors)); err != nil {
+		return nil, err
+	}
+	progress := func(format string, args ...any) {
+		if cfg.Progress != nil {
+			fmt.Fprintf(cfg.Progress, "bench: hosts: "+format+"\n", args...)
+		}
+	}
+	var rb [4]byte
+	if _, err := rand.Read(rb[:]); err != nil {
+		return nil, err
+	}
+	run := hex.EncodeToString(rb[:])
+	dir, err := os.MkdirTemp("", "leaseside-hosts-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+
+	hs := &handshakes{}
+	sctx, stopSidecars := context.WithCancel(ctx)
+	rep := &bench.Report{Grantors: slices.Clone(cfg.Grantors), Started: time.Now()}
+	res := &bench.Result{Workload: Workload, Setup: fmt.Sprintf("%d hosts, each a sidecar of its own (one mutual-TLS connection, its grantor sessions, the daemon's renew loop) with a program holding %d lease(s) of term %v through its socket; %v measured after %v warmup",
+		cfg.Hosts, cfg.LeasesPerHost, cfg.Term, cfg.Duration, cfg.Warmup)}
+	t0 := time.Now()
+	progress("starting %d sidecars", cfg.Hosts)
+	hosts, err := startAll(sctx, cfg, dir, run, newCountingCreds(cfg.Credentials, hs), progress)
+	stop := make(chan struct{})
+	defer func() {
+		close(stop)
+		progress("stopping the sidecars")
+		var wg sync.WaitGroup
+		for _, h := range hosts {
+			if h != nil {
+				wg.Go(h.close)
+			}
+		}
+		wg.Wait()
+		stopSidecars()
+		for _, h := range hosts {
+			if h != nil {
+				<-h.ran
+			}
+		}
+	}()
+	if err != nil {
+		return nil, err
+	}
+	res.Add("setup", time.Since(t0).Seconds(), "s")
+	obs := newObserver(cfg)
+	for _, h := range hosts {
+		go obs.watch(h, stop)
+	}
+	leader, err := leaderOf(ctx, cfg, hosts[0])
+	if err != nil {
+		return nil, err
+	}
+	rep.Leader = cfg.Grantors[leader]
+	progress("leader %s (pid %d); warming up for %v", cfg.Grantors[leader], cfg.GrantorPIDs[leader], cfg.Warmup)
+	if !sleep(ctx, cfg.Warmup) {
+		return rep, ctx.Err()
+	}
+	obs.reset()
+	m := &measure{cfg: cfg, obs: obs, hs: hs, hosts: hosts, res: res, leader: leader, progress: progress}
+	if err := m.steady(ctx); err != nil {
+		return rep, err
+	}
+	if cfg.KillLeader > 0 {
+		if err := m.failover(ctx); err != nil {
+			return rep, err
+		}
+		rep.Leader = cfg.Grantors[m.leader]
+	}
+	if err := m.final(ctx); err != nil {
+		return rep, err
+	}
+	res.Elapsed = time.Since(t0)
+	rep.Results = append(rep.Results, res)
+	return rep, nil
+}
+
+// leaderOf asks host h's sidecar which grantor answers it as leader, and
+// returns its index in cfg.Grantors.
+func leaderOf(ctx context.Context, cfg Config, h *host) (int, error) {
+	st, err := h.c.StatusAll(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("bench hosts: status of host %d: %w", h.i, err)
+	}
+	if st.Grantor == nil || st.Grantor.Leader == "" {
+		return 0, fmt.Errorf("bench hosts: host %d knows no leader", h.i)
+	}
+	i := slices.Index(cfg.Grantors, st.Grantor.Leader)
+	if i < 0 {
+		return 0, fmt.Errorf("bench hosts: the leader %s is not one of --grantors %v", st.Grantor.Leader, cfg.Grantors)
+	}
+	return i, nil
+}
+
+// sleep waits d, or until ctx ends (false). A run's phases are lengths of
+// time.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// kill sends SIGKILL to pid.
+func kill(pid int) error { return unix.Kill(pid, unix.SIGKILL) }
