@@ -25,6 +25,10 @@ import (
 const (
 	// snapshotsRetained is how many raft snapshots stay on disk.
 	snapshotsRetained = 2
+	// logCacheEntries is how many of the latest raft entries stay in
+	// memory for replication (Consul keeps 512 too): a follower that falls
+	// further behind is sent older ones from the log on disk.
+	logCacheEntries = 512
 	// transportTimeout bounds raft RPCs between nodes.
 	transportTimeout = 10 * time.Second
 	// applyEnqueueTimeout bounds how long a proposal waits to enter raft.
@@ -234,7 +238,14 @@ func New(cfg Config) (n *Node, err error) {
 			n.log.Info("grantor: bootstrapped single-voter cluster", "id", cfg.NodeID)
 		}
 	}
-	if n.raft, err = raft.NewRaft(rc, n.fsm, n.wal, n.wal, n.snaps, n.trans); err != nil {
+	// Raft reads every entry back to send it to each follower: the
+	// cache answers those reads for the latest entries from memory
+	// instead of a pread of the log each (issue 25 item 4).
+	logs, err := raft.NewLogCache(logCacheEntries, n.wal)
+	if err != nil {
+		return nil, fmt.Errorf("grantor: raft log cache: %w", err)
+	}
+	if n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.wal, n.snaps, n.trans); err != nil {
 		return nil, fmt.Errorf("grantor: starting raft: %w", err)
 	}
 	n.gate.raft.Store(n.raft)
