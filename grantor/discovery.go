@@ -92,6 +92,9 @@ func (n *Node) startGossip(gc gossip.Config) (*gossip.Member, error) {
 	if gc.Logger == nil {
 		gc.Logger = n.log.With("part", "gossip")
 	}
+	if n.cfg.TLS != nil {
+		gc.Prove = n.proveSeed
+	}
 	m, err := gossip.Start(context.Background(), gc)
 	if err == nil {
 		return m, nil

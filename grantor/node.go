@@ -58,11 +58,14 @@ type Node struct {
 	trans   *contactTransport
 	gate    *raftGate       // who may speak raft to this node (raft_members.go)
 	seeds   map[string]bool // the gossip seeds' addresses, as gossip lists members
-	raft    *raft.Raft
-	lis     net.Listener
-	rpcAddr string // advertised
-	server  *grpc.Server
-	edge    *edgeLimits // bounds of the gRPC edge (grpc_limits.go)
+	// seedProofs holds the seed claims proven at their address
+	// (seed_proof.go).
+	seedProofs seedProofs
+	raft       *raft.Raft
+	lis        net.Listener
+	rpcAddr    string // advertised
+	server     *grpc.Server
+	edge       *edgeLimits // bounds of the gRPC edge (grpc_limits.go)
 	// accounts charge each identity what it makes the node keep
 	// (account.go).
 	accounts *accounts
@@ -322,6 +325,10 @@ func (n *Node) Run(ctx context.Context) error {
 		if len(n.rejoin) > 0 {
 			n.watchers.Add(1)
 			go n.retryJoin()
+		}
+		if n.seedProven() != nil {
+			n.watchers.Add(1)
+			go n.proveSeeds()
 		}
 		if n.cfg.BootstrapExpect > 0 && !n.hadState {
 			n.watchers.Add(1)

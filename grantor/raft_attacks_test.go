@@ -40,16 +40,54 @@ func encodeSpoofMeta(fields ...string) []byte {
 	return binary.AppendUvarint(b, 7)
 }
 
+// impostorAt starts a gossip member named name that holds the gossip key
+// (none here: the test cluster gossips in clear) and advertises addr, a
+// seed's gossip address, while it listens elsewhere. It gossips a grantor
+// metadata naming itself leader, with tr's raft address. It joins the
+// members at join.
+func impostorAt(t *testing.T, name, addr string, tr *raft.NetworkTransport, join ...string) *memberlist.Memberlist {
+	t.Helper()
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc := memberlist.DefaultLANConfig()
+	tm := gossip.LoopbackTiming()
+	mc.ProbeInterval, mc.ProbeTimeout, mc.SuspicionMult = tm.ProbeInterval, tm.ProbeTimeout, tm.SuspicionMult
+	mc.GossipInterval, mc.PushPullInterval = tm.GossipInterval, tm.PushPullInterval
+	mc.Name, mc.BindAddr = name, "127.0.0.1"
+	mc.AdvertiseAddr = host
+	mc.AdvertisePort, _ = strconv.Atoi(port)
+	mc.Label = "leaseside"
+	mc.Logger = log.New(io.Discard, "", 0)
+	mc.Delegate = spoofMeta{encodeSpoofMeta(gossip.RoleGrantor, name, "127.0.0.1:9", string(tr.LocalAddr()), name, "test")}
+	var ml *memberlist.Memberlist
+	for try := 0; ml == nil; try++ {
+		// A port free for UDP may be taken for TCP: try another.
+		free, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		mc.BindPort = free.LocalAddr().(*net.UDPAddr).Port
+		free.Close()
+		if ml, err = memberlist.Create(mc); err != nil && try == 9 {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { ml.Shutdown() })
+	if _, err := ml.Join(join); err != nil {
+		t.Fatal(err)
+	}
+	return ml
+}
+
 // The gossip attack on a joining grantor's seed: memberlist takes the
 // address a member advertises as it says. A holder of the gossip key (a
 // sidecar's) and of a grantor certificate of a name in no configuration
 // (g9) gossips a grantor g9 that advertises the seed's own gossip address
 // and names itself leader. The joining grantor's join path must not name
-// g9, and it refuses g9's raft RPCs (before seedsSay refused an address
-// two grantors claim, g9 was in the join path: the joining grantor took
-// its forged term and granted it votes). While the impostor stays, the
-// seed's address names nobody and the joining grantor waits: a denial of
-// the join, not of the cluster.
+// g9, and it refuses g9's raft RPCs: the seed is proven at its address
+// (seed_proof.go), g9's claim is not.
 func TestGossipSpoofedSeedAddressDoesNotMisleadAJoiningGrantor(t *testing.T) {
 	p := newTestPKI(t)
 	c := &gossipCluster{t: t, events: map[*running]*eventLog{}}
@@ -61,34 +99,7 @@ func TestGossipSpoofedSeedAddressDoesNotMisleadAJoiningGrantor(t *testing.T) {
 	}
 	l := c.leader()
 	tr, hdr := raftAs(t, p, "g9")
-	seedHost, seedPort, err := net.SplitHostPort(c.seed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mc := memberlist.DefaultLANConfig()
-	tm := gossip.LoopbackTiming()
-	mc.ProbeInterval, mc.ProbeTimeout, mc.SuspicionMult = tm.ProbeInterval, tm.ProbeTimeout, tm.SuspicionMult
-	mc.GossipInterval, mc.PushPullInterval = tm.GossipInterval, tm.PushPullInterval
-	free, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	bindPort := free.LocalAddr().(*net.UDPAddr).Port
-	free.Close()
-	mc.Name, mc.BindAddr, mc.BindPort = "g9", "127.0.0.1", bindPort
-	mc.AdvertiseAddr = seedHost
-	mc.AdvertisePort, _ = strconv.Atoi(seedPort)
-	mc.Label = "leaseside"
-	mc.Logger = log.New(io.Discard, "", 0)
-	mc.Delegate = spoofMeta{encodeSpoofMeta(gossip.RoleGrantor, "g9", "127.0.0.1:9", string(tr.LocalAddr()), "g9", "test")}
-	ml, err := memberlist.Create(mc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ml.Shutdown() })
-	if _, err := ml.Join([]string{l.GossipAddr()}); err != nil {
-		t.Fatal(err)
-	}
+	impostorAt(t, "g9", c.seed, tr, l.GossipAddr())
 
 	j := c.add("g4", 0, func(cfg *Config) { cfg.TLS = p.conf(pki.RoleGrantor, "g4") })
 	waitGossip(t, j, "the spoofed seed", func() bool { return gossipState(j, "g9") == gossip.StateAlive })
@@ -96,6 +107,73 @@ func TestGossipSpoofedSeedAddressDoesNotMisleadAJoiningGrantor(t *testing.T) {
 		t.Errorf("the joining grantor's join path names %+v: g9, at its seed's address, may speak raft to it", jp)
 	}
 	sendEvery(t, tr, hdr, j, 1<<40)
+	if got := j.raft.CurrentTerm(); got >= 1<<40 {
+		t.Fatalf("the joining grantor took the forged term %d", got)
+	}
+}
+
+// Issue 21's remaining gap: the joining grantor's only seed is down, and
+// an impostor (the gossip key and a grantor certificate of a name in no
+// configuration, g9) gossips at the seed's address, alone there now, and
+// names itself leader. Its claim is not proven at the address (nobody
+// answers there), so it names nobody: the joining grantor's join path is
+// empty, it refuses every raft RPC of g9's, and its log says it follows
+// no one. The seed comes back at its address: its claim is proven, and
+// the join completes (the leader's entries reach the joining grantor and
+// it is promoted) while the impostor still gossips.
+func TestJoiningGrantorRefusesAnImpostorAtADownSeed(t *testing.T) {
+	p := newTestPKI(t)
+	c := &gossipCluster{t: t, events: map[*running]*eventLog{}}
+	var seedCfg Config
+	for i, id := range []string{"g1", "g2", "g3"} {
+		n := c.add(id, 3, func(cfg *Config) {
+			cfg.TLS = p.conf(pki.RoleGrantor, id)
+			if i == 0 {
+				seedCfg = *cfg
+			}
+		})
+		if i == 0 {
+			c.seed = n.GossipAddr()
+		}
+	}
+	first := slices.Clone(c.nodes)
+	c.leader()
+	seed := first[0]
+	seedCfg.RaftAddr, seedCfg.RPCAddr = seed.RaftAddr(), seed.RPCAddr()
+	seed.stop()
+	l := c.leader()
+	waitGossip(t, l, "the seed dead", func() bool { return gossipState(l, "g1") == gossip.StateDead })
+
+	tr, hdr := raftAs(t, p, "g9")
+	logs := newLineLog()
+	j := c.add("g4", 0, func(cfg *Config) {
+		cfg.TLS = p.conf(pki.RoleGrantor, "g4")
+		cfg.Logger = logs.logger()
+	})
+	impostorAt(t, "g9", c.seed, tr, j.GossipAddr(), l.GossipAddr())
+	waitGossip(t, j, "the impostor at the seed's address", func() bool { return gossipState(j, "g9") == gossip.StateAlive })
+	if jp := j.joinPath(false); len(jp.servers) > 0 || jp.leader != "" {
+		t.Fatalf("with its seed down, the joining grantor's join path names %+v", jp)
+	}
+	logs.wait(t, "follows no one until one is", "g9 at "+c.seed)
+	sendEvery(t, tr, hdr, j, 1<<40)
+	if got := j.raft.CurrentTerm(); got >= 1<<40 {
+		t.Fatalf("the joining grantor took the forged term %d", got)
+	}
+	if got := j.raft.LastIndex(); got != 0 {
+		t.Fatalf("the joining grantor's log reaches %d with its seed down", got)
+	}
+
+	// The seed comes back at its address.
+	g := *seedCfg.Gossip
+	g.BindAddr, g.Join = c.seed, []string{l.GossipAddr()}
+	seedCfg.Gossip = &g
+	back := start(t, seedCfg, false)
+	up := []*running{first[1], first[2], back}
+	waitRaft(t, "g4 promoted", func() bool { return slices.Contains(leaderServers(up), "g4=Voter") }, up...)
+	if jp := j.joinPath(false); slices.Contains(jp.servers, "g9") || jp.leader == "g9" {
+		t.Errorf("the joining grantor's join path names the impostor: %+v", jp)
+	}
 	if got := j.raft.CurrentTerm(); got >= 1<<40 {
 		t.Fatalf("the joining grantor took the forged term %d", got)
 	}

@@ -42,15 +42,18 @@ import (
 // (watchLeaders) unless it is leaving by itself (Leave).
 //
 // Gossip names the leader only to a node that cannot otherwise know it;
-// the sender must still hold the grantor certificate of that name. What
-// stays open: a holder of the gossip key (every sidecar has it) and of a
-// grantor certificate of a name in no configuration can make a grantor
-// that has no configuration yet and was started without --join follow it
-// (gossip then has no seeds to trust), or one whose seeds are all down
-// (gossip takes the address a member advertises, so it can claim a seed's
-// while the seed does not: seedsSay); that grantor then serves no one,
-// and the cluster is untouched. A grantor with a configuration, or with
-// a seed that answers, refuses it.
+// the sender must still hold the grantor certificate of that name. Gossip
+// takes the address a member advertises as said, so with TLS a member at
+// a seed address counts as a seed only once this node has proven it at
+// that address itself (seed_proof.go): a holder of the gossip key (every
+// sidecar has it) and of a grantor certificate of a name in no
+// configuration who claims a seed's address while the seed is down names
+// no one, and a joining grantor whose seeds are all down follows no one
+// (and logs it) until one answers. What stays open: such a holder can
+// make a grantor that has no configuration yet and was started without
+// --join follow it (gossip then has no seeds to trust); that grantor then
+// serves no one, and the cluster is untouched. A grantor with a
+// configuration refuses it.
 
 // removal is what tells a node it was removed from the raft
 // configuration: a configuration that listed it and then one that does not
@@ -257,7 +260,7 @@ func (n *Node) joinPath(configured bool) joinPath {
 	if configured && len(n.seeds) == 0 {
 		return joinPath{} // without seeds, gossip names nothing to a node with a configuration
 	}
-	return seedsSay(n.gossip.Members(), n.seeds, n.cfg.NodeID)
+	return seedsSay(n.gossip.Members(), n.seeds, n.cfg.NodeID, n.seedProven())
 }
 
 // seedsSay reads a join path from the gossip members ms: the alive
@@ -269,28 +272,33 @@ func (n *Node) joinPath(configured bool) joinPath {
 //
 // A member's gossip address is the one it advertises, which memberlist
 // takes as said: a holder of the gossip key can gossip a grantor of
-// another name at a seed's address. A seed address that more than one
-// alive grantor claims therefore names none of them, nor their leader:
-// the seed cannot be told from the impostor, and the joining node waits
-// until only one claims it.
-func seedsSay(ms []gossip.MemberInfo, seeds map[string]bool, self string) joinPath {
+// another name at a seed's address. With proven set (TLS and seeds), a
+// member at a seed address counts only if proven(addr, id) says this node
+// proved it there (seed_proof.go); an unproven claim names nobody, nor
+// the leader it gossips. Without TLS no certificate names anyone, so
+// there is nothing to prove: a seed address that more than one alive
+// grantor claims then names none of them, and the node waits until only
+// one claims it.
+func seedsSay(ms []gossip.MemberInfo, seeds map[string]bool, self string, proven func(addr, id string) bool) joinPath {
 	var jp joinPath
-	alive := func(in gossip.MemberInfo) bool {
-		return in.State == gossip.StateAlive && in.MetaErr == nil && in.Meta.Role == gossip.RoleGrantor &&
-			in.Meta.NodeID != "" && in.Meta.NodeID != self
-	}
 	claims := map[string]int{}
 	for _, in := range ms {
-		if alive(in) {
+		if aliveOther(in, self) {
 			claims[in.Addr]++
 		}
 	}
 	agreed, disagree := "", false
 	for _, in := range ms {
-		if !alive(in) {
+		if !aliveOther(in, self) {
 			continue
 		}
-		if len(seeds) > 0 && (!seeds[in.Addr] || claims[in.Addr] > 1) {
+		switch {
+		case len(seeds) == 0:
+		case !seeds[in.Addr]:
+			continue
+		case proven != nil && !proven(in.Addr, in.Meta.NodeID):
+			continue
+		case proven == nil && claims[in.Addr] > 1:
 			continue
 		}
 		jp.servers = append(jp.servers, in.Meta.NodeID)
@@ -314,6 +322,13 @@ func seedsSay(ms []gossip.MemberInfo, seeds map[string]bool, self string) joinPa
 		jp.leader = ""
 	}
 	return jp
+}
+
+// aliveOther reports whether in is an alive grantor other than self,
+// with metadata this build reads.
+func aliveOther(in gossip.MemberInfo, self string) bool {
+	return in.State == gossip.StateAlive && in.MetaErr == nil && in.Meta.Role == gossip.RoleGrantor &&
+		in.Meta.NodeID != "" && in.Meta.NodeID != self
 }
 
 // resolveSeeds returns the gossip addresses (IP:port, as gossip lists its

@@ -245,7 +245,10 @@ func TestJoiningGrantorFollowsOnlyItsJoinPath(t *testing.T) {
 }
 
 // What a join path says, read from gossip: the grantors at the seed
-// addresses, and the leader they agree on.
+// addresses, and the leader they agree on. With TLS (proven set) a seed
+// address names a grantor only once this node proved the claim at that
+// address (seed_proof.go); without TLS, an address two grantors claim
+// names neither.
 func TestSeedsSay(t *testing.T) {
 	g := func(addr, id, leader string) gossip.MemberInfo {
 		return gossip.MemberInfo{Name: id, Addr: addr, State: gossip.StateAlive,
@@ -259,7 +262,10 @@ func TestSeedsSay(t *testing.T) {
 		name    string
 		members []gossip.MemberInfo
 		seeds   map[string]bool
-		want    joinPath
+		// proven lists the claims proven at their address; nil is a
+		// node without TLS, which proves nothing.
+		proven []seedClaim
+		want   joinPath
 	}{
 		{name: "seeds agree on a leader that is no seed", seeds: seeds,
 			members: []gossip.MemberInfo{g("10.0.0.1:1", "g1", "g4"), g("10.0.0.2:1", "g2", "g4"), g("10.0.0.4:1", "g4", "g4"), side},
@@ -276,12 +282,40 @@ func TestSeedsSay(t *testing.T) {
 		{name: "a seed address two grantors claim names neither, nor their leader", seeds: seeds,
 			members: []gossip.MemberInfo{g("10.0.0.1:1", "g1", "g2"), g("10.0.0.1:1", "evil", "evil"), g("10.0.0.2:1", "g2", "g2")},
 			want:    joinPath{servers: []string{"g2"}, leader: "g2"}},
+		{name: "TLS: the seeds' proven claims name them and their leader", seeds: seeds,
+			proven:  []seedClaim{{"10.0.0.1:1", "g1"}, {"10.0.0.2:1", "g2"}},
+			members: []gossip.MemberInfo{g("10.0.0.1:1", "g1", "g4"), g("10.0.0.2:1", "g2", "g4"), g("10.0.0.4:1", "g4", "g4")},
+			want:    joinPath{servers: []string{"g1", "g2"}, leader: "g4"}},
+		{name: "TLS: every seed down, an impostor's unproven claim to a seed's address names no one", seeds: seeds,
+			proven:  []seedClaim{},
+			members: []gossip.MemberInfo{g("10.0.0.1:1", "evil", "evil"), g("10.0.0.4:1", "g4", "g4")},
+			want:    joinPath{}},
+		{name: "TLS: a claim proven for another name does not prove the impostor's", seeds: seeds,
+			proven:  []seedClaim{{"10.0.0.1:1", "g1"}},
+			members: []gossip.MemberInfo{g("10.0.0.1:1", "evil", "evil")},
+			want:    joinPath{}},
+		{name: "TLS: the seed and an impostor at its address: the proven seed counts, the impostor's leader does not", seeds: seeds,
+			proven:  []seedClaim{{"10.0.0.1:1", "g1"}},
+			members: []gossip.MemberInfo{g("10.0.0.1:1", "g1", "g2"), g("10.0.0.1:1", "evil", "evil"), g("10.0.0.2:1", "g2", "g2")},
+			want:    joinPath{servers: []string{"g1"}, leader: "g2"}},
+		{name: "TLS: an unproven seed's disagreement does not cancel the proven seeds' leader", seeds: seeds,
+			proven:  []seedClaim{{"10.0.0.1:1", "g1"}},
+			members: []gossip.MemberInfo{g("10.0.0.1:1", "g1", "g2"), g("10.0.0.2:1", "g2", "evil")},
+			want:    joinPath{servers: []string{"g1"}, leader: "g2"}},
+		{name: "TLS: a proven seed that is down counts for nothing", seeds: seeds,
+			proven:  []seedClaim{{"10.0.0.3:1", "g3"}},
+			members: []gossip.MemberInfo{dead},
+			want:    joinPath{}},
 		{name: "without seeds, every alive grantor, and their leader only as a server", seeds: nil,
 			members: []gossip.MemberInfo{g("10.0.0.1:1", "g1", "g2"), g("10.0.0.2:1", "g2", "g2"), side},
 			want:    joinPath{servers: []string{"g1", "g2", "g2"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := seedsSay(tc.members, tc.seeds, "me")
+			var proven func(addr, id string) bool
+			if tc.proven != nil {
+				proven = func(addr, id string) bool { return slices.Contains(tc.proven, seedClaim{addr, id}) }
+			}
+			got := seedsSay(tc.members, tc.seeds, "me", proven)
 			if !slices.Equal(got.servers, tc.want.servers) || got.leader != tc.want.leader {
 				t.Fatalf("seedsSay = %+v, want %+v", got, tc.want)
 			}

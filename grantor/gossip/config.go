@@ -67,7 +67,21 @@ type Config struct {
 	// state sync) may send, read before it can be decrypted. Default:
 	// DefaultMaxStreamBytes.
 	MaxStreamBytes int64
+	// Prove, when set, serves every inbound stream on the gossip port
+	// whose first byte opens a TLS handshake (TLSHandshakeByte), which a
+	// memberlist stream never starts with: a grantor proves there, with
+	// its certificate, that it is the process at its gossip address
+	// (grantor/seed_proof.go). Prove owns the connection and closes it;
+	// it is called on a goroutine of its own, for streams the bounds of
+	// transport.go admitted. Nil hands such a stream to memberlist, which
+	// refuses it.
+	Prove func(net.Conn)
 }
+
+// TLSHandshakeByte is the first byte of a TLS connection (a handshake
+// record). memberlist's streams start with a message type below it, or
+// with its label header (244).
+const TLSHandshakeByte = 0x16
 
 // Timing holds memberlist's failure-detection and gossip knobs; see
 // memberlist.Config for each. A zero field takes LANTiming's value.

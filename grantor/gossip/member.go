@@ -94,7 +94,7 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 	mc.Events = events{m.roster}
 	m.logw = newLogWriter(logger.With("component", "memberlist"))
 	mc.Logger = log.New(m.logw, "", 0)
-	tr, err := newLimitedTransport(host, port, cfg.MaxStreamBytes, logger, mc.Logger)
+	tr, err := newLimitedTransport(host, port, cfg.MaxStreamBytes, cfg.Prove, logger, mc.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("gossip: starting memberlist on %s: could not set up network transport: %w", cfg.BindAddr, err)
 	}

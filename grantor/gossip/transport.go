@@ -1,6 +1,7 @@
 package gossip
 
 import (
+	"io"
 	"log"
 	"log/slog"
 	"net"
@@ -34,6 +35,10 @@ const (
 	// refusalInterval is how often refused streams are summed up in the
 	// log, per source and reason.
 	refusalInterval = 10 * time.Second
+	// peekTimeout bounds how long an inbound stream may take to send its
+	// first byte when Config.Prove is set; memberlist's dialers write at
+	// once.
+	peekTimeout = 5 * time.Second
 )
 
 // limitedTransport is memberlist's NetTransport, with inbound streams
@@ -44,6 +49,7 @@ const (
 type limitedTransport struct {
 	*memberlist.NetTransport
 	lim      *connlimit.Limiter
+	prove    func(net.Conn) // Config.Prove
 	refusals *connlimit.Reporter
 	streams  chan net.Conn
 	done     chan struct{} // closed by Shutdown: forward no more
@@ -56,8 +62,9 @@ var _ memberlist.NodeAwareTransport = (*limitedTransport)(nil)
 
 // newLimitedTransport binds host:port (port 0: a free one, the same for
 // UDP and TCP, as memberlist does itself) and bounds its inbound streams.
-// logger gets memberlist's transport logs, log the refusals.
-func newLimitedTransport(host string, port int, maxBytes int64, logger *slog.Logger, mlLog *log.Logger) (*limitedTransport, error) {
+// prove is Config.Prove. mlLog gets memberlist's transport logs, logger
+// the refusals.
+func newLimitedTransport(host string, port int, maxBytes int64, prove func(net.Conn), logger *slog.Logger, mlLog *log.Logger) (*limitedTransport, error) {
 	nc := &memberlist.NetTransportConfig{BindAddrs: []string{host}, BindPort: port, Logger: mlLog}
 	tries := 1
 	if port == 0 {
@@ -77,6 +84,7 @@ func newLimitedTransport(host string, port int, maxBytes int64, logger *slog.Log
 	}
 	t := &limitedTransport{
 		NetTransport: nt,
+		prove:        prove,
 		refusals: connlimit.NewReporter(refusalInterval, func(source, reason string, count int) {
 			logger.Warn("gossip: refused inbound streams", "source", source, "reason", reason, "count", count)
 		}),
@@ -133,9 +141,59 @@ func (t *limitedTransport) hand(c net.Conn) {
 	if !ok {
 		return
 	}
+	if t.prove != nil {
+		// Reading the first byte waits for the sender: on a goroutine
+		// of its own, so a silent stream holds up no other (the bounds
+		// above cap how many wait).
+		t.wg.Add(1)
+		go t.sort(lc)
+		return
+	}
+	t.toMemberlist(lc)
+}
+
+// sort reads the first byte of an admitted stream: a TLS handshake goes
+// to Config.Prove, anything else to memberlist, the byte put back.
+func (t *limitedTransport) sort(c net.Conn) {
+	defer t.wg.Done()
+	var b [1]byte
+	_ = c.SetReadDeadline(time.Now().Add(peekTimeout))
+	if _, err := io.ReadFull(c, b[:]); err != nil {
+		c.Close()
+		return
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	pc := &peeked{Conn: c, first: b[0], unread: true}
+	if b[0] == TLSHandshakeByte {
+		t.prove(pc)
+		return
+	}
+	t.toMemberlist(pc)
+}
+
+// toMemberlist hands memberlist a stream, or closes it after Shutdown.
+func (t *limitedTransport) toMemberlist(lc net.Conn) {
 	select {
 	case t.streams <- lc:
 	case <-t.done:
 		lc.Close()
 	}
+}
+
+// peeked is a stream whose first byte was read (limitedTransport.sort):
+// its first Read returns it again.
+type peeked struct {
+	net.Conn
+	first  byte
+	unread bool
+}
+
+// Read implements net.Conn.
+func (p *peeked) Read(b []byte) (int, error) {
+	if p.unread && len(b) > 0 {
+		p.unread = false
+		b[0] = p.first
+		return 1, nil
+	}
+	return p.Conn.Read(b)
 }

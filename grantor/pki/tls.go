@@ -51,6 +51,9 @@ const (
 	ALPNgRPC = "h2"
 	// ALPNRaft names leaseside's raft transport.
 	ALPNRaft = "leaseside-raft/1"
+	// ALPNSeed names a grantor's proof that it is the process at its
+	// gossip address (served on the gossip port; grantor/seed_proof.go).
+	ALPNSeed = "leaseside-seed/1"
 )
 
 // Configurator holds a node's CA pool, certificate and key, and builds
