@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/signal"
 	"strconv"
 	"strings"
@@ -47,6 +48,9 @@ the leader at full load (docs/scale.md).`,
       --workload hosts --hosts 10000 --leases-per-host 1 --term 15s --kill-leader 20s`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if workload == hostsShard {
+				return runHostsShard(cmd.Context(), e, tf)
+			}
 			if grantors == "" {
 				return usagef("bench needs --grantors")
 			}
@@ -104,6 +108,23 @@ the leader at full load (docs/scale.md).`,
 	return cmd
 }
 
+// hostsShard is the workload of a shard process of the hosts workload,
+// which runHosts starts (hosts.Shard): its stdin and stdout are the
+// workload's, not a person's.
+const hostsShard = "hosts-shard"
+
+// runHostsShard runs one shard process of the hosts workload.
+func runHostsShard(ctx context.Context, e *env, tf tlsFlags) error {
+	creds, err := tf.credentials()
+	if err != nil {
+		return fail(e, err)
+	}
+	if err := hosts.Shard(ctx, creds, os.Stdin, e.stdout); err != nil {
+		return fail(e, err)
+	}
+	return nil
+}
+
 // runHosts runs the hosts workload. Its --duration, --warmup and
 // --concurrency are the flags of the other workloads, with its own
 // defaults unless given.
@@ -140,6 +161,10 @@ func runHosts(cmd *cobra.Command, e *env, hc hosts.Config, grantors, pids string
 	}
 	hc.Credentials = creds
 	hc.Progress = e.stderr
+	hc.ShardArgs = []string{"bench", "--workload", hostsShard}
+	if tf.files.Enabled() {
+		hc.ShardArgs = append(hc.ShardArgs, "--tls-ca", tf.files.CA, "--tls-cert", tf.files.Cert, "--tls-key", tf.files.Key)
+	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	rep, err := hosts.Run(ctx, hc)

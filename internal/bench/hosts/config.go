@@ -39,6 +39,12 @@ type Config struct {
 	// from (127.1.x.y), round robin: a grantor holds at most 256
 	// connections from one address, as a host has one.
 	Sources int
+	// ShardArgs are the arguments that make this program run Shard (its
+	// stdin and stdout to Run, with the sidecars' credentials), and
+	// HostsPerShard the most hosts one shard process holds (fewer when
+	// the open files limit says so).
+	ShardArgs     []string
+	HostsPerShard int
 	// Progress, if not nil, receives a line now and then.
 	Progress io.Writer
 }
@@ -55,6 +61,7 @@ func DefaultConfig() Config {
 		Duration:      30 * time.Second,
 		Recovery:      time.Minute,
 		Sources:       1024,
+		HostsPerShard: 2500,
 	}
 }
 
@@ -84,6 +91,8 @@ func (c Config) Validate() error {
 		return bad("kill-leader %v must lie inside the measured duration %v", c.KillLeader, c.Duration)
 	case c.Recovery <= 0:
 		return bad("recovery %v is not positive", c.Recovery)
+	case c.HostsPerShard < 1:
+		return bad("hosts per shard %d is below 1", c.HostsPerShard)
 	case c.Sources < 1 || c.Sources > 250*250:
 		return bad("sources %d is outside [1, 62500]", c.Sources)
 	case c.Hosts > c.Sources*perSource:

@@ -2,6 +2,7 @@ package hosts
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -22,7 +23,8 @@ type host struct {
 	i      int
 	d      *daemon.Daemon
 	c      *ipc.Client
-	ran    chan struct{} // closed when the daemon's Run returned
+	ran    chan struct{}      // closed when the daemon's Run returned
+	stop   context.CancelFunc // ends the daemon's Run
 	events chan *ipc.Event
 	// leases are the program's leases by name, with the deadline of the
 	// latest grant or renewal; under the observer's mu once it watches.
@@ -96,44 +98,74 @@ func (h *host) close() {
 	h.c.Close()
 }
 
-// startAll starts cfg.Hosts hosts, cfg.Concurrency at a time.
-func startAll(ctx context.Context, cfg Config, dir, run string, creds countingCreds, progress func(string, ...any)) ([]*host, error) {
-	hosts := make([]*host, cfg.Hosts)
+// startAll starts the hosts first .. first+count-1, cfg.Concurrency at a
+// time, and returns them (nil for those not started after an error).
+func startAll(ctx context.Context, cfg Config, first, count int, dir, run string, creds countingCreds, progress func(string, ...any)) ([]*host, error) {
+	hosts := make([]*host, count)
 	var (
-		mu    sync.Mutex
-		next  int
-		first error
-		wg    sync.WaitGroup
-		done  int
-		t0    = time.Now()
+		mu     sync.Mutex
+		next   int
+		failed error
+		wg     sync.WaitGroup
+		done   int
+		t0     = time.Now()
 	)
-	for range min(cfg.Concurrency, cfg.Hosts) {
+	for range min(cfg.Concurrency, count) {
 		wg.Go(func() {
 			for {
 				mu.Lock()
-				i := next
+				k := next
 				next++
-				stop := i >= cfg.Hosts || first != nil
+				stop := k >= count || failed != nil
 				mu.Unlock()
 				if stop {
 					return
 				}
-				h, err := start(ctx, cfg, dir, run, i, creds)
+				h, err := startRetrying(ctx, cfg, dir, run, first+k, creds)
 				mu.Lock()
-				hosts[i] = h
-				if err != nil && first == nil {
-					first = err
+				hosts[k] = h
+				if err != nil && failed == nil {
+					failed = err
 				}
-				if done++; done%max(1, cfg.Hosts/10) == 0 {
-					progress("%d of %d hosts hold their leases after %.0fs", done, cfg.Hosts, time.Since(t0).Seconds())
+				if done++; done%max(1, count/4) == 0 {
+					progress("%d of %d hosts hold their leases after %.0fs", done, count, time.Since(t0).Seconds())
 				}
 				mu.Unlock()
 			}
 		})
 	}
 	wg.Wait()
-	return hosts, first
+	return hosts, failed
 }
+
+// startRetrying starts host i, and on a failure that a program would
+// retry (the cluster did not answer in time: the machine is loaded while
+// thousands of hosts start), stops it and starts it again, a few times.
+func startRetrying(ctx context.Context, cfg Config, dir, run string, i int, creds countingCreds) (*host, error) {
+	for try := 1; ; try++ {
+		hctx, stop := context.WithCancel(ctx)
+		h, err := start(hctx, cfg, dir, run, i, creds)
+		if err == nil {
+			h.stop = stop
+			return h, nil
+		}
+		if h != nil {
+			h.close()
+		}
+		stop()
+		if h != nil {
+			<-h.ran
+		}
+		var ie *ipc.Error
+		if try == startTries || !errors.As(err, &ie) || ie.Code != ipc.CodeUnavailable {
+			return nil, err
+		}
+	}
+}
+
+// startTries is how many times a host is started before its failure to
+// reach the cluster fails the run.
+const startTries = 5
 
 // raiseFileLimit makes room for the hosts' descriptors: per host its
 // socket, its program's connection and the sidecar's end of it, and its

@@ -20,10 +20,10 @@ type handshakes struct {
 }
 
 type handshake struct {
-	addr  string
-	start time.Time
-	took  time.Duration
-	err   bool
+	Addr  string        `json:"addr"`
+	Start time.Time     `json:"start"`
+	Took  time.Duration `json:"took"`
+	Err   bool          `json:"err,omitempty"`
 }
 
 // since returns the handshakes begun at or after t.
@@ -32,7 +32,7 @@ func (h *handshakes) since(t time.Time) []handshake {
 	defer h.mu.Unlock()
 	var out []handshake
 	for _, x := range h.all {
-		if !x.start.Before(t) {
+		if !x.Start.Before(t) {
 			out = append(out, x)
 		}
 	}
@@ -56,7 +56,7 @@ func newCountingCreds(c credentials.TransportCredentials, h *handshakes) countin
 func (c countingCreds) ClientHandshake(ctx context.Context, authority string, raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
 	t0 := time.Now()
 	conn, info, err := c.TransportCredentials.ClientHandshake(ctx, authority, raw)
-	x := handshake{addr: raw.RemoteAddr().String(), start: t0, took: time.Since(t0), err: err != nil}
+	x := handshake{Addr: raw.RemoteAddr().String(), Start: t0, Took: time.Since(t0), Err: err != nil}
 	c.h.mu.Lock()
 	c.h.all = append(c.h.all, x)
 	c.h.mu.Unlock()

@@ -2,21 +2,19 @@ package hosts
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/leaseside/leaseside/internal/bench"
-	"github.com/leaseside/leaseside/ipc"
 )
 
 // measure runs the measured phases of one run and adds their figures.
 type measure struct {
 	cfg      Config
-	obs      *observer
-	hs       *handshakes
-	hosts    []*host
+	shards   []*shardProc
 	res      *bench.Result
 	leader   int // index in cfg.Grantors
 	progress func(string, ...any)
@@ -35,7 +33,7 @@ func (m *measure) steady(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("bench hosts: the leader's CPU: %w", err)
 	}
-	s0, _ := bench.CPUSeconds(0)
+	s0 := cpuOf(m.shards)
 	t0 := time.Now()
 	if !sleep(ctx, d) {
 		return ctx.Err()
@@ -45,21 +43,23 @@ func (m *measure) steady(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("bench hosts: the leader's CPU: %w", err)
 	}
-	s1, _ := bench.CPUSeconds(0)
+	s1 := cpuOf(m.shards)
 	rss, hwm, err := bench.ProcMemory(pid)
 	if err != nil {
 		return err
 	}
-	m.obs.mu.Lock()
-	lags := bench.Merge([]bench.Latencies{m.obs.steady})
-	renewals := m.obs.renewals
-	m.obs.mu.Unlock()
+	rep, err := m.report()
+	if err != nil {
+		return err
+	}
+	lags := bench.Merge([]bench.Latencies{rep.Steady})
+	renewals := rep.Renewals
 	const mib = 1 << 20
 	r := m.res
 	r.Add("leader CPU", (l1-l0)/secs, "cores")
 	r.Add("leader RSS", float64(rss)/mib, "MiB")
 	r.Add("leader peak RSS (VmHWM)", float64(hwm)/mib, "MiB")
-	r.Add("bench process CPU (every sidecar)", (s1-s0)/secs, "cores")
+	r.Add("bench shard processes CPU (every sidecar)", (s1-s0)/secs, "cores")
 	r.Add("lease renewals/s", float64(renewals)/secs, "/s")
 	r.Add("keepalive messages/s at the leader (hosts / (d/3))", float64(m.cfg.Hosts)/(m.cfg.Term/3).Seconds(), "/s")
 	r.Add("renewal lag p50", lags.MS(0.50), "ms")
@@ -76,8 +76,15 @@ func (m *measure) failover(ctx context.Context) error {
 	old := m.leader
 	pid := m.cfg.GrantorPIDs[old]
 	killWall := time.Now()
-	least := m.obs.kill(m.hosts, boottime())
-	killAt := m.obs.killAt.Load()
+	killAt := boottime()
+	kr, err := all(m.shards, &command{Cmd: "kill", At: killAt})
+	if err != nil {
+		return err
+	}
+	least := time.Duration(1<<63 - 1)
+	for _, r := range kr {
+		least = min(least, r.Least)
+	}
 	if err := kill(pid); err != nil {
 		return fmt.Errorf("bench hosts: killing the leader (pid %d): %w", pid, err)
 	}
@@ -87,34 +94,37 @@ func (m *measure) failover(ctx context.Context) error {
 	defer tick.Stop()
 	giveUp := time.NewTimer(m.cfg.Recovery)
 	defer giveUp.Stop()
-	for m.obs.recoveredCount()+m.hostsAllLost() < m.cfg.Hosts {
+	for {
+		recovered, allLost, err := m.progressed()
+		if err != nil {
+			return err
+		}
+		if recovered+allLost >= m.cfg.Hosts {
+			break
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-giveUp.C:
-			m.res.Note(fmt.Sprintf("only %d of %d hosts renewed at the new leader within %v", m.obs.recoveredCount(), m.cfg.Hosts, m.cfg.Recovery))
-			goto done
+			m.res.Note(fmt.Sprintf("only %d of %d hosts renewed at the new leader within %v", recovered, m.cfg.Hosts, m.cfg.Recovery))
 		case <-tick.C:
 			cpu.sample()
+			continue
 		}
+		break
 	}
-done:
 	cpu.sample()
-	newLeader := -1
-	for _, h := range m.hosts {
-		if i, err := leaderOf(ctx, m.cfg, h); err == nil && i != old {
-			newLeader = i
-			break
-		}
-	}
-	if newLeader < 0 {
-		return fmt.Errorf("bench hosts: no host names a new leader after the kill")
+	newLeader, err := leaderOfShards(m.cfg, m.shards, old)
+	if err != nil {
+		return err
 	}
 	m.leader = newLeader
-	m.obs.mu.Lock()
-	recovered := slices.Clone(m.obs.recovered)
-	failing := bench.Merge([]bench.Latencies{m.obs.failing})
-	m.obs.mu.Unlock()
+	rep, err := m.report()
+	if err != nil {
+		return err
+	}
+	recovered := rep.Recovered
+	failing := bench.Merge([]bench.Latencies{rep.Failing})
 	slices.Sort(recovered)
 	r := m.res
 	r.Add("shortest validity left at the kill", least.Seconds(), "s")
@@ -122,7 +132,8 @@ done:
 		r.Add("first host renewed at the new leader", time.Duration(recovered[0]-killAt).Seconds(), "s")
 		all := time.Duration(recovered[len(recovered)-1] - killAt)
 		r.Add("every host renewed at the new leader", all.Seconds(), "s")
-		r.SetTarget("every host renewed at the new leader", "<", least.Seconds())
+		r.Add("smallest margin: a host's soonest deadline at the kill minus its renewal at the new leader", slices.Min(rep.Margins).Seconds(), "s")
+		r.SetTarget("smallest margin: a host's soonest deadline at the kill minus its renewal at the new leader", ">=", 0)
 	}
 	r.Add("hosts renewed at the new leader", float64(len(recovered)), "")
 	r.Add("renewal lag after the kill p99", failing.MS(0.99), "ms")
@@ -131,10 +142,10 @@ done:
 	addr := m.cfg.Grantors[newLeader]
 	var at []time.Duration
 	var took bench.Latencies
-	for _, x := range m.hs.since(killWall) {
-		if x.addr == addr {
-			at = append(at, x.start.Sub(killWall))
-			took = append(took, x.took)
+	for _, x := range rep.Handshakes {
+		if x.Addr == addr && !x.Start.Before(killWall) {
+			at = append(at, x.Start.Sub(killWall))
+			took = append(took, x.Took)
 		}
 	}
 	slices.Sort(took)
@@ -154,60 +165,62 @@ done:
 	return nil
 }
 
-// hostsAllLost is the number of hosts that lost every lease.
-func (m *measure) hostsAllLost() int {
-	m.obs.mu.Lock()
-	defer m.obs.mu.Unlock()
-	n := 0
-	for _, h := range m.hosts {
-		if len(h.leases) == 0 {
-			n++
+// progressed sums the shards' progress after the kill.
+func (m *measure) progressed() (recovered, allLost int, err error) {
+	replies, err := all(m.shards, &command{Cmd: "progress"})
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, r := range replies {
+		recovered += r.Recovered
+		allLost += r.AllLost
+	}
+	return recovered, allLost, nil
+}
+
+// report merges the shards' reports; each has checked with its sidecars
+// that they hold every lease.
+func (m *measure) report() (*shardReport, error) {
+	replies, err := all(m.shards, &command{Cmd: "report"})
+	if err != nil {
+		return nil, err
+	}
+	out := &shardReport{Lost: map[string]int{}}
+	for _, r := range replies {
+		x := r.Report
+		if x == nil {
+			return nil, errors.New("bench hosts: a shard sent no report")
+		}
+		out.Steady = append(out.Steady, x.Steady...)
+		out.Failing = append(out.Failing, x.Failing...)
+		out.Recovered = append(out.Recovered, x.Recovered...)
+		out.Margins = append(out.Margins, x.Margins...)
+		out.Handshakes = append(out.Handshakes, x.Handshakes...)
+		out.Renewals += x.Renewals
+		out.Held += x.Held
+		out.Total += x.Total
+		for k, v := range x.Lost {
+			out.Lost[k] += v
 		}
 	}
-	return n
+	return out, nil
 }
 
 // final checks with every sidecar that it still holds every lease its
 // program acquired, with the token it was granted.
-func (m *measure) final(ctx context.Context) error {
+func (m *measure) final() error {
 	m.progress("checking every host's leases")
-	type want struct{ name, token string }
-	acquired := make([][]want, len(m.hosts))
-	m.obs.mu.Lock()
-	lostEvents := 0
-	for _, v := range m.obs.lost {
-		lostEvents += v
-	}
-	lostBy := fmt.Sprint(m.obs.lost)
-	m.obs.mu.Unlock()
-	for i, h := range m.hosts {
-		for j := range m.cfg.LeasesPerHost {
-			acquired[i] = append(acquired[i], want{h.names[j], h.tokens[j]})
-		}
-	}
-	held := make([]int, len(m.hosts))
-	err := bench.ForEach(ctx, len(m.hosts), 32, func(ctx context.Context, i int) error {
-		st, err := m.hosts[i].c.StatusAll(ctx)
-		if err != nil {
-			return fmt.Errorf("bench hosts: status of host %d: %w", i, err)
-		}
-		for _, w := range acquired[i] {
-			if slices.ContainsFunc(st.Leases, func(g ipc.Grant) bool { return g.Lease == w.name && g.Token == w.token }) {
-				held[i]++
-			}
-		}
-		return nil
-	})
+	rep, err := m.report()
 	if err != nil {
 		return err
 	}
-	total, have := m.cfg.Hosts*m.cfg.LeasesPerHost, 0
-	for _, n := range held {
-		have += n
+	lostEvents := 0
+	for _, v := range rep.Lost {
+		lostEvents += v
 	}
-	m.res.Add("leases lost", float64(total-have), "")
+	m.res.Add("leases lost", float64(rep.Total-rep.Held), "")
 	m.res.SetTarget("leases lost", "<=", 0)
-	m.res.Note(fmt.Sprintf("at the end %d of %d leases were held by their sidecars with the token first granted; lost events by reason: %s (%d)", have, total, lostBy, lostEvents))
+	m.res.Note(fmt.Sprintf("at the end %d of %d leases were held by their sidecars with the token first granted; lost events by reason: %v (%d)", rep.Held, rep.Total, rep.Lost, lostEvents))
 	return nil
 }
 

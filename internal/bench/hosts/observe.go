@@ -31,9 +31,13 @@ type observer struct {
 	failing bench.Latencies // lags of renewals due after it
 	lost    map[string]int  // by reason
 	// recovered holds, per host that renewed every lease after the
-	// kill, when the last of them came (BOOTTIME ns).
+	// kill, when the last of them came (BOOTTIME ns); margins how long
+	// before the host's soonest deadline at the kill that was.
 	recovered []int64
-	renewals  int
+	margins   []time.Duration
+	// soonest is each host's soonest deadline at the kill.
+	soonest  map[*host]int64
+	renewals int
 }
 
 func newObserver(cfg Config) *observer {
@@ -63,6 +67,7 @@ func (o *observer) watch(h *host, stop <-chan struct{}) {
 			}
 			if afterKill == len(h.leases) && afterKill > 0 {
 				o.recovered = append(o.recovered, now)
+				o.margins = append(o.margins, time.Duration(o.soonest[h]-now))
 				afterKill = -1 // counted
 			}
 		}
@@ -97,11 +102,15 @@ func (o *observer) kill(hosts []*host, now int64) time.Duration {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.killAt.Store(now)
+	o.soonest = make(map[*host]int64, len(hosts))
 	least := time.Duration(1<<63 - 1)
 	for _, h := range hosts {
+		s := int64(1<<63 - 1)
 		for _, l := range h.leases {
-			least = min(least, time.Duration(l.deadline-now))
+			s = min(s, l.deadline)
 		}
+		o.soonest[h] = s
+		least = min(least, time.Duration(s-now))
 	}
 	return least
 }
@@ -113,21 +122,15 @@ func (o *observer) reset() {
 	o.mu.Unlock()
 }
 
-// lostTotal is the number of leases lost so far.
-func (o *observer) lostTotal() int {
+// progress returns the number of hosts that renewed every lease after
+// the kill, and the number that lost every lease.
+func (o *observer) progress(hosts []*host) (recovered, allLost int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	n := 0
-	for _, v := range o.lost {
-		n += v
+	for _, h := range hosts {
+		if len(h.leases) == 0 {
+			allLost++
+		}
 	}
-	return n
-}
-
-// recoveredCount is the number of hosts that renewed every lease after
-// the kill.
-func (o *observer) recoveredCount() int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return len(o.recovered)
+	return len(o.recovered), allLost
 }

@@ -19,9 +19,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"os"
 	"slices"
-	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -38,9 +36,6 @@ func Run(ctx context.Context, cfg Config) (*bench.Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if err := raiseFileLimit(cfg.Hosts, len(cfg.Grantors)); err != nil {
-		return nil, err
-	}
 	progress := func(format string, args ...any) {
 		if cfg.Progress != nil {
 			fmt.Fprintf(cfg.Progress, "bench: hosts: "+format+"\n", args...)
@@ -50,48 +45,21 @@ func Run(ctx context.Context, cfg Config) (*bench.Report, error) {
 	if _, err := rand.Read(rb[:]); err != nil {
 		return nil, err
 	}
-	run := hex.EncodeToString(rb[:])
-	dir, err := os.MkdirTemp("", "leaseside-hosts-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-
-	hs := &handshakes{}
-	sctx, stopSidecars := context.WithCancel(ctx)
 	rep := &bench.Report{Grantors: slices.Clone(cfg.Grantors), Started: time.Now()}
 	res := &bench.Result{Workload: Workload, Setup: fmt.Sprintf("%d hosts, each a sidecar of its own (one mutual-TLS connection, its grantor sessions, the daemon's renew loop) with a program holding %d lease(s) of term %v through its socket; %v measured after %v warmup",
 		cfg.Hosts, cfg.LeasesPerHost, cfg.Term, cfg.Duration, cfg.Warmup)}
 	t0 := time.Now()
 	progress("starting %d sidecars", cfg.Hosts)
-	hosts, err := startAll(sctx, cfg, dir, run, newCountingCreds(cfg.Credentials, hs), progress)
-	stop := make(chan struct{})
-	defer func() {
-		close(stop)
-		progress("stopping the sidecars")
-		var wg sync.WaitGroup
-		for _, h := range hosts {
-			if h != nil {
-				wg.Go(h.close)
-			}
-		}
-		wg.Wait()
-		stopSidecars()
-		for _, h := range hosts {
-			if h != nil {
-				<-h.ran
-			}
-		}
-	}()
+	shards, err := startShards(ctx, cfg, hex.EncodeToString(rb[:]), progress)
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		progress("stopping the sidecars")
+		stopShards(shards)
+	}()
 	res.Add("setup", time.Since(t0).Seconds(), "s")
-	obs := newObserver(cfg)
-	for _, h := range hosts {
-		go obs.watch(h, stop)
-	}
-	leader, err := leaderOf(ctx, cfg, hosts[0])
+	leader, err := leaderOfShards(cfg, shards, -1)
 	if err != nil {
 		return nil, err
 	}
@@ -100,8 +68,10 @@ func Run(ctx context.Context, cfg Config) (*bench.Report, error) {
 	if !sleep(ctx, cfg.Warmup) {
 		return rep, ctx.Err()
 	}
-	obs.reset()
-	m := &measure{cfg: cfg, obs: obs, hs: hs, hosts: hosts, res: res, leader: leader, progress: progress}
+	if _, err := all(shards, &command{Cmd: "reset"}); err != nil {
+		return rep, err
+	}
+	m := &measure{cfg: cfg, shards: shards, res: res, leader: leader, progress: progress}
 	if err := m.steady(ctx); err != nil {
 		return rep, err
 	}
@@ -111,7 +81,7 @@ func Run(ctx context.Context, cfg Config) (*bench.Report, error) {
 		}
 		rep.Leader = cfg.Grantors[m.leader]
 	}
-	if err := m.final(ctx); err != nil {
+	if err := m.final(); err != nil {
 		return rep, err
 	}
 	res.Elapsed = time.Since(t0)
@@ -119,21 +89,20 @@ func Run(ctx context.Context, cfg Config) (*bench.Report, error) {
 	return rep, nil
 }
 
-// leaderOf asks host h's sidecar which grantor answers it as leader, and
-// returns its index in cfg.Grantors.
-func leaderOf(ctx context.Context, cfg Config, h *host) (int, error) {
-	st, err := h.c.StatusAll(ctx)
+// leaderOfShards asks the shards' hosts which grantor answers them as
+// leader, and returns its index in cfg.Grantors; not is a grantor that
+// does not lead (the one killed), or -1.
+func leaderOfShards(cfg Config, shards []*shardProc, not int) (int, error) {
+	replies, err := all(shards, &command{Cmd: "leader"})
 	if err != nil {
-		return 0, fmt.Errorf("bench hosts: status of host %d: %w", h.i, err)
+		return 0, err
 	}
-	if st.Grantor == nil || st.Grantor.Leader == "" {
-		return 0, fmt.Errorf("bench hosts: host %d knows no leader", h.i)
+	for _, r := range replies {
+		if i := slices.Index(cfg.Grantors, r.Leader); i >= 0 && i != not {
+			return i, nil
+		}
 	}
-	i := slices.Index(cfg.Grantors, st.Grantor.Leader)
-	if i < 0 {
-		return 0, fmt.Errorf("bench hosts: the leader %s is not one of --grantors %v", st.Grantor.Leader, cfg.Grantors)
-	}
-	return i, nil
+	return 0, fmt.Errorf("bench hosts: no host names a leader among --grantors %v (they name %s)", cfg.Grantors, replies[0].Leader)
 }
 
 // sleep waits d, or until ctx ends (false). A run's phases are lengths of
