@@ -340,17 +340,18 @@ func (g *grantorConn) members(ctx context.Context) (*grantorpb.MembersResponse, 
 	})
 }
 
-// kaResult is a keepalive reply, or the failure of the stream (resp nil),
-// which fails every batch in flight.
+// kaResult is a keepalive reply (matched to its batch by id), or the
+// failure of the stream (resp nil), which fails every batch in flight.
 type kaResult struct {
 	resp *grantorpb.KeepAliveResponse
 	err  error
 	addr string // the grantor that answered
 }
 
-// keepAliveSender owns the session's keepalive stream. The renew loop
-// hands it batches and never blocks on the network; replies and stream
-// failures come back on out.
+// keepAliveSender owns the daemon's keepalive stream. The renew loop
+// hands it batches, several in flight at once (one per session at most),
+// and never blocks on the network; replies, in whatever order the grantor
+// sends them, and stream failures come back on out.
 //
 // A receive on reset (a batch went unanswered) drops the current stream
 // and the grantor it went to: the next batch opens a stream to another.
@@ -374,14 +375,16 @@ func (g *grantorConn) keepAliveSender(ctx context.Context, in <-chan *grantorpb.
 		case <-ctx.Done():
 			return
 		case <-reset:
-			if cur != nil {
-				cur.cancel()
-				g.failed(cur.addr, errSilent)
-				g.contacted(cur.addr, errSilent)
-				cur = nil
-			}
+			cur = g.dropKeepAlive(cur)
 			continue
 		case req = <-in:
+			// A reset the loop asked for before it handed on req goes
+			// first: req must not leave on the stream it gave up on.
+			select {
+			case <-reset:
+				cur = g.dropKeepAlive(cur)
+			default:
+			}
 		}
 		if cur != nil && cur.isDead() {
 			cur.cancel()
@@ -403,6 +406,17 @@ func (g *grantorConn) keepAliveSender(ctx context.Context, in <-chan *grantorpb.
 			cur = nil
 		}
 	}
+}
+
+// dropKeepAlive gives up on the keepalive stream cur (nil: none open),
+// and on the grantor it went to; it returns nil.
+func (g *grantorConn) dropKeepAlive(cur *kaStream) *kaStream {
+	if cur != nil {
+		cur.cancel()
+		g.failed(cur.addr, errSilent)
+		g.contacted(cur.addr, errSilent)
+	}
+	return nil
 }
 
 // kaStream is one keepalive stream and its receiving goroutine.

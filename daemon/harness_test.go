@@ -48,6 +48,9 @@ type scriptedGrantor struct {
 	// sessionReply, when set, rewrites the answer to a session of a
 	// keepalive (by default: renewed, the digests agree).
 	sessionReply func(*grantorpb.SessionRenewal, *grantorpb.SessionRenewed)
+	// holdReply, when set, picks the keepalives whose replies never
+	// come (the stream stays open, later requests are answered).
+	holdReply func(*grantorpb.KeepAliveRequest) bool
 	// keepalives receives every keepalive request as it arrives.
 	keepalives chan *grantorpb.KeepAliveRequest
 	// releases receives every release request.
@@ -116,8 +119,11 @@ func (s *scriptedGrantor) Release(ctx context.Context, req *grantorpb.ReleaseReq
 
 func (s *scriptedGrantor) KeepAlive(stream grantorpb.Grantor_KeepAliveServer) error {
 	defer func() {
+		s.mu.Lock()
+		ended := s.streamsEnded
+		s.mu.Unlock()
 		select {
-		case s.streamsEnded <- struct{}{}:
+		case ended <- struct{}{}:
 		default:
 		}
 	}()
@@ -128,9 +134,9 @@ func (s *scriptedGrantor) KeepAlive(stream grantorpb.Grantor_KeepAliveServer) er
 		}
 		s.keepalives <- req
 		s.mu.Lock()
-		silent, delay := s.silent, s.delay
+		silent, delay, hold := s.silent, s.delay, s.holdReply
 		s.mu.Unlock()
-		if silent {
+		if silent || (hold != nil && hold(req)) {
 			continue
 		}
 		s.clock.Advance(delay)

@@ -32,64 +32,66 @@ type sessionBatch struct {
 // the instant its oldest renewal (or grant) t0 + d/3 comes, and every lease
 // in it gets the deadline t0 + d(1-rho) - eps from the t0 of that
 // keepalive. One message carries every session due, so a message costs the
-// same for 1 lease or 10,000. Failed keepalives are retried with jittered
-// backoff, and a lease is lost the moment its deadline passes.
+// same for 1 lease or 10,000; each session is in one keepalive in flight
+// at most, beside those of other sessions (inflight.go). Failed keepalives
+// are retried with jittered backoff, and a lease is lost the moment its
+// deadline passes.
 func (d *Daemon) renewLoop(ctx context.Context) {
-	out := make(chan *grantorpb.KeepAliveRequest, 1)
+	out := make(chan *grantorpb.KeepAliveRequest, 16)
 	reset := make(chan struct{}, 1)
 	in := make(chan kaResult, 16)
 	go d.g.keepAliveSender(ctx, out, reset, in)
 
 	timer := d.clock.NewTimer(time.Hour)
 	defer timer.Stop()
+	f := newKAFlight()
 	var (
-		inflight     *batch
-		nextID       uint64
-		failures     int
-		retryAt      clockwatch.Instant
 		ownerCheckAt clockwatch.Instant
 		leader       string // where the last keepalive reply came from
 	)
 	kaLog := &rateLog{log: d.log, every: warnEvery} // no grantor in reach: ~1.5 failures a second
-	fail := func(now clockwatch.Instant) {
+	fail := func(b *batch, now clockwatch.Instant) {
 		d.metrics.keepalivesFailed.Add(1)
-		d.finishBatch(inflight)
-		inflight = nil
-		failures++
-		retryAt = now.Add(jitter(backoff(failures)))
+		d.finishBatch(b)
+		f.failed(b, now)
+	}
+	// failAll fails every batch in flight: the stream they went on is
+	// gone, and their replies with it.
+	failAll := func(now clockwatch.Instant) {
+		for _, b := range f.all() {
+			fail(b, now)
+		}
 	}
 	for {
 		now := d.checkSuspend()
-		if inflight != nil && !now.Before(inflight.timeout) {
-			kaLog.warn(now, "keepalive unanswered; trying another grantor", "batch", inflight.id)
-			fail(now)
+		if b := f.overdue(now); b != nil {
+			kaLog.warn(now, "keepalive unanswered; trying another grantor", "batch", b.id)
 			select {
 			case reset <- struct{}{}:
 			default:
 			}
+			failAll(now)
 		}
 		// Deadlines next: after a suspend or a stall, whatever passed is
 		// lost before anything is renewed. A keepalive still unanswered
 		// at the deadline is a failed renewal too.
-		d.expire(now, failures > 0 || inflight != nil)
+		d.expire(now, f.failing)
 		if !now.Before(ownerCheckAt) {
 			d.checkStoppedOwners(now)
 			ownerCheckAt = now.Add(ownerCheckInterval)
 		}
-		if inflight == nil && !now.Before(retryAt) {
-			if due := d.dueSessions(now); len(due) > 0 {
-				nextID++
-				t0 := d.clock.Now() // rule 1, for renewals
-				inflight = &batch{id: nextID, t0: t0, timeout: t0.Add(batchTimeout(d.cfg.RenewTimeout, due)), sessions: due}
-				select {
-				case out <- keepAliveRequest(nextID, due):
-				default:
-					fail(now) // the sender is stuck on an earlier batch
-				}
+		if due := d.dueSessions(now, func(s *gsession) bool { return f.ready(s, now) }); len(due) > 0 {
+			t0 := d.clock.Now() // rule 1, for renewals
+			b := &batch{t0: t0, timeout: t0.Add(batchTimeout(d.cfg.RenewTimeout, due)), sessions: due}
+			f.start(b)
+			select {
+			case out <- keepAliveRequest(b.id, due):
+			default:
+				fail(b, now) // the sender is stuck on earlier batches
 			}
 		}
 
-		timer.Reset(min(d.nextWake(now, inflight, retryAt), ownerCheckAt).Sub(now))
+		timer.Reset(min(d.nextWake(now, f), ownerCheckAt).Sub(now))
 		select {
 		case <-ctx.Done():
 			return
@@ -103,23 +105,25 @@ func (d *Daemon) renewLoop(ctx context.Context) {
 				d.watcher.ResetDrift() // every grantor has its own BOOTTIME
 				leader = r.addr
 			}
-			switch {
-			case r.err != nil:
-				if inflight != nil {
-					kaLog.warn(now, "keepalive failed", "batch", inflight.id, "err", r.err)
-					fail(now)
+			if r.err != nil {
+				if len(f.batches) > 0 {
+					kaLog.warn(now, "keepalive failed", "batches", len(f.batches), "err", r.err)
+					failAll(now)
 				}
-			case inflight != nil && r.resp.Batch == inflight.id && len(r.resp.Sessions) != len(inflight.sessions):
+				continue
+			}
+			switch b := f.batches[r.resp.Batch]; {
+			case b == nil:
+				// The reply to a batch that failed already.
+			case len(r.resp.Sessions) != len(b.sessions):
 				d.log.Error("the grantor did not renew sessions: it is older than this sidecar (upgrade every grantor before the sidecars)", "grantor", r.addr)
-				fail(now)
-			case inflight != nil && r.resp.Batch == inflight.id:
-				d.watcher.ObserveKeepAlive(clockwatch.Sample{Sent: inflight.t0, Received: now, Remote: clockwatch.Instant(r.resp.GrantorTimeNs)})
-				d.applyRenewal(inflight, r.resp)
+				fail(b, now)
+			default:
+				d.watcher.ObserveKeepAlive(clockwatch.Sample{Sent: b.t0, Received: now, Remote: clockwatch.Instant(r.resp.GrantorTimeNs)})
+				d.applyRenewal(b, r.resp)
 				d.metrics.keepalivesOK.Add(1)
 				kaLog.ok(now, "keepalives answered again")
-				inflight = nil
-				failures = 0
-				retryAt = 0
+				f.answered(b)
 			}
 		}
 	}
@@ -129,8 +133,9 @@ func (d *Daemon) renewLoop(ctx context.Context) {
 // lease whose renewal is due (renewAt passed: d/3 after the t0 of its
 // last renewal or grant, or at once when asked for), and the settling
 // sessions whose probe is due (giveback.go), each with every lease it
-// holds.
-func (d *Daemon) dueSessions(now clockwatch.Instant) []*sessionBatch {
+// holds; only those ready says may go (not in flight, not backing off;
+// nil: all).
+func (d *Daemon) dueSessions(now clockwatch.Instant, ready func(*gsession) bool) []*sessionBatch {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	due := map[*gsession]bool{}
@@ -142,6 +147,13 @@ func (d *Daemon) dueSessions(now clockwatch.Instant) []*sessionBatch {
 	for s, st := range d.settling {
 		if !now.Before(st.probeAt) {
 			due[s] = true
+		}
+	}
+	if ready != nil {
+		for s := range due {
+			if !ready(s) {
+				delete(due, s)
+			}
 		}
 	}
 	if len(due) == 0 {
@@ -305,15 +317,16 @@ func (d *Daemon) finishBatch(b *batch) {
 	}
 }
 
-// expire ends every lease whose deadline has passed (rule 5).
-func (d *Daemon) expire(now clockwatch.Instant, failing bool) {
+// expire ends every lease whose deadline has passed (rule 5); failing
+// says whether a session's renewal is failing (the reason the loss names).
+func (d *Daemon) expire(now clockwatch.Instant, failing func(*gsession) bool) {
 	d.mu.Lock()
 	for _, l := range d.leases {
 		switch {
 		case l.pending:
 			// Settled by its first renewal (acquire waits for it).
 		case !now.Before(l.deadline):
-			d.loseLocked(l, d.lostReason(l, failing))
+			d.loseLocked(l, d.lostReason(l, failing(l.sess)))
 		default:
 			d.checkJeopardyLocked(l, now) // jeopardy.go
 		}
@@ -322,27 +335,27 @@ func (d *Daemon) expire(now clockwatch.Instant, failing bool) {
 }
 
 // nextWake is the earliest instant the loop has something to do: a
-// deadline, a renewal coming due (not before a backoff ends), or a
-// keepalive timing out.
-func (d *Daemon) nextWake(now clockwatch.Instant, inflight *batch, retryAt clockwatch.Instant) clockwatch.Instant {
-	deadline, renew := now.Add(time.Hour), now.Add(time.Hour)
+// deadline, a session's renewal coming due (not while it is in flight,
+// not before its backoff ends), or a keepalive timing out. f is nil when
+// nothing is in flight or backing off.
+func (d *Daemon) nextWake(now clockwatch.Instant, f *kaFlight) clockwatch.Instant {
+	notBefore := func(*gsession) clockwatch.Instant { return 0 }
+	next := now.Add(time.Hour)
+	if f != nil {
+		notBefore = f.notBefore
+		next = min(next, f.wake())
+	}
 	d.mu.Lock()
 	for _, l := range d.leases {
 		if !l.pending {
-			deadline = min(deadline, l.deadline, l.jeopardyAt())
+			next = min(next, l.deadline, l.jeopardyAt())
 		}
-		renew = min(renew, l.renewAt)
+		next = min(next, max(l.renewAt, notBefore(l.sess)))
 	}
-	for _, st := range d.settling {
-		renew = min(renew, st.probeAt)
+	for s, st := range d.settling {
+		next = min(next, max(st.probeAt, notBefore(s)))
 	}
 	d.mu.Unlock()
-	next := deadline
-	if inflight != nil {
-		next = min(next, inflight.timeout)
-	} else {
-		next = min(next, max(renew, retryAt))
-	}
 	return max(next, now)
 }
 

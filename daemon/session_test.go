@@ -41,13 +41,13 @@ func TestRenewalDueExactlyEveryThirdOfTheTerm(t *testing.T) {
 	d.leases["a"] = l
 	d.mu.Unlock()
 
-	if due := d.dueSessions(t0.Add(d3 - 1)); len(due) != 0 {
+	if due := d.dueSessions(t0.Add(d3-1), nil); len(due) != 0 {
 		t.Fatalf("a session due 1ns before t0 + d/3: %v", due)
 	}
-	if next := d.nextWake(t0, nil, 0); next != t0.Add(d3) {
+	if next := d.nextWake(t0, nil); next != t0.Add(d3) {
 		t.Fatalf("the loop wakes at %v, want t0 + d/3 = %v", next, t0.Add(d3))
 	}
-	due := d.dueSessions(t0.Add(d3))
+	due := d.dueSessions(t0.Add(d3), nil)
 	if len(due) != 1 || len(due[0].leases) != 1 || due[0].digest != grantorpb.TokenDigest(7) {
 		t.Fatalf("due at t0 + d/3: %+v, want a's session with its digest", due)
 	}
@@ -64,7 +64,7 @@ func TestRenewalDueExactlyEveryThirdOfTheTerm(t *testing.T) {
 	if want := d.timing().HolderDeadline(sent, ttl); l.deadline != want {
 		t.Fatalf("deadline %v, want t0 of the keepalive + d(1-rho) - eps = %v", l.deadline, want)
 	}
-	if due := d.dueSessions(sent.Add(d3 - 1)); len(due) != 0 {
+	if due := d.dueSessions(sent.Add(d3-1), nil); len(due) != 0 {
 		t.Fatal("due again before d/3 after the last send")
 	}
 }

@@ -299,7 +299,21 @@ func (a *accounts) charge(id Identity, k limitKind, n int) (*account, error) {
 	return acct, nil
 }
 
-// refund gives back n of kind k that charge took.
+// tryCharge is charge for a use the caller can do without (it waits
+// instead): past the limit it reports false and counts no refusal.
+func (a *accounts) tryCharge(id Identity, k limitKind, n int) (*account, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	acct := a.getLocked(id)
+	if max := acct.limits.of(k); max > 0 && acct.used[k]+n > max {
+		a.dropIfIdleLocked(acct)
+		return nil, false
+	}
+	acct.used[k] += n
+	return acct, true
+}
+
+// refund gives back n of kind k that charge or tryCharge took.
 func (a *accounts) refund(acct *account, k limitKind, n int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"sync"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -135,17 +136,32 @@ func (s *service) Leave(ctx context.Context, req *grantorpb.LeaveRequest) (*gran
 // KeepAlive implements grantorpb.GrantorServer. The stream belongs to the
 // office it started in: when this node leaves office the stream ends with
 // NotLeader, and the sidecar reconnects to the new leader.
+//
+// Its requests are answered side by side, up to keepAlivesInFlight at
+// once, each as soon as its verify round is over (issue 22.6): a sidecar
+// keeps one keepalive in flight per session, and one whose reply waits
+// (in a round, or on the way) holds back no other. Replies may leave out
+// of order; each names its batch. The sessions of two requests in flight
+// may be the same (a sidecar that gave up on a request and sent the
+// session again): each renewal only ever moves a session's expiry later
+// (office.extendLocked), from a tG read after its own round, so the order
+// in which they are answered changes no expiry for the worse. The first
+// request that fails ends the stream with its error, as one alone did.
 func (s *service) KeepAlive(stream grpc.BidiStreamingServer[grantorpb.KeepAliveRequest, grantorpb.KeepAliveResponse]) error {
-	ctx := stream.Context()
-	caller := IdentityFrom(ctx)
-	o, err := s.n.lessor.await(ctx)
+	caller := IdentityFrom(stream.Context())
+	o, err := s.n.lessor.await(stream.Context())
 	if err != nil {
 		return toStatus(err)
 	}
+	ctx, cancel := context.WithCancelCause(stream.Context())
+	var (
+		work   sync.WaitGroup
+		sendMu sync.Mutex // grpc-go: no two goroutines call SendMsg at once
+	)
+	defer work.Wait() // no reply is sent after the handler returns
+	defer cancel(nil)
 	reqs := make(chan *grantorpb.KeepAliveRequest)
 	recvErr := make(chan error, 1)
-	done := make(chan struct{})
-	defer close(done)
 	go func() {
 		for {
 			req, err := stream.Recv()
@@ -155,31 +171,123 @@ func (s *service) KeepAlive(stream grpc.BidiStreamingServer[grantorpb.KeepAliveR
 			}
 			select {
 			case reqs <- req:
-			case <-done:
+			case <-ctx.Done():
 				return
 			}
 		}
 	}()
+	// ended is the stream's end once ctx is done: the error of the
+	// request that failed, or the call's own end.
+	ended := func() error {
+		err := context.Cause(ctx)
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return status.FromContextError(err).Err()
+		}
+		return err
+	}
+	room := s.keepAliveRoom(caller)
 	for {
+		var refund func()
+		for refund == nil {
+			if refund = room.take(); refund != nil {
+				break
+			}
+			select { // past the bound, the stream is not read
+			case <-room.freed:
+			case <-o.ctx.Done():
+				return toStatus(s.n.lessor.prop.notLeader())
+			case <-ctx.Done():
+				return ended()
+			}
+		}
 		var req *grantorpb.KeepAliveRequest
 		select {
 		case req = <-reqs:
 		case err := <-recvErr:
+			refund()
 			if errors.Is(err, io.EOF) {
+				work.Wait() // the requests in flight are still answered
 				return nil
 			}
 			return err
 		case <-o.ctx.Done():
+			refund()
 			return toStatus(s.n.lessor.prop.notLeader())
 		case <-ctx.Done():
-			return status.FromContextError(ctx.Err()).Err()
+			refund()
+			return ended()
 		}
-		resp, err := s.keepAlive(ctx, o, caller, req)
-		if err != nil {
-			return toStatus(err)
+		work.Add(1)
+		go func() {
+			defer work.Done()
+			defer refund()
+			resp, err := s.keepAlive(ctx, o, caller, req)
+			if err != nil {
+				cancel(toStatus(err))
+				return
+			}
+			sendMu.Lock()
+			err = stream.Send(resp)
+			sendMu.Unlock()
+			if err != nil {
+				cancel(err)
+			}
+		}()
+	}
+}
+
+// keepAlivesInFlight bounds the requests of one keepalive stream the
+// grantor works on at once: a sidecar has one in flight per session of
+// its (one per term), rarely more than a few.
+const keepAlivesInFlight = 8
+
+// kaRoom is the room of one keepalive stream for requests in progress.
+// The stream's call (charged at the edge, grpc_limits.go) covers one;
+// each more is charged to the caller's calls as a call of its own, since
+// it holds a request as a call does (docs/limits.md). Past
+// keepAlivesInFlight or the caller's calls, the stream waits for an
+// answer to go out before it reads on: its requests are answered one by
+// one again, never refused.
+type kaRoom struct {
+	accounts *accounts
+	caller   Identity
+
+	mu    sync.Mutex
+	busy  int
+	freed chan struct{} // poked when a request's room is given back
+}
+
+func (s *service) keepAliveRoom(caller Identity) *kaRoom {
+	return &kaRoom{accounts: s.n.accounts, caller: caller, freed: make(chan struct{}, 1)}
+}
+
+// take returns room for one more request, and the function that gives
+// it back; nil when there is none now.
+func (r *kaRoom) take() (refund func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var acct *account
+	switch {
+	case r.busy == 0:
+	case r.busy >= keepAlivesInFlight:
+		return nil
+	default:
+		var ok bool
+		if acct, ok = r.accounts.tryCharge(r.caller, limCalls, 1); !ok {
+			return nil
 		}
-		if err := stream.Send(resp); err != nil {
-			return err
+	}
+	r.busy++
+	return func() {
+		if acct != nil {
+			r.accounts.refund(acct, limCalls, 1)
+		}
+		r.mu.Lock()
+		r.busy--
+		r.mu.Unlock()
+		select {
+		case r.freed <- struct{}{}:
+		default:
 		}
 	}
 }
