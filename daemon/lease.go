@@ -68,8 +68,11 @@ type lease struct {
 	stoppedPID   int
 	// renewAt is when the next renewal is due: t0 + d/3.
 	renewAt clockwatch.Instant
-	// renewed is closed and replaced whenever a keepalive carrying this
-	// lease completes; renewOK says whether that one renewed it.
+	// renewed, made by a waiter (renewWaitLocked), is closed and dropped
+	// when a keepalive carrying this lease completes; renewOK says whether
+	// that one renewed it. It stays nil while nobody waits: a channel per
+	// lease remade at every renewal was a sixth of a detached lease's
+	// memory (issue 25 item 6).
 	renewed chan struct{}
 	renewOK bool
 	// renewals counts the keepalives that renewed this grant; renewLatency
@@ -134,6 +137,17 @@ func renewInterval(ttl time.Duration) time.Duration { return ttl / 3 }
 // and records whether it renewed l.
 func (l *lease) signalRenewed(ok bool) {
 	l.renewOK = ok
-	close(l.renewed)
-	l.renewed = make(chan struct{})
+	if l.renewed != nil {
+		close(l.renewed)
+		l.renewed = nil
+	}
+}
+
+// renewWaitLocked returns the channel that signalRenewed closes at the
+// next completed keepalive carrying l. The caller holds d.mu.
+func (l *lease) renewWaitLocked() <-chan struct{} {
+	if l.renewed == nil {
+		l.renewed = make(chan struct{})
+	}
+	return l.renewed
 }

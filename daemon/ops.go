@@ -102,7 +102,7 @@ func (d *Daemon) check(c *ipc.Conn, name, token string) (*ipc.Grant, *ipc.Error)
 func (d *Daemon) renewNow(ctx context.Context, l *lease) *ipc.Error {
 	d.mu.Lock()
 	l.renewAt = 0
-	done := l.renewed
+	done := l.renewWaitLocked()
 	d.mu.Unlock()
 	d.wake()
 	select {

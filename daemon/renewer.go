@@ -275,7 +275,9 @@ func (d *Daemon) applySessionLocked(b *batch, sb *sessionBatch, r *grantorpb.Ses
 		l.renewals++
 		l.renewLatency = now.Sub(b.t0)
 		l.scheduleRenewal(b.t0)
-		d.emitLocked(l, &ipc.Event{Event: ipc.EventRenewed, DeadlineBoottimeNs: l.deadline.Nanoseconds(), ValidMs: l.deadline.Sub(now).Milliseconds()})
+		if d.listenedLocked(l) {
+			d.emitLocked(l, &ipc.Event{Event: ipc.EventRenewed, DeadlineBoottimeNs: l.deadline.Nanoseconds(), ValidMs: l.deadline.Sub(now).Milliseconds()})
+		}
 		d.safeLocked(l, now) // jeopardy.go
 		l.signalRenewed(true)
 	}
