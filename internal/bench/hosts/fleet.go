@@ -61,13 +61,15 @@ func daemonConfig(cfg Config, i int, creds countingCreds) daemon.Config {
 }
 
 // start starts host i's sidecar on a socket in dir, and has its program
-// acquire its leases, each with a name of run's.
-func start(ctx context.Context, cfg Config, dir, run string, i int, creds countingCreds) (*host, error) {
+// acquire its leases, each with a name of run's and of its try (a grant
+// whose reply an earlier try did not get stays with that try's session
+// until its term ends).
+func start(ctx context.Context, cfg Config, dir, run string, i, try int, creds countingCreds) (*host, error) {
 	d, err := daemon.New(daemonConfig(cfg, i, creds))
 	if err != nil {
 		return nil, err
 	}
-	path := filepath.Join(dir, strconv.Itoa(i)+".sock")
+	path := filepath.Join(dir, strconv.Itoa(i)+"-"+strconv.Itoa(try)+".sock")
 	ln, err := ipc.Listen(path)
 	if err != nil {
 		return nil, err
@@ -80,7 +82,7 @@ func start(ctx context.Context, cfg Config, dir, run string, i int, creds counti
 	h.c = &ipc.Client{Socket: path}
 	h.c.Notify(h.events)
 	for j := range cfg.LeasesPerHost {
-		name := fmt.Sprintf("bench/%s/hosts/%d/%d", run, i, j)
+		name := fmt.Sprintf("bench/%s/hosts/%d/%d/%d", run, i, try, j)
 		l, err := h.c.Acquire(ctx, name, ipc.AcquireOptions{TTL: cfg.Term})
 		if err != nil {
 			return h, fmt.Errorf("host %d: acquire %s: %w", i, name, err)
@@ -144,7 +146,7 @@ func startAll(ctx context.Context, cfg Config, first, count int, dir, run string
 func startRetrying(ctx context.Context, cfg Config, dir, run string, i int, creds countingCreds) (*host, error) {
 	for try := 1; ; try++ {
 		hctx, stop := context.WithCancel(ctx)
-		h, err := start(hctx, cfg, dir, run, i, creds)
+		h, err := start(hctx, cfg, dir, run, i, try, creds)
 		if err == nil {
 			h.stop = stop
 			return h, nil
