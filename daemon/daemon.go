@@ -243,6 +243,8 @@ func (d *Daemon) handle(ctx context.Context, c *ipc.Conn, req *ipc.Request) *ipc
 		return &ipc.Response{Clock: d.clockStatus(false)}
 	case ipc.OpMembers:
 		return d.members(ctx)
+	case ipc.OpLeases:
+		return d.clusterLeases(ctx, c, req) // clusterleases.go
 	case ipc.OpAcquire:
 		return grantResponse(d.acquire(ctx, c, req))
 	case ipc.OpRelease:

@@ -16,6 +16,9 @@ import (
 //	release        role name lease token released
 //	proclaim       role name lease token proclaimed  (a holder's new value)
 //	revoke         role name lease token      (a lease of an older cluster's expiry)
+//	operator_revoke role name lease token holder delay
+//	                                          (an operator's revoke, revoke.go; role and
+//	                                          name are the operator's, holder the grant's)
 //	expire         role name session freed leases (a session that expired, with its grants)
 //	member_add     role name node_id raft_addr voter
 //	member_remove  role name node_id

@@ -37,6 +37,12 @@ var callRoles = map[string][]Role{
 	grantorpb.Grantor_Proclaim_FullMethodName:   {RoleGrantor, RoleSidecar, RoleOperator},
 	grantorpb.Grantor_Watch_FullMethodName:      {RoleGrantor, RoleSidecar, RoleOperator},
 	grantorpb.Grantor_CheckToken_FullMethodName: {RoleGrantor, RoleSidecar, RoleOperator},
+	// The operator calls (issue 24): Leases only reads, and lists only
+	// the names the caller's name rules let it read (a sidecar relays it
+	// for root on its host); Revoke ends other identities' grants, which
+	// is an operator's alone.
+	grantorpb.Grantor_Leases_FullMethodName: {RoleGrantor, RoleSidecar, RoleOperator},
+	grantorpb.Grantor_Revoke_FullMethodName: {RoleOperator},
 }
 
 // authorize establishes the caller of a call: with TLS, the identity in

@@ -37,6 +37,7 @@ const (
 	cmdEndDelay                      // 20: endDelayCmd, proposed by the leader when a name's lock-delay is over (lockdelay.go)
 	cmdAcquire8                      // 21: acquireCmd as cmdAcquire7, with Final applied: its refusal is the request's outcome, remembered (outcome.go)
 	cmdWithdraw                      // 22: acquireCmd withdrawn: never granted; answered the request's outcome, or refused for good (outcome.go)
+	cmdRevoke2                       // 23: revokeCmd of an operator (By): the name stays delayed for the grant's term plus its lock-delay (revoke.go)
 )
 
 // Which command types a grantor may propose (versions.go). A grantor that
@@ -45,7 +46,7 @@ const (
 // that it applies it.
 const (
 	// newestCmd is the newest type this binary applies.
-	newestCmd = cmdWithdraw
+	newestCmd = cmdRevoke2
 	// baselineCmd is what a server that registered nothing is taken to
 	// apply: the types of grantors built before registration.
 	baselineCmd = cmdRegisterNode
@@ -97,6 +98,8 @@ func (t cmdType) String() string {
 		return "acquire8"
 	case cmdWithdraw:
 		return "withdraw"
+	case cmdRevoke2:
+		return "revoke2"
 	}
 	return fmt.Sprintf("cmd(%d)", uint8(t))
 }
@@ -161,6 +164,9 @@ type releaseCmd struct {
 type revokeCmd struct {
 	Lease string `json:"lease"`
 	Token uint64 `json:"token"`
+	// By is the operator who revoked the grant (role/name); applied in
+	// cmdRevoke2 only (revoke.go).
+	By string `json:"by,omitempty"`
 }
 
 type closeSessionCmd struct {
@@ -275,7 +281,7 @@ func decodeCmd(data []byte) (cmdType, any, error) {
 		body = &expireSessionCmd{}
 	case cmdProclaim:
 		body = &proclaimCmd{}
-	case cmdRevoke:
+	case cmdRevoke, cmdRevoke2:
 		body = &revokeCmd{}
 	case cmdCloseSession:
 		body = &closeSessionCmd{}

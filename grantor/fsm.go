@@ -254,6 +254,9 @@ func (f *fsm) Apply(l *raft.Log) any {
 		}
 		res = f.applyRelease(c)
 	case *revokeCmd:
+		if t < cmdRevoke2 {
+			c.By = ""
+		}
 		res = f.applyRevoke(c)
 	case *expireSessionCmd:
 		if t < cmdExpireSession2 {
@@ -462,6 +465,9 @@ func (f *fsm) applyRevoke(c *revokeCmd) any {
 	cur, held := f.grantLocked(c.Lease, c.Token)
 	if !held {
 		return &revokeResult{}
+	}
+	if c.By != "" {
+		cur.LockDelay = operatorDelay(cur) // revoke.go
 	}
 	f.end(c.Lease, cur, freedExpired, true)
 	return &revokeResult{Revoked: true}

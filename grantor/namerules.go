@@ -237,6 +237,8 @@ var nameScopes = map[string]NameAccess{
 	grantorpb.Grantor_RemoveServer_FullMethodName: AccessNone,
 	grantorpb.Grantor_Leave_FullMethodName:        AccessNone,
 	grantorpb.Grantor_RegisterNode_FullMethodName: AccessNone,
+	grantorpb.Grantor_Leases_FullMethodName:       AccessNone, // each name listed is checked for read (leases.go)
+	grantorpb.Grantor_Revoke_FullMethodName:       AccessAcquire,
 }
 
 // leaseRequest is a request that names one lease.

@@ -362,6 +362,9 @@ func toPB(refs []leaseRef) []*grantorpb.LeaseRef {
 //	ErrOverLimit          RESOURCE_EXHAUSTED (a limit of the caller's account, named)
 //	ErrPermissionDenied   PERMISSION_DENIED (a session of another identity)
 //	ErrUnknownServer      NOT_FOUND
+//	ErrNotHeld            NOT_FOUND (a Revoke of a name nothing holds)
+//	ErrWrongToken         FAILED_PRECONDITION, without a NotLeader detail
+//	ErrRevokeNotSupported UNIMPLEMENTED (a Revoke before every grantor applies cmdRevoke2)
 //	ErrNotSupported       UNIMPLEMENTED (semaphores, values, Proclaim before every grantor applies them)
 //	ErrLockDelayNotSupported UNIMPLEMENTED (a lock-delay before every grantor applies them)
 //	ErrLastVoter          FAILED_PRECONDITION, without a NotLeader detail
@@ -385,9 +388,11 @@ func toStatus(err error) error {
 		return status.Error(codes.ResourceExhausted, err.Error())
 	case errors.Is(err, ErrPermissionDenied):
 		return status.Error(codes.PermissionDenied, err.Error())
-	case errors.Is(err, ErrUnknownServer):
+	case errors.Is(err, ErrUnknownServer), errors.Is(err, ErrNotHeld):
 		return status.Error(codes.NotFound, err.Error())
-	case errors.Is(err, ErrNotSupported), errors.Is(err, ErrLockDelayNotSupported):
+	case errors.Is(err, ErrWrongToken):
+		return status.Error(codes.FailedPrecondition, err.Error())
+	case errors.Is(err, ErrNotSupported), errors.Is(err, ErrLockDelayNotSupported), errors.Is(err, ErrRevokeNotSupported):
 		return status.Error(codes.Unimplemented, err.Error())
 	case errors.Is(err, ErrLastVoter):
 		return status.Error(codes.FailedPrecondition, err.Error())

@@ -242,6 +242,17 @@ func TestRPCRolesOverTLS(t *testing.T) {
 		_, err := c.CheckToken(tctx(t), &grantorpb.CheckTokenRequest{Lease: "roles/" + who, Token: 1})
 		return err
 	}
+	calls[grantorpb.Grantor_Leases_FullMethodName] = func(c grantorpb.GrantorClient, who string, _ func() grantorpb.GrantorClient) error {
+		_, err := c.Leases(tctx(t), &grantorpb.LeasesRequest{Prefix: "roles/"})
+		return err
+	}
+	calls[grantorpb.Grantor_Revoke_FullMethodName] = func(c grantorpb.GrantorClient, who string, _ func() grantorpb.GrantorClient) error {
+		_, err := c.Revoke(tctx(t), &grantorpb.RevokeRequest{Lease: "roles/" + who})
+		if status.Code(err) == codes.NotFound {
+			return nil // allowed, and answered: released above
+		}
+		return err
+	}
 	calls[grantorpb.Grantor_Leave_FullMethodName] = func(_ grantorpb.GrantorClient, _ string, fresh func() grantorpb.GrantorClient) error {
 		_, err := fresh().Leave(tctx(t), &grantorpb.LeaveRequest{})
 		return err
@@ -257,7 +268,8 @@ func TestRPCRolesOverTLS(t *testing.T) {
 		for _, method := range []string{grantorpb.Grantor_Acquire_FullMethodName, grantorpb.Grantor_Proclaim_FullMethodName,
 			grantorpb.Grantor_Watch_FullMethodName, grantorpb.Grantor_CheckToken_FullMethodName, grantorpb.Grantor_Release_FullMethodName,
 			grantorpb.Grantor_KeepAlive_FullMethodName, grantorpb.Grantor_Members_FullMethodName, grantorpb.Grantor_RemoveServer_FullMethodName,
-			grantorpb.Grantor_RegisterNode_FullMethodName, grantorpb.Grantor_Leave_FullMethodName} {
+			grantorpb.Grantor_RegisterNode_FullMethodName, grantorpb.Grantor_Leases_FullMethodName, grantorpb.Grantor_Revoke_FullMethodName,
+			grantorpb.Grantor_Leave_FullMethodName} {
 			call := calls[method]
 			short := method[strings.LastIndexByte(method, '/')+1:]
 			t.Run(r.String()+"/"+short, func(t *testing.T) {

@@ -26,6 +26,7 @@ var opFields = map[string]struct{ allowed, required []string }{
 	OpClock:    {},
 	OpMembers:  {},
 	OpResetRho: {},
+	OpLeases:   {allowed: []string{"prefix", "after"}},
 	// Protocol 3 (prims.go).
 	OpElect:      {allowed: []string{"lease", "ttl_ms", "wait_ms", "owner", "owner_pid", "lock_delay_ms", "value"}, required: []string{"lease", "ttl_ms", "value"}},
 	OpProclaim:   {allowed: []string{"lease", "token", "value"}, required: []string{"lease", "value"}},
@@ -212,6 +213,12 @@ func (r *Request) validate(seen map[string]bool, minTTL, maxTTL time.Duration) *
 		if err := validateName(r.Lease); err != nil {
 			return err
 		}
+	}
+	if err := validatePrefix("prefix", r.Prefix); err != nil {
+		return err
+	}
+	if err := validatePrefix("after", r.After); err != nil {
+		return err
 	}
 	if seen["ttl_ms"] && (r.TTLMs < minTTL.Milliseconds() || r.TTLMs > maxTTL.Milliseconds()) {
 		return TTLError(r.TTLMs, minTTL, maxTTL)

@@ -198,6 +198,19 @@ func (w *jsonWriter) response(r *Response) {
 		}
 		w.b = append(w.b, ']')
 	}
+	if r.ClusterLeases != nil {
+		// A rare operator's reply: encoding/json's own encoding.
+		w.key("cluster_leases")
+		b, err := json.Marshal(*r.ClusterLeases)
+		if err != nil && w.err == nil {
+			w.err = err
+		}
+		w.b = append(w.b, b...)
+	}
+	if r.More {
+		w.key("more")
+		w.bool(true)
+	}
 	w.b = append(w.b, '}')
 }
 

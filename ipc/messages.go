@@ -28,6 +28,9 @@ const (
 	// with back to what is configured and observed now (root or the
 	// daemon's own uid only).
 	OpResetRho = "reset_rho"
+	// OpLeases lists the leases of the whole cluster, as the grantor
+	// leader sees them (root or the daemon's own uid only; leases.go).
+	OpLeases = "leases"
 )
 
 // Owner bindings an acquire may ask for.
@@ -82,6 +85,10 @@ type Request struct {
 	// using it because it could not be renewed in time; the daemon then
 	// reports it lost with that reason rather than released.
 	Reason string `json:"reason,omitempty"`
+	// Prefix and After choose the names of a leases request: those that
+	// start with Prefix, after After (the previous page's last name).
+	Prefix string `json:"prefix,omitempty"`
+	After  string `json:"after,omitempty"`
 }
 
 // LockDelay returns the requested lock-delay.
@@ -126,6 +133,10 @@ type Response struct {
 	// Live and Tokens answer check_token.
 	Live   *bool    `json:"live,omitempty"`
 	Tokens []string `json:"tokens,omitempty"`
+	// ClusterLeases and More answer leases: one page of the cluster's
+	// leases, and whether names after its last one follow.
+	ClusterLeases *[]ClusterLease `json:"cluster_leases,omitempty"`
+	More          bool            `json:"more,omitempty"`
 }
 
 // Member is a grantor or a sidecar of the cluster, as a grantor sees it.

@@ -85,6 +85,8 @@ var subcommands = []func(*env) *cobra.Command{
 	newDaemonCmd,
 	newGrantorCmd,
 	newMembersCmd,
+	newLeasesCmd,
+	newRevokeCmd,
 	newTLSCmd,
 	newBenchCmd,
 	newVersionCmd,
