@@ -166,6 +166,11 @@ func TestDecodeRequestStrict(t *testing.T) {
 		{name: "release given up", line: `{"id":1,"op":"release","lease":"a","token":"3","reason":"renew_failed"}`},
 		{name: "release with another reason", line: `{"id":1,"op":"release","lease":"a","reason":"bored"}`, code: CodeBadRequest},
 		{name: "reason on renew", line: `{"id":1,"op":"renew","lease":"a","reason":"renew_failed"}`, code: CodeBadRequest},
+		{name: "cluster leases", line: `{"id":1,"op":"leases","prefix":"jobs/","after":"jobs/a"}`},
+		{name: "cluster leases, prefix with a space", line: `{"id":1,"op":"leases","prefix":"jobs /"}`, code: CodeBadRequest},
+		{name: "cluster leases, long after", line: `{"id":1,"op":"leases","after":"` + strings.Repeat("a", 257) + `"}`, code: CodeBadRequest},
+		{name: "cluster leases with a lease", line: `{"id":1,"op":"leases","lease":"a"}`, code: CodeBadRequest},
+		{name: "prefix on acquire", line: `{"id":1,"op":"acquire","lease":"a","ttl_ms":1000,"prefix":"a"}`, code: CodeBadRequest},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
