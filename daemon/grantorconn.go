@@ -100,20 +100,47 @@ func (g *grantorConn) client() (grantorpb.GrantorClient, string, error) {
 		}
 		addr = g.addrs[g.next%len(g.addrs)]
 	}
-	cc := g.conns[addr]
-	if cc == nil {
-		var err error
-		opts := []grpc.DialOption{grpc.WithTransportCredentials(g.creds)}
-		if g.dialer != nil {
-			opts = append(opts, grpc.WithContextDialer(g.dialer))
-		}
-		cc, err = grpc.NewClient(addr, opts...)
-		if err != nil {
-			return nil, "", fmt.Errorf("grantor %s: %w", addr, err)
-		}
-		g.conns[addr] = cc
+	cc, err := g.connLocked(addr)
+	if err != nil {
+		return nil, "", err
 	}
 	return grantorpb.NewGrantorClient(cc), addr, nil
+}
+
+// connLocked returns the connection to the grantor at addr, made on first
+// use. It never goes idle (gRPC would close an idle one after 30 minutes,
+// and the next exchange would pay a TLS handshake). g.mu is held.
+func (g *grantorConn) connLocked(addr string) (*grpc.ClientConn, error) {
+	if cc := g.conns[addr]; cc != nil {
+		return cc, nil
+	}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(g.creds), grpc.WithIdleTimeout(0)}
+	if g.dialer != nil {
+		opts = append(opts, grpc.WithContextDialer(g.dialer))
+	}
+	cc, err := grpc.NewClient(addr, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("grantor %s: %w", addr, err)
+	}
+	g.conns[addr] = cc
+	return cc, nil
+}
+
+// warm keeps a connection open to every known grantor, not only to the
+// one that leads (issue 25 item 2): when the leader dies, every exchange
+// after it goes to a grantor this sidecar is connected to already, so the
+// new leader takes no TLS handshake from any host at the moment it has
+// the most to do; gRPC reconnects a broken one in the background. It
+// costs each grantor a connection from every host, which the leader holds
+// anyway.
+func (g *grantorConn) warm() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, addr := range g.addrs {
+		if cc, err := g.connLocked(addr); err == nil {
+			cc.Connect()
+		}
+	}
 }
 
 // failed learns from an error of the grantor at addr: a redirect names

@@ -89,7 +89,7 @@ func (f *kaFlight) failed(b *batch, now clockwatch.Instant) {
 		t := f.term(sb.s)
 		t.inflight = nil
 		t.failures++
-		t.retryAt = now.Add(jitter(backoff(t.failures)))
+		t.retryAt = now.Add(sb.retryDelay(now, t.failures))
 	}
 }
 

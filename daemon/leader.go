@@ -189,7 +189,8 @@ func (d *Daemon) contact(addr string, err error) {
 const probeInterval = time.Second
 
 // probeLoop keeps the daemon's view of the leader fresh while nothing
-// else talks to it, until ctx ends.
+// else talks to it, and its connections to every grantor open (warm),
+// until ctx ends.
 func (d *Daemon) probeLoop(ctx context.Context) {
 	t := d.clock.NewTimer(probeInterval)
 	defer t.Stop()
@@ -199,6 +200,7 @@ func (d *Daemon) probeLoop(ctx context.Context) {
 			return
 		case <-t.C():
 		}
+		d.g.warm()
 		d.reach.mu.Lock()
 		quiet := d.clock.Now().Sub(max(d.reach.okAt, d.reach.failAt)) >= probeInterval
 		d.reach.mu.Unlock()

@@ -24,6 +24,9 @@ type sessionBatch struct {
 	leases []*lease
 	// digest is of the leases' tokens: what the grantor compares.
 	digest uint64
+	// soonest is the soonest deadline of its leases settled (not
+	// pending), 0 when none: it bounds a retry's backoff (retry.go).
+	soonest clockwatch.Instant
 }
 
 // renewLoop is rule 4 and 5 of the timing model, on a goroutine of its own
@@ -177,6 +180,9 @@ func (d *Daemon) dueSessions(now clockwatch.Instant, ready func(*gsession) bool)
 		sb := batchOf(l.sess)
 		sb.leases = append(sb.leases, l)
 		sb.digest += grantorpb.TokenDigest(l.token)
+		if !l.pending && (sb.soonest == 0 || l.deadline < sb.soonest) {
+			sb.soonest = l.deadline
+		}
 	}
 	for s := range due {
 		batchOf(s) // also a settling session in which the daemon knows no lease
