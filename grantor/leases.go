@@ -89,6 +89,11 @@ func (n *Node) listLeases(ctx context.Context, caller Identity, req *grantorpb.L
 	case limit > maxLeasesPage:
 		return nil, invalid("limit", "%d names in one page, more than %d", limit, maxLeasesPage)
 	}
+	// One listing at a time: each walks the whole table under the FSM's
+	// read lock (26 ms for 100,000 leases, BenchmarkNamesWith), and a
+	// flood of them in parallel would keep Apply waiting.
+	n.listMu.Lock()
+	defer n.listMu.Unlock()
 	rules, who := n.nameRules.Load(), caller.owner()
 	infos, more, err := n.lessor.listLeases(ctx, req.GetPrefix(), req.GetAfter(), limit, func(name string) bool {
 		return rules.allows(who, name, AccessRead)

@@ -50,6 +50,9 @@ type Node struct {
 	// nameRules are the name rules in force (namerules.go); nil allows
 	// everything.
 	nameRules atomic.Pointer[NameRules]
+	// listMu lets one Leases call at a time read the whole table
+	// (leases.go): each holds the FSM's read lock, which Apply waits for.
+	listMu sync.Mutex
 
 	dirLock *os.File // the data dir's lock (datadir.go)
 	meta    *metadb.BoltMetaDB
