@@ -99,6 +99,7 @@ func runDaemon(ctx context.Context, e *env, o *daemonOptions) error {
 		log.Error("refusing to start", "err", err)
 		return exitCode(ExitError)
 	}
+	tuneSidecarGCProcess() // daemon_gc.go
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	sigs := make(chan os.Signal, 1)
