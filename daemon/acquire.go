@@ -39,19 +39,19 @@ func (d *Daemon) ownerID(c *ipc.Conn, req *ipc.Request) (string, *ipc.Error) {
 // not pass it on as the holder's.
 const insecureIdentity = "insecure"
 
-// ownerEndedEarly is the end of the owner of l, an acquire's lease. Before
-// l entered the table it records why in l.endedEarly and calls abandon, and
-// the acquire gives back what it gets; after, it is an ordinary
-// ownerEnded. Both sides decide under d.mu, so an owner that ended before
-// its grant came never has a lease in the table.
+// ownerEndedEarly is the end of the owner of l, an acquire's lease. While
+// l is asking it moves to releasing (with why) and calls abandon, and the
+// acquire gives back what it gets; once l is in the table, it is an
+// ordinary ownerEnded. Both sides decide under d.mu, so an owner that
+// ended before its grant came never has a lease in the table.
 func (d *Daemon) ownerEndedEarly(l *lease, why string, abandon func()) {
 	d.mu.Lock()
-	if l.listed {
+	if l.state != stateAsking {
 		d.ownerEndedLocked(l, why)
 		d.mu.Unlock()
 		return
 	}
-	l.endedEarly = why
+	d.stepLocked(l, evOwnerEnded, why, d.clock.Now())
 	d.mu.Unlock()
 	abandon()
 }
@@ -125,6 +125,9 @@ func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*i
 		l.stopWatch = stop
 	}
 	fail := func(e *ipc.Error) (*ipc.Grant, *ipc.Error) {
+		d.mu.Lock()
+		d.stepLocked(l, evNoGrant, "", d.clock.Now())
+		d.mu.Unlock()
 		l.stopWatch()
 		return nil, e
 	}
@@ -217,14 +220,16 @@ func (d *Daemon) granted(ctx context.Context, l *lease, resp *grantorpb.AcquireR
 	// already gone. Such a grant is pending: nobody is told it is valid,
 	// and it is not expired, until a renewal sent after the grant gives it
 	// a deadline of its own (below).
-	l.pending = clockwatch.Until(d.clock, l.deadline) < 2*l.ttl/3
+	short := clockwatch.Until(d.clock, l.deadline) < 2*l.ttl/3
 	d.mu.Lock()
+	now := d.clock.Now()
 	switch old := d.leases[l.tableKey()]; {
-	case l.endedEarly != "" || ctx.Err() != nil:
-		why := l.endedEarly
+	case l.state == stateReleasing || ctx.Err() != nil:
+		why := l.why
 		if why == "" {
 			why = "requester_left"
 		}
+		d.stepLocked(l, evGiveBack, why, now)
 		// Nobody was told of it: no lock-delay to keep.
 		d.queueReleaseLocked(l, "owner ended before the grant came: "+why, false)
 		d.mu.Unlock()
@@ -238,6 +243,7 @@ func (d *Daemon) granted(ctx context.Context, l *lease, resp *grantorpb.AcquireR
 		// and the name went on. Tokens only grow, so this grant is over
 		// (the name is exclusive: a semaphore's slots are per owner),
 		// and its holder was never told of it.
+		d.stepLocked(l, evNoGrant, "superseded", now)
 		d.mu.Unlock()
 		l.stopWatch()
 		d.log.Warn("an acquire's reply came after its grant was superseded by another owner's", "lease", l.name, "token", l.token, "listed", old.token)
@@ -248,6 +254,7 @@ func (d *Daemon) granted(ctx context.Context, l *lease, resp *grantorpb.AcquireR
 		// name one at a time, so the later one cannot come from an
 		// acquire in flight beside this one: this reply's grant is the
 		// listed one or over.
+		d.stepLocked(l, evNoGrant, "", now)
 		l.stopWatch()
 		l = old
 		d.mu.Unlock()
@@ -255,31 +262,35 @@ func (d *Daemon) granted(ctx context.Context, l *lease, resp *grantorpb.AcquireR
 		if old != nil {
 			// A new grant while the old one is still listed: the old one
 			// is over (another owner's, or this owner's lost grant).
-			d.loseLocked(old, ipc.ReasonRevoked)
+			d.stepLocked(old, evRevoked, ipc.ReasonRevoked, now)
 		}
-		d.listLocked(l)
+		ev := evGranted
+		if short {
+			ev = evGrantedShort
+		}
+		d.stepLocked(l, ev, "", now)
 		d.emitWatchersLocked(l, &ipc.Event{Event: ipc.EventAcquired})
 		d.mu.Unlock()
 		d.wake()
 	}
 
 	d.mu.Lock()
-	pending := l.pending // the renew loop settles it, under d.mu
+	pending := l.state == statePending // the renew loop settles it, under d.mu
 	d.mu.Unlock()
 	if pending {
 		if err := d.renewNow(ctx, l); err != nil {
 			// Nobody was told of this grant: give it back, with no
 			// lock-delay to keep.
 			d.mu.Lock()
-			if d.leases[l.tableKey()] == l {
-				d.forgetLocked(l)
+			if l.state.inTable() {
+				d.stepLocked(l, evGiveBack, "grant not confirmed", d.clock.Now())
 				d.queueReleaseLocked(l, "grant not confirmed", false)
 			}
 			d.mu.Unlock()
 			return nil, ipc.Errorf(ipc.CodeUnavailable, "%q was granted, but the grantor did not confirm it in time, so it was given back: %s", l.name, err.Message)
 		}
 	}
-	now := d.checkSuspend()
+	now = d.checkSuspend()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.validLocked(l.tableKey(), now) != l {

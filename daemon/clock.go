@@ -25,8 +25,8 @@ func (d *Daemon) lostReason(l *lease, failing bool) string {
 	switch {
 	case clockwatch.Instant(d.suspendedAt.Load()).After(l.t0):
 		return ipc.ReasonSuspended
-	case l.noRenew:
-		return ipc.ReasonExpired // nobody renewed it: it lapsed, as asked
+	case l.noRenew || l.state == stateLapsing:
+		return ipc.ReasonExpired // nobody renewed it: it lapsed, as asked (or its owner was stopped)
 	case failing:
 		return ipc.ReasonRenewFailed
 	}
@@ -76,7 +76,7 @@ func (d *Daemon) checkStoppedOwners(now clockwatch.Instant) {
 		if l.owner == ipc.OwnerConnection && l.conn != nil {
 			pid = l.conn.Cred.PID
 		}
-		if pid > 0 && !l.noRenew {
+		if pid > 0 && !l.noRenew && (l.state == stateHeld || l.state == stateJeopardy) {
 			check = append(check, owned{l, pid})
 		}
 	}

@@ -57,7 +57,11 @@ func (d *Daemon) sendReleases(ctx context.Context, owner, name string) {
 	delete(d.unreleased, k)
 	d.mu.Unlock()
 	for _, q := range qs {
-		if _, err := d.g.release(ctx, q.l.sess, q.l.name, q.l.ownerID, q.l.token, q.ownerEnded); err != nil {
+		_, err := d.g.release(ctx, q.l.sess, q.l.name, q.l.ownerID, q.l.token, q.ownerEnded)
+		d.mu.Lock()
+		d.stepLocked(q.l, evReleaseDone, "", d.clock.Now())
+		d.mu.Unlock()
+		if err != nil {
 			d.log.Warn("release failed; the grantor lists the grant in this host's session's next keepalive reply, and it is given back then",
 				"lease", q.l.name, "token", q.l.token, "why", q.why, "err", err)
 			d.releaseFailed(q.l.sess)

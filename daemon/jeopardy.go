@@ -27,10 +27,10 @@ import (
 // window; never later than halfway from t0 to the deadline: jeopardy
 // always comes before lost (review 9/12/13 S6).
 // It reads l.deadline, so a shortened deadline moves it too. never for a
-// lease the daemon does not renew, one not confirmed yet, or one in
-// jeopardy.
+// lease that is not held (not confirmed yet, in jeopardy already, no
+// longer renewed), or that the daemon does not renew (no_renew).
 func (l *lease) jeopardyAt() clockwatch.Instant {
-	if l.pending || l.jeopardy || l.noRenew {
+	if l.state != stateHeld || l.noRenew {
 		return never
 	}
 	due := l.t0.Add(l.ttl / 3)
@@ -42,26 +42,26 @@ func (l *lease) jeopardyAt() clockwatch.Instant {
 }
 
 // checkJeopardyLocked puts l in jeopardy when its time has come (and its
-// deadline has not), and tells its owner and watchers. The caller holds
-// d.mu.
+// deadline has not). The caller holds d.mu.
 func (d *Daemon) checkJeopardyLocked(l *lease, now clockwatch.Instant) {
 	if now.Before(l.jeopardyAt()) || !now.Before(l.deadline) {
 		return
 	}
-	l.jeopardy = true
+	d.stepLocked(l, evJeopardy, "", now)
+}
+
+// jeopardyLocked is entering jeopardy: the owner and watchers are told,
+// with the validity left. The caller holds d.mu.
+func (d *Daemon) jeopardyLocked(l *lease, now clockwatch.Instant) {
 	d.metrics.jeopardies.Add(1)
 	d.log.Warn("lease in jeopardy: renewals have failed for a third of its term", "lease", l.name, "token", l.token,
 		"valid", l.deadline.Sub(now))
 	d.emitLocked(l, &ipc.Event{Event: ipc.EventJeopardy, DeadlineBoottimeNs: l.deadline.Nanoseconds(), ValidMs: l.deadline.Sub(now).Milliseconds()})
 }
 
-// safeLocked ends l's jeopardy after a renewal succeeded, and tells its
-// owner and watchers. The caller holds d.mu.
+// safeLocked is leaving jeopardy after a renewal succeeded: the owner and
+// watchers are told the new deadline. The caller holds d.mu.
 func (d *Daemon) safeLocked(l *lease, now clockwatch.Instant) {
-	if !l.jeopardy {
-		return
-	}
-	l.jeopardy = false
 	d.log.Info("lease safe again: a renewal succeeded", "lease", l.name, "token", l.token)
 	d.emitLocked(l, &ipc.Event{Event: ipc.EventSafe, DeadlineBoottimeNs: l.deadline.Nanoseconds(), ValidMs: l.deadline.Sub(now).Milliseconds()})
 }

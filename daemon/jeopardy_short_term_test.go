@@ -22,7 +22,7 @@ func TestJeopardyComesBeforeDeadlineForShortTerms(t *testing.T) {
 		t.Fatalf("a 1s MinTTL is refused with %v", timing)
 	}
 	t0 := clockwatch.Instant(1000 * time.Second)
-	l := &lease{ttl: time.Second, t0: t0, deadline: timing.HolderDeadline(t0, time.Second)}
+	l := &lease{state: stateHeld, ttl: time.Second, t0: t0, deadline: timing.HolderDeadline(t0, time.Second)}
 	at := l.jeopardyAt()
 	if !at.Before(l.deadline) {
 		t.Fatalf("jeopardy at %v, deadline at %v: a lease of 1s with epsilon 400ms is never in jeopardy before it is lost",
@@ -31,7 +31,7 @@ func TestJeopardyComesBeforeDeadlineForShortTerms(t *testing.T) {
 	if due := t0.Add(l.ttl / 3); !due.Before(at) {
 		t.Fatalf("jeopardy at %v, not after the renewal due at %v", at.Sub(t0), due.Sub(t0))
 	}
-	long := &lease{ttl: 30 * time.Second, t0: t0, deadline: timing.HolderDeadline(t0, 30*time.Second)}
+	long := &lease{state: stateHeld, ttl: 30 * time.Second, t0: t0, deadline: timing.HolderDeadline(t0, 30*time.Second)}
 	if got, want := long.jeopardyAt(), t0.Add(20*time.Second); got != want {
 		t.Fatalf("a 30s lease: jeopardy at %v, want 2d/3 = 20s", got.Sub(t0))
 	}

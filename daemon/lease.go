@@ -46,22 +46,18 @@ type lease struct {
 	// holds the name that long after the grant ends without a release
 	// (its owner ended, it was lost, its session expired).
 	lockDelay time.Duration
-	// noRenew leases are renewed only on request.
+	// noRenew leases are renewed only on request (the caller's option).
 	noRenew bool
-	// listed is set when the lease entered the table; until then, an
-	// owner that ends leaves its reason in endedEarly, and the acquire
-	// gives back what it gets (acquire.go).
-	listed     bool
-	endedEarly string
+	// state is where the lease is in its life (leasestate.go); why is the
+	// reason it ended, or is ending (an ipc.Reason*, or a text).
+	state leaseState
+	why   string
 
 	// t0 is when the request behind the last successful grant or renewal
 	// was sent; deadline is the holder's validity that follows from it:
 	// t0 + d(1-rho) - eps.
 	t0       clockwatch.Instant
 	deadline clockwatch.Instant
-	// pending is set while a grant whose deadline from t0 was too short
-	// waits for its first renewal: invisible to callers, never expired.
-	pending bool
 	// stoppedSince is when the owner process (stoppedPID) was first seen
 	// stopped.
 	stoppedSince clockwatch.Instant
@@ -69,26 +65,22 @@ type lease struct {
 	// renewAt is when the next renewal is due: t0 + d/3.
 	renewAt clockwatch.Instant
 	// renewed, made by a waiter (renewWaitLocked), is closed and dropped
-	// when a keepalive carrying this lease completes; renewOK says whether
-	// that one renewed it. It stays nil while nobody waits: a channel per
-	// lease remade at every renewal was a sixth of a detached lease's
-	// memory (issue 25 item 6).
+	// when a keepalive carrying this lease completes, or the lease leaves
+	// the table (whether it renewed l, renewals says). It stays nil while
+	// nobody waits: a channel per lease remade at every renewal was a
+	// sixth of a detached lease's memory (issue 25 item 6).
 	renewed chan struct{}
-	renewOK bool
 	// renewals counts the keepalives that renewed this grant; renewLatency
 	// is the round trip of the last one, from t0 to its reply.
 	renewals     int64
 	renewLatency time.Duration
-	// jeopardy is set while renewals have failed for a third of the
-	// term (jeopardy.go).
-	jeopardy bool
 }
 
 func (l *lease) grant(now clockwatch.Instant) *ipc.Grant {
 	g := ipc.NewGrant(l.name, l.token, l.ttl, l.deadline.Nanoseconds(), now.Nanoseconds())
 	g.Owner, g.OwnerPID = l.owner, l.ownerPID
 	g.LockDelayMs = l.lockDelay.Milliseconds()
-	g.NoRenew = l.noRenew
+	g.NoRenew = l.noRenew || l.state == stateLapsing
 	g.Renewals, g.RenewalLatencyUs = l.renewals, l.renewLatency.Microseconds()
 	if l.renewals > 0 {
 		g.RenewedAgoMs = max(now.Sub(l.t0).Milliseconds(), 1)
@@ -123,7 +115,7 @@ func slotKey(name string, limit int, ownerID string) string {
 // whose request left at t0: rule 4, every d/3, so that two lost renewals
 // still leave time. Leases the daemon does not renew are never due.
 func (l *lease) scheduleRenewal(t0 clockwatch.Instant) {
-	if l.noRenew {
+	if l.noRenew || l.state == stateLapsing {
 		l.renewAt = never
 		return
 	}
@@ -133,10 +125,9 @@ func (l *lease) scheduleRenewal(t0 clockwatch.Instant) {
 // renewInterval is rule 4 of the timing model.
 func renewInterval(ttl time.Duration) time.Duration { return ttl / 3 }
 
-// signalRenewed wakes whoever waits for l's next keepalive to complete,
-// and records whether it renewed l.
-func (l *lease) signalRenewed(ok bool) {
-	l.renewOK = ok
+// signalRenewed wakes whoever waits for l's next keepalive to complete
+// (whether it renewed l, renewals says).
+func (l *lease) signalRenewed() {
 	if l.renewed != nil {
 		close(l.renewed)
 		l.renewed = nil

@@ -8,11 +8,11 @@ import (
 
 // TestRenewedChannelOnlyWhileWaited: a lease keeps no channel for its
 // renewals while nobody waits for one (issue 25 item 6); a waiter gets one
-// that the next completed keepalive closes, with its outcome, and the
+// that the next completed keepalive closes (its outcome in renewals), and the
 // waiter after it a fresh one.
 func TestRenewedChannelOnlyWhileWaited(t *testing.T) {
 	l := &lease{name: "a"}
-	l.signalRenewed(true) // nobody waits: nothing to close, nothing kept
+	l.signalRenewed() // nobody waits: nothing to close, nothing kept
 	if l.renewed != nil {
 		t.Fatal("a renewal nobody waited for left a channel on the lease")
 	}
@@ -25,14 +25,14 @@ func TestRenewedChannelOnlyWhileWaited(t *testing.T) {
 		t.Fatal("the channel was closed before a renewal")
 	default:
 	}
-	l.signalRenewed(false)
+	l.signalRenewed()
 	select {
 	case <-w:
 	default:
 		t.Fatal("the renewal did not wake its waiter")
 	}
-	if l.renewOK || l.renewed != nil {
-		t.Fatalf("after the renewal: renewOK %v, channel kept %v", l.renewOK, l.renewed != nil)
+	if l.renewed != nil {
+		t.Fatal("after the renewal: channel kept")
 	}
 	if next := l.renewWaitLocked(); next == w {
 		t.Fatal("the next waiter got the closed channel")

@@ -48,15 +48,16 @@ func (d *Daemon) dropUIDLocked(uid int) {
 	}
 }
 
-// listLocked enters l in the table. The caller holds d.mu.
+// listLocked enters l in the table (stepLocked, as l is granted). The
+// caller holds d.mu.
 func (d *Daemon) listLocked(l *lease) {
 	d.leases[l.tableKey()] = l
-	l.listed = true
 	d.uidUse(l.uid).held++
 	d.indexSlotLocked(l, true)
 }
 
-// forgetLocked takes l out of the table. The caller holds d.mu.
+// forgetLocked takes l out of the table (stepLocked, as l ends). The
+// caller holds d.mu.
 func (d *Daemon) forgetLocked(l *lease) {
 	if d.leases[l.tableKey()] == l {
 		delete(d.leases, l.tableKey())

@@ -20,6 +20,7 @@ type counters struct {
 	refusals         atomic.Uint64
 	givenBack        atomic.Uint64 // grants whose owner ended before they came
 	jeopardies       atomic.Uint64 // leases put in jeopardy (jeopardy.go)
+	stateErrors      atomic.Uint64 // transitions not in the lease state table (leasestate.go)
 
 	mu   sync.Mutex
 	lost map[string]uint64 // by reason
@@ -66,21 +67,22 @@ func (c *counters) lostOne(reason string) {
 }
 
 var (
-	descLeases     = prometheus.NewDesc("leaseside_sidecar_leases", "Leases this host holds.", nil, nil)
-	descKeepalives = prometheus.NewDesc("leaseside_sidecar_keepalives_total", "Keepalive batches sent to the grantor, by result (ok, failed).", []string{"result"}, nil)
-	descAcquireRPC = prometheus.NewDesc("leaseside_sidecar_grantor_acquire_requests_total", "Acquire requests sent to the grantor, retries included.", nil, nil)
-	descAcquires   = prometheus.NewDesc("leaseside_sidecar_acquires_total", "Acquires answered by the grantor, by result (granted; held: by another owner when the wait ran out; given_back: granted after the owner ended, and released at once).", []string{"result"}, nil)
-	descLost       = prometheus.NewDesc("leaseside_sidecar_leases_lost_total", "Leases whose holders were told they lost them, by reason (renew_failed, deadline_passed, revoked, released_by_admin, suspended; expired: a no_renew lease that lapsed, as asked).", []string{"reason"}, nil)
-	descPause      = prometheus.NewDesc("leaseside_clock_wakeup_lateness_seconds", "Lateness of the clock watcher's wake-ups: stalls of the daemon.", nil, nil)
-	descPauses     = prometheus.NewDesc("leaseside_clock_pauses_total", "Stalls of the daemon past the pause threshold.", nil, nil)
-	descLongest    = prometheus.NewDesc("leaseside_clock_longest_recent_pause_seconds", "Longest stall within the recent window.", nil, nil)
-	descSuspends   = prometheus.NewDesc("leaseside_clock_suspends_total", "Host suspends noticed.", nil, nil)
-	descSuspended  = prometheus.NewDesc("leaseside_clock_suspended_seconds_total", "Total length of the host suspends noticed.", nil, nil)
-	descDrift      = prometheus.NewDesc("leaseside_clock_drift_ppm", "Rate of this host's clock against the grantor leader's (positive: fast), once known.", nil, nil)
-	descRho        = prometheus.NewDesc("leaseside_clock_effective_rho_ppm", "Drift bound deadlines are computed with.", nil, nil)
-	descSynced     = prometheus.NewDesc("leaseside_clock_kernel_synced", "1 when the kernel says its clock is synchronised.", nil, nil)
-	descMismatch   = prometheus.NewDesc("leaseside_sidecar_grantor_timing_mismatch", "1 when the grantor's last reply stated a rho or epsilon other than this sidecar's (deadlines then use the larger of each).", nil, nil)
-	descJeopardy   = prometheus.NewDesc("leaseside_sidecar_jeopardies_total", "Leases whose renewals failed for a third of their term, so that their holders were told jeopardy.", nil, nil)
+	descLeases      = prometheus.NewDesc("leaseside_sidecar_leases", "Leases this host holds.", nil, nil)
+	descKeepalives  = prometheus.NewDesc("leaseside_sidecar_keepalives_total", "Keepalive batches sent to the grantor, by result (ok, failed).", []string{"result"}, nil)
+	descAcquireRPC  = prometheus.NewDesc("leaseside_sidecar_grantor_acquire_requests_total", "Acquire requests sent to the grantor, retries included.", nil, nil)
+	descAcquires    = prometheus.NewDesc("leaseside_sidecar_acquires_total", "Acquires answered by the grantor, by result (granted; held: by another owner when the wait ran out; given_back: granted after the owner ended, and released at once).", []string{"result"}, nil)
+	descLost        = prometheus.NewDesc("leaseside_sidecar_leases_lost_total", "Leases whose holders were told they lost them, by reason (renew_failed, deadline_passed, revoked, released_by_admin, suspended; expired: a no_renew lease that lapsed, as asked).", []string{"reason"}, nil)
+	descPause       = prometheus.NewDesc("leaseside_clock_wakeup_lateness_seconds", "Lateness of the clock watcher's wake-ups: stalls of the daemon.", nil, nil)
+	descPauses      = prometheus.NewDesc("leaseside_clock_pauses_total", "Stalls of the daemon past the pause threshold.", nil, nil)
+	descLongest     = prometheus.NewDesc("leaseside_clock_longest_recent_pause_seconds", "Longest stall within the recent window.", nil, nil)
+	descSuspends    = prometheus.NewDesc("leaseside_clock_suspends_total", "Host suspends noticed.", nil, nil)
+	descSuspended   = prometheus.NewDesc("leaseside_clock_suspended_seconds_total", "Total length of the host suspends noticed.", nil, nil)
+	descDrift       = prometheus.NewDesc("leaseside_clock_drift_ppm", "Rate of this host's clock against the grantor leader's (positive: fast), once known.", nil, nil)
+	descRho         = prometheus.NewDesc("leaseside_clock_effective_rho_ppm", "Drift bound deadlines are computed with.", nil, nil)
+	descSynced      = prometheus.NewDesc("leaseside_clock_kernel_synced", "1 when the kernel says its clock is synchronised.", nil, nil)
+	descMismatch    = prometheus.NewDesc("leaseside_sidecar_grantor_timing_mismatch", "1 when the grantor's last reply stated a rho or epsilon other than this sidecar's (deadlines then use the larger of each).", nil, nil)
+	descStateErrors = prometheus.NewDesc("leaseside_sidecar_lease_state_errors_total", "Events a lease's state had no transition for in the state table (a bug: each is logged); the lease stayed where it was.", nil, nil)
+	descJeopardy    = prometheus.NewDesc("leaseside_sidecar_jeopardies_total", "Leases whose renewals failed for a third of their term, so that their holders were told jeopardy.", nil, nil)
 )
 
 // lostReasons are the reasons leases_lost_total is exported for from the
@@ -100,7 +102,7 @@ type collector struct{ d *Daemon }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descLeases, descKeepalives, descAcquireRPC, descAcquires, descLost, descMargin, descPause,
-		descPauses, descLongest, descSuspends, descSuspended, descDrift, descRho, descSynced, descMismatch, descJeopardy} {
+		descPauses, descLongest, descSuspends, descSuspended, descDrift, descRho, descSynced, descMismatch, descJeopardy, descStateErrors} {
 		ch <- d
 	}
 }
@@ -124,6 +126,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descAcquires, m.refusals.Load(), "held")
 	counter(descAcquires, m.givenBack.Load(), "given_back")
 	counter(descJeopardy, m.jeopardies.Load())
+	counter(descStateErrors, m.stateErrors.Load())
 	m.mu.Lock()
 	for _, reason := range lostReasons {
 		if _, seen := m.lost[reason]; !seen {

@@ -16,11 +16,11 @@ func (d *Daemon) status(cred ipc.Cred) *ipc.Response {
 	d.mu.Lock()
 	grants := make([]ipc.Grant, 0, len(d.leases))
 	for _, l := range d.leases {
-		if l.pending || !d.visible(cred, l) {
+		if !l.state.valid() || !d.visible(cred, l) {
 			continue
 		}
 		if !now.Before(l.deadline) {
-			d.loseLocked(l, d.lostReason(l, false))
+			d.stepLocked(l, evExpired, d.lostReason(l, false), now)
 			continue
 		}
 		grants = append(grants, *l.grant(now))
@@ -34,11 +34,11 @@ func (d *Daemon) status(cred ipc.Cred) *ipc.Response {
 // its deadline has passed. The caller holds d.mu.
 func (d *Daemon) validLocked(key string, now clockwatch.Instant) *lease {
 	l := d.leases[key]
-	if l != nil && l.pending {
+	if l != nil && l.state == statePending {
 		return nil // not confirmed yet; nobody holds it as far as callers know
 	}
 	if l != nil && !now.Before(l.deadline) {
-		d.loseLocked(l, d.lostReason(l, false))
+		d.stepLocked(l, evExpired, d.lostReason(l, false), now)
 		return nil
 	}
 	return l
@@ -98,11 +98,11 @@ func (d *Daemon) check(c *ipc.Conn, name, token string) (*ipc.Grant, *ipc.Error)
 }
 
 // renewNow asks the renew loop for an immediate renewal of l and waits
-// for its outcome.
+// for its outcome: the next keepalive of l to complete renewed it, or not.
 func (d *Daemon) renewNow(ctx context.Context, l *lease) *ipc.Error {
 	d.mu.Lock()
 	l.renewAt = 0
-	done := l.renewWaitLocked()
+	done, before := l.renewWaitLocked(), l.renewals
 	d.mu.Unlock()
 	d.wake()
 	select {
@@ -112,7 +112,7 @@ func (d *Daemon) renewNow(ctx context.Context, l *lease) *ipc.Error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if !l.renewOK {
+	if l.renewals == before {
 		return ipc.Errorf(ipc.CodeUnavailable, "renewing %q failed: the grantor did not answer in time; the lease is valid until its deadline", l.name)
 	}
 	return nil
@@ -151,7 +151,7 @@ func (d *Daemon) release(ctx context.Context, c *ipc.Conn, name, token, reason s
 		}
 		return 0, ipc.Errorf(ipc.CodeNotHeld, "the grant of %q changed while the release waited; nothing was released", name)
 	}
-	d.forgetLocked(l)
+	d.stepLocked(l, evRelease, reason, d.clock.Now())
 	if l.conn != nil && l.conn != c {
 		// Somebody else ended the owner's lease: it must stop now.
 		l.conn.Send(&ipc.Event{Event: ipc.EventLost, Lease: l.name, Token: strconv.FormatUint(l.token, 10), Reason: ipc.ReasonReleasedByAdmin})
@@ -166,12 +166,16 @@ func (d *Daemon) release(ctx context.Context, c *ipc.Conn, name, token, reason s
 	}
 	d.mu.Unlock()
 
-	if _, err := d.g.release(rctx, l.sess, l.name, l.ownerID, l.token, false); err != nil {
+	_, gerr := d.g.release(rctx, l.sess, l.name, l.ownerID, l.token, false)
+	d.mu.Lock()
+	d.stepLocked(l, evReleaseDone, "", d.clock.Now())
+	d.mu.Unlock()
+	if gerr != nil {
 		// The lease is already out of the table, so nobody here acts on
 		// it; the grantor lists it in the session's next keepalive reply,
 		// and it is given back then.
 		d.releaseFailed(l.sess)
-		return l.token, grantorError(err)
+		return l.token, grantorError(gerr)
 	}
 	return l.token, nil
 }
@@ -179,16 +183,14 @@ func (d *Daemon) release(ctx context.Context, c *ipc.Conn, name, token, reason s
 // ownerStopped handles an owner process found stopped too long: it cannot
 // act on the lease now, but it may be continued and still believe it
 // holds the lease until its deadline. So the lease is not released early:
-// renewals stop and it lapses at its deadline.
+// it lapses (renewals stop) and is lost at its deadline.
 func (d *Daemon) ownerStopped(l *lease) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.leases[l.tableKey()] != l || l.noRenew {
+	if (l.state != stateHeld && l.state != stateJeopardy) || l.noRenew {
 		return
 	}
-	l.noRenew, l.renewAt = true, never
-	d.log.Warn("owner process stopped; the lease is no longer renewed and lapses at its deadline", "lease", l.name, "pid", l.stoppedPID)
-	d.emitLocked(l, &ipc.Event{Event: ipc.EventOwnerGone, Reason: ipc.ReasonOwnerStopped})
+	d.stepLocked(l, evOwnerStopped, ipc.ReasonOwnerStopped, d.clock.Now())
 }
 
 // ownerEnded handles the end of l's owner (why is an ipc.Reason
@@ -200,42 +202,10 @@ func (d *Daemon) ownerEnded(l *lease, why string) {
 	d.ownerEndedLocked(l, why)
 }
 
-// ownerEndedLocked ends l because its owner is gone, and tells the
-// grantor: that the owner ended, unless l is pending (nobody was told of
-// it, so there is no lock-delay to keep). The caller holds d.mu.
+// ownerEndedLocked ends l because its owner is gone, if it is still in
+// the table (stepLocked tells the grantor). The caller holds d.mu.
 func (d *Daemon) ownerEndedLocked(l *lease, why string) {
-	if d.leases[l.tableKey()] != l {
-		return
+	if l.state.inTable() {
+		d.stepLocked(l, evOwnerEnded, why, d.clock.Now())
 	}
-	d.forgetLocked(l)
-	d.emitLocked(l, &ipc.Event{Event: ipc.EventReleased, Reason: why})
-	l.signalRenewed(false) // an acquire waiting on its first renewal
-	d.queueReleaseLocked(l, why, !l.pending)
-	d.log.Info("releasing lease", "lease", l.name, "token", l.token, "why", why, "lock_delay", l.lockDelay)
-}
-
-// loseLocked ends l at once and tells its owner (rule 5). The caller
-// holds d.mu.
-func (d *Daemon) loseLocked(l *lease, reason string) {
-	if d.leases[l.tableKey()] != l {
-		return
-	}
-	d.forgetLocked(l)
-	d.metrics.lostOne(reason)
-	ev := &ipc.Event{Event: ipc.EventLost, Reason: reason}
-	// Declared after the deadline (a stall of the daemon, a suspend):
-	// say how late, so that an owner can tell how long it may have acted
-	// on a lease it no longer held.
-	if late := d.clock.Now().Sub(l.deadline); late > 0 && !l.pending {
-		ev.LateMs = max(late.Milliseconds(), 1)
-	}
-	d.log.Warn("lease lost", "lease", l.name, "token", l.token, "reason", reason, "late_ms", ev.LateMs)
-	d.emitLocked(l, ev)
-	l.signalRenewed(false)
-	// Best effort: the lease is over for us, so ending it at the grantor
-	// is safe and lets the next owner in sooner. Its owner may still be
-	// acting on a resource that does not check tokens: the grantor keeps
-	// the name for its lock-delay (if the release does not get there, from
-	// the grantor's own expiry of the grant).
-	d.queueReleaseLocked(l, "lost: "+reason, !l.pending)
 }

@@ -180,7 +180,7 @@ func (d *Daemon) dueSessions(now clockwatch.Instant, ready func(*gsession) bool)
 		sb := batchOf(l.sess)
 		sb.leases = append(sb.leases, l)
 		sb.digest += grantorpb.TokenDigest(l.token)
-		if !l.pending && (sb.soonest == 0 || l.deadline < sb.soonest) {
+		if l.state != statePending && (sb.soonest == 0 || l.deadline < sb.soonest) {
 			sb.soonest = l.deadline
 		}
 	}
@@ -247,27 +247,27 @@ func (d *Daemon) applySessionLocked(b *batch, sb *sessionBatch, r *grantorpb.Ses
 		if d.leases[l.tableKey()] != l {
 			continue // released or lost meanwhile
 		}
-		if !l.pending && !now.Before(l.deadline) {
+		if l.state != statePending && !now.Before(l.deadline) {
 			// Its deadline passed while the reply was on its way (or the
 			// host slept): it was lost then, and stays lost.
-			d.loseLocked(l, d.lostReason(l, true))
+			d.stepLocked(l, evExpired, d.lostReason(l, true), now)
 			continue
 		}
 		if !r.Renewed {
-			d.loseLocked(l, ipc.ReasonRevoked)
+			d.stepLocked(l, evRevoked, ipc.ReasonRevoked, now)
 			continue
 		}
 		if listed != nil {
 			if listed[grantKey{l.name, l.token}] == nil {
-				d.loseLocked(l, ipc.ReasonRevoked) // the grantor no longer holds this grant
+				d.stepLocked(l, evRevoked, ipc.ReasonRevoked, now) // the grantor no longer holds this grant
 				continue
 			}
 		}
 		explicit := l.renewAt == 0
-		if l.noRenew && !explicit {
+		if (l.noRenew || l.state == stateLapsing) && !explicit {
 			continue // renewed only on request: it lapses at its deadline
 		}
-		if !l.pending {
+		if l.state != statePending {
 			d.metrics.renewed(l.deadline.Sub(now), l.ttl)
 		}
 		term := l.ttl
@@ -277,15 +277,14 @@ func (d *Daemon) applySessionLocked(b *batch, sb *sessionBatch, r *grantorpb.Ses
 		if dl := timing.HolderDeadline(b.t0, term); dl.After(l.deadline) {
 			l.t0, l.deadline = b.t0, dl
 		}
-		l.pending = false
 		l.renewals++
 		l.renewLatency = now.Sub(b.t0)
 		l.scheduleRenewal(b.t0)
 		if d.listenedLocked(l) {
 			d.emitLocked(l, &ipc.Event{Event: ipc.EventRenewed, DeadlineBoottimeNs: l.deadline.Nanoseconds(), ValidMs: l.deadline.Sub(now).Milliseconds()})
 		}
-		d.safeLocked(l, now) // jeopardy.go
-		l.signalRenewed(true)
+		d.stepLocked(l, evRenewed, "", now) // pending or jeopardy: held
+		l.signalRenewed()
 	}
 	// Grants of the session the daemon does not know: an acquire whose
 	// reply never came, a release that did not get there. One that a
@@ -303,7 +302,7 @@ func (d *Daemon) applySessionLocked(b *batch, sb *sessionBatch, r *grantorpb.Ses
 			continue
 		}
 		orphans = append(orphans, &lease{name: name, token: ref.Token, ttl: time.Duration(ref.TtlNs), ownerID: ref.Owner,
-			sess: sb.s, renewed: make(chan struct{}), stopWatch: func() {}})
+			sess: sb.s, state: stateReleasing, renewed: make(chan struct{}), stopWatch: func() {}})
 	}
 	d.settledLocked(sb.s, b.t0, len(orphans) == 0 && !accounted)
 	return orphans
@@ -316,10 +315,10 @@ func (d *Daemon) finishBatch(b *batch) {
 	for _, sb := range b.sessions {
 		for _, l := range sb.leases {
 			if d.leases[l.tableKey()] == l {
-				if l.noRenew {
+				if l.noRenew || l.state == stateLapsing {
 					l.renewAt = never // a failed renew request is not retried on its own
 				}
-				l.signalRenewed(false)
+				l.signalRenewed()
 			}
 		}
 	}
@@ -331,10 +330,10 @@ func (d *Daemon) expire(now clockwatch.Instant, failing func(*gsession) bool) {
 	d.mu.Lock()
 	for _, l := range d.leases {
 		switch {
-		case l.pending:
+		case l.state == statePending:
 			// Settled by its first renewal (acquire waits for it).
 		case !now.Before(l.deadline):
-			d.loseLocked(l, d.lostReason(l, failing(l.sess)))
+			d.stepLocked(l, evExpired, d.lostReason(l, failing(l.sess)), now)
 		default:
 			d.checkJeopardyLocked(l, now) // jeopardy.go
 		}
@@ -355,7 +354,7 @@ func (d *Daemon) nextWake(now clockwatch.Instant, f *kaFlight) clockwatch.Instan
 	}
 	d.mu.Lock()
 	for _, l := range d.leases {
-		if !l.pending {
+		if l.state != statePending {
 			next = min(next, l.deadline, l.jeopardyAt())
 		}
 		next = min(next, max(l.renewAt, notBefore(l.sess)))

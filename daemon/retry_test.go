@@ -41,9 +41,9 @@ func TestSessionRetryDelayBoundedBySoonestDeadline(t *testing.T) {
 	now := clock.Now()
 	s := &gsession{id: "s", ttl: ttl}
 	d := &Daemon{clock: clock, leases: map[string]*lease{
-		"far":     {name: "far", sess: s, deadline: now.Add(time.Hour)},
-		"soon":    {name: "soon", sess: s, deadline: now.Add(400 * time.Millisecond)},
-		"pending": {name: "pending", sess: s, pending: true, deadline: now.Add(time.Millisecond)},
+		"far":     {name: "far", sess: s, state: stateHeld, deadline: now.Add(time.Hour)},
+		"soon":    {name: "soon", sess: s, state: stateHeld, deadline: now.Add(400 * time.Millisecond)},
+		"pending": {name: "pending", sess: s, state: statePending, deadline: now.Add(time.Millisecond)},
 	}}
 	due := d.dueSessions(now, nil)
 	if len(due) != 1 || due[0].soonest != now.Add(400*time.Millisecond) {

@@ -68,7 +68,7 @@ func (d *Daemon) shortenDeadlines(t clockwatch.Timing) {
 	now := d.clock.Now()
 	d.mu.Lock()
 	for _, l := range d.leases {
-		if l.pending || l.t0 == 0 {
+		if !l.state.valid() || l.t0 == 0 {
 			continue
 		}
 		dl := t.HolderDeadline(l.t0, l.ttl)
@@ -76,10 +76,7 @@ func (d *Daemon) shortenDeadlines(t clockwatch.Timing) {
 			continue
 		}
 		l.deadline = dl
-		d.log.Warn("deadline shortened: the drift observed against the grantor, or the timing a grantor stated, exceeds what it was computed with",
-			"lease", l.name, "token", l.token, "rho_ppm", t.Rho*1e6, "valid", dl.Sub(now))
-		d.emitLocked(l, &ipc.Event{Event: ipc.EventShortened, Reason: ipc.ReasonDrift,
-			DeadlineBoottimeNs: dl.Nanoseconds(), ValidMs: max(dl.Sub(now).Milliseconds(), 0)})
+		d.stepLocked(l, evShortened, ipc.ReasonDrift, now)
 	}
 	d.mu.Unlock()
 	d.wake()

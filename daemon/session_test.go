@@ -33,6 +33,7 @@ func TestRenewalDueExactlyEveryThirdOfTheTerm(t *testing.T) {
 	d := newGrantDaemon(t, clock, "127.0.0.1:1", clockwatch.DefaultTiming())
 	const d3 = ttl / 3
 	l := newTestLease(d, "a", "conn:1", ttl)
+	l.state = stateHeld
 	l.token = 7
 	t0 := clock.Now()
 	l.t0, l.deadline = t0, d.timing().HolderDeadline(t0, ttl)
