@@ -31,7 +31,7 @@ func (d *Daemon) ownerID(c *ipc.Conn, req *ipc.Request) (string, *ipc.Error) {
 	case ipc.OwnerDetached:
 		return "detached:" + strconv.FormatUint(d.detached.Add(1), 10), nil
 	}
-	return "conn:" + strconv.FormatUint(c.ID, 10), nil
+	return d.connOwnerID(c), nil
 }
 
 // insecureIdentity is the identity name a grantor without TLS gives every
@@ -100,7 +100,7 @@ func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*i
 		if l.ttl != ttl || l.lockDelay != req.LockDelay() || l.noRenew != req.NoRenew || l.limit != limit || l.value != value {
 			return nil, ipc.Errorf(ipc.CodeBadRequest, "this owner holds %q already, with other options (ttl, lock_delay, no_renew, limit, value); release it first (or proclaim a new value)", req.Lease)
 		}
-		return l.grant(now), nil // this owner holds it already: a no-op
+		return d.ownGrant(l, now), nil // this owner holds it already: a no-op
 	}
 	d.mu.Unlock()
 	sess := d.g.sessionFor(ttl)
@@ -111,7 +111,8 @@ func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*i
 	defer reserved()
 
 	l := &lease{name: req.Lease, key: key, limit: limit, value: value, ttl: ttl, sess: sess, owner: owner, ownerID: id, ownerPID: req.OwnerPID, uid: c.Cred.UID,
-		conn: c, lockDelay: req.LockDelay(), noRenew: req.NoRenew, renewed: make(chan struct{}), stopWatch: func() {}}
+		conn: c, lockDelay: req.LockDelay(), noRenew: req.NoRenew, renewed: make(chan struct{}), stopWatch: func() {},
+		resume: d.newResumeSecret(owner)}
 	// abandon is closed when nobody can take the grant any more: the
 	// owner ended, or the requester left.
 	abandon := make(chan struct{})
@@ -296,5 +297,5 @@ func (d *Daemon) granted(ctx context.Context, l *lease, resp *grantorpb.AcquireR
 	if d.validLocked(l.tableKey(), now) != l {
 		return nil, ipc.Errorf(ipc.CodeLost, "lease %q was lost before the reply could be sent", l.name)
 	}
-	return l.grant(now), nil
+	return d.ownGrant(l, now), nil
 }

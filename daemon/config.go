@@ -76,6 +76,10 @@ type Config struct {
 	// OwnerStoppedLimit: an owner process found stopped (state T) longer
 	// than this is treated as ended. 0 turns the check off.
 	OwnerStoppedLimit time.Duration
+	// StateDir is where the daemon keeps what a restart resumes (its
+	// grantor sessions and lease table; persist.go): only this user may
+	// control it (safefs). "" keeps nothing: a restart drops the leases.
+	StateDir string
 }
 
 // DefaultMaxLeasesPerUID is the default of Config.MaxLeasesPerUID.

@@ -75,6 +75,10 @@ type Daemon struct {
 	life context.Context
 	stop context.CancelFunc
 	bg   sync.WaitGroup
+
+	// ps keeps the state a restart resumes (persist.go); nil without a
+	// state directory.
+	ps *persister
 }
 
 // New checks cfg and prepares a Daemon; it does not contact the grantor yet.
@@ -119,6 +123,11 @@ func New(cfg Config) (*Daemon, error) {
 	d.floor.set(cfg.Timing)
 	d.reach.firstOK = make(chan struct{})
 	g.confirmAfter, g.onContact = cfg.LeaderConfirmTimeout, d.contact
+	if cfg.StateDir != "" {
+		if err := d.openState(); err != nil {
+			return nil, err
+		}
+	}
 	return d, nil
 }
 
@@ -156,6 +165,21 @@ func (d *Daemon) Run(ctx context.Context, ln *net.UnixListener) error {
 		defer wg.Done()
 		d.runWatcher(ctx)
 	}()
+	if d.ps != nil {
+		boot, err := bootID()
+		if err != nil {
+			return err
+		}
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			d.persistLoop(ctx, boot)
+		}()
+		go func() {
+			defer wg.Done()
+			d.awaitResumes(ctx)
+		}()
+	}
 	if d.cfg.Gossip != nil {
 		wg.Add(1)
 		go func() {
@@ -260,6 +284,8 @@ func (d *Daemon) handle(ctx context.Context, c *ipc.Conn, req *ipc.Request) *ipc
 	case ipc.OpWatch:
 		d.watch(c, req.Lease)
 		return &ipc.Response{}
+	case ipc.OpResume:
+		return grantResponse(d.resumeLease(c, req))
 	}
 	return &ipc.Response{Error: ipc.Errorf(ipc.CodeUnknownOp, "unknown op %q", req.Op)}
 }

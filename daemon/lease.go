@@ -74,6 +74,10 @@ type lease struct {
 	// is the round trip of the last one, from t0 to its reply.
 	renewals     int64
 	renewLatency time.Duration
+	// resume is the secret a connection owner resumes the lease with
+	// after a restart of the daemon (resume.go); "" when the daemon
+	// keeps no state.
+	resume string
 }
 
 func (l *lease) grant(now clockwatch.Instant) *ipc.Grant {

@@ -54,6 +54,7 @@ func (d *Daemon) listLocked(l *lease) {
 	d.leases[l.tableKey()] = l
 	d.uidUse(l.uid).held++
 	d.indexSlotLocked(l, true)
+	d.persistLater()
 }
 
 // forgetLocked takes l out of the table (stepLocked, as l ends). The
@@ -64,6 +65,7 @@ func (d *Daemon) forgetLocked(l *lease) {
 		d.indexSlotLocked(l, false)
 		d.uidUse(l.uid).held--
 		d.dropUIDLocked(l.uid)
+		d.persistLater()
 	}
 	l.stopWatch()
 }

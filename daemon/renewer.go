@@ -217,6 +217,7 @@ func (d *Daemon) applyRenewal(b *batch, resp *grantorpb.KeepAliveResponse) {
 		d.queueReleaseLocked(l, "granted to this session without this daemon knowing (a reply that never came, or a release that did not get there)", true)
 	}
 	d.mu.Unlock()
+	d.persistLater() // the new deadlines
 	for _, l := range giveBack {
 		d.metrics.givenBack.Add(1)
 		d.log.Info("giving back a grant the grantor lists in this host's session", "lease", l.name, "token", l.token)

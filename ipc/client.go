@@ -35,6 +35,16 @@ type Client struct {
 	observers map[string][]*observer
 	closed    chan struct{}
 	err       error // why the connection ended
+	// closing is set by Close: a connection that ends then is not
+	// reconnected to resume its leases (resume.go).
+	closing bool
+	// resuming is closed when a reconnection to resume leases after the
+	// daemon restarted has ended, one way or the other; nil when none
+	// runs.
+	resuming chan struct{}
+	// toResume are the leases a resume has yet to bind to a new
+	// connection.
+	toResume []*Lease
 }
 
 // AcquireOptions are the knobs of Acquire.
@@ -433,13 +443,22 @@ func (c *Client) Closed() <-chan struct{} {
 // daemon.
 func (c *Client) Close() error {
 	c.mu.Lock()
-	conn := c.conn
+	c.closing = true
+	conn, closed, resuming := c.conn, c.closed, c.resuming
 	c.mu.Unlock()
 	if conn == nil {
 		return nil
 	}
 	err := conn.Close()
-	<-c.closed
+	<-closed
+	if resuming != nil {
+		<-resuming
+		c.mu.Lock()
+		conn, closed = c.conn, c.closed
+		c.mu.Unlock()
+		conn.Close()
+		<-closed
+	}
 	return err
 }
 
@@ -449,6 +468,11 @@ func (c *Client) call(ctx context.Context, req *Request) (*Response, error) {
 		return nil, err
 	}
 	c.mu.Lock()
+	if c.conn != conn {
+		// Replaced since (resume.go): this request goes on the new one.
+		conn = c.conn
+	}
+	closed := c.closed
 	c.nextID++
 	req.ID = c.nextID
 	ch := make(chan *Response, 1)
@@ -481,7 +505,9 @@ func (c *Client) call(ctx context.Context, req *Request) (*Response, error) {
 			return nil, resp.Error
 		}
 		return resp, nil
-	case <-c.closed:
+	case <-closed:
+		c.mu.Lock()
+		defer c.mu.Unlock()
 		return nil, fmt.Errorf("%w: %w", ErrConnectionClosed, c.err)
 	case <-ctx.Done():
 		return nil, ctx.Err()
@@ -525,11 +551,11 @@ func (c *Client) connect(ctx context.Context) (*net.UnixConn, error) {
 	c.orphans = map[string]*Event{}
 	c.observers = map[string][]*observer{}
 	c.closed = make(chan struct{})
-	go c.readLoop(conn)
+	go c.readLoop(conn, c.closed)
 	return conn, nil
 }
 
-func (c *Client) readLoop(conn *net.UnixConn) {
+func (c *Client) readLoop(conn *net.UnixConn, closed chan struct{}) {
 	sc := bufio.NewScanner(conn)
 	sc.Buffer(make([]byte, 4096), 64<<20)
 	for sc.Scan() {
@@ -564,12 +590,27 @@ func (c *Client) readLoop(conn *net.UnixConn) {
 	c.err = err
 	leases := c.leases
 	c.leases = map[string]*Lease{}
-	c.mu.Unlock()
-	close(c.closed)
+	var end []*Lease
 	for _, l := range leases {
+		if l.Resume != "" && !c.closing {
+			c.toResume = append(c.toResume, l)
+		} else {
+			end = append(end, l)
+		}
+	}
+	start := len(c.toResume) > 0 && c.resuming == nil
+	if start {
+		c.resuming = make(chan struct{})
+	}
+	c.mu.Unlock()
+	close(closed)
+	for _, l := range end {
 		l.end("connection_closed")
 	}
 	c.endObservers()
+	if start {
+		go c.resume()
+	}
 }
 
 // deliver applies ev to this client's leases first, then hands it to the

@@ -33,6 +33,8 @@ var opFields = map[string]struct{ allowed, required []string }{
 	OpResign:     {allowed: []string{"lease", "token"}, required: []string{"lease"}},
 	OpObserve:    {allowed: []string{"lease"}, required: []string{"lease"}},
 	OpCheckToken: {allowed: []string{"lease", "token"}, required: []string{"lease", "token"}},
+	// Restarts (resume.go).
+	OpResume: {allowed: []string{"lease", "token", "resume"}, required: []string{"lease", "token", "resume"}},
 }
 
 // requestFields are the keys a request object may have, spelled exactly;
@@ -251,6 +253,9 @@ func (r *Request) validate(seen map[string]bool, minTTL, maxTTL time.Duration) *
 	}
 	if r.NoRenew && r.Owner != OwnerDetached {
 		return Errorf(CodeBadRequest, "no_renew is only for owner %q", OwnerDetached)
+	}
+	if seen["resume"] && !validSecret(r.Resume) {
+		return Errorf(CodeBadRequest, "resume must be the %d hex digits of a grant's resume secret, got %d characters", resumeSecretLen, len(r.Resume))
 	}
 	return r.validatePrims(seen)
 }

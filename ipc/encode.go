@@ -311,6 +311,10 @@ func (w *jsonWriter) grantFields(g *Grant) {
 		w.key("value")
 		w.str(g.Value)
 	}
+	if g.Resume != "" {
+		w.key("resume")
+		w.str(g.Resume)
+	}
 }
 
 func (w *jsonWriter) clock(c *ClockStatus) {

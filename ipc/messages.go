@@ -89,6 +89,9 @@ type Request struct {
 	// start with Prefix, after After (the previous page's last name).
 	Prefix string `json:"prefix,omitempty"`
 	After  string `json:"after,omitempty"`
+	// Resume is the secret of op resume (resume.go): the one the grant
+	// gave.
+	Resume string `json:"resume,omitempty"`
 }
 
 // LockDelay returns the requested lock-delay.
@@ -264,6 +267,10 @@ type Grant struct {
 	Holders int `json:"holders,omitempty"`
 	// Value is the grant's value (elect, proclaim).
 	Value string `json:"value,omitempty"`
+	// Resume is the secret that resumes a lease owned by the connection
+	// after a restart of the daemon (op resume): given only to the
+	// connection that acquired it, by a daemon that keeps state.
+	Resume string `json:"resume,omitempty"`
 }
 
 // NewGrant fills a Grant whose deadline is deadlineNs on CLOCK_BOOTTIME,

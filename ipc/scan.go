@@ -123,6 +123,8 @@ func setField(req *Request, key string, raw []byte) bool {
 		req.Owner, ok = plainString(raw)
 	case "token":
 		req.Token, ok = plainString(raw)
+	case "resume":
+		req.Resume, ok = plainString(raw)
 	case "value":
 		var v string
 		if v, ok = plainString(raw); ok {

@@ -224,6 +224,9 @@ class Lease:
         self.holders = grant.get("holders", 1)  # holders when this grant was made
         self.value = grant.get("value", "")     # an election's value (campaign, proclaim)
         self.deadline_boottime_ns = grant["deadline_boottime_ns"]
+        # The secret that resumes a lease owned by the connection after the
+        # daemon restarted (Client does it by itself); None otherwise.
+        self.resume = grant.get("resume")
         self.lost = threading.Event()
         self.reason = None
         self._state = SAFE
@@ -320,8 +323,12 @@ class Client:
         self._orphans = {}     # name -> end event that overtook its grant
         self._subs = {}        # ("observe" or "holders", name) -> queues (observe, watch_holders)
         self._on_event = on_event
+        self._path = self._sock.getpeername()  # where a resume dials again
+        self._closing = False
+        self._resuming = False   # a thread resumes leases after a daemon restart
+        self._to_resume = []
         self.closed = threading.Event()
-        self._reader = threading.Thread(target=self._read, name="leaseside-reader", daemon=True)
+        self._reader = threading.Thread(target=self._read, args=(self._sock, self._file), name="leaseside-reader", daemon=True)
         self._reader.start()
 
     def __enter__(self):
@@ -332,6 +339,8 @@ class Client:
 
     def close(self):
         """Closes the connection; connection-bound leases are released."""
+        with self._lock:
+            self._closing = True
         try:
             self._sock.shutdown(socket.SHUT_RDWR)
         except OSError:
@@ -496,7 +505,9 @@ class Client:
         with self._lock:
             self._pending[req["id"]] = slot
         try:
-            self._sock.sendall((json.dumps(req) + "\n").encode())
+            with self._lock:
+                sock = self._sock
+            sock.sendall((json.dumps(req) + "\n").encode())
             if not slot[0].wait(self._timeout + extra_timeout):
                 raise TimeoutError("no reply from leaseside to %s" % req["op"])
         finally:
@@ -510,9 +521,9 @@ class Client:
             raise LeasesideError(err.get("code", "internal"), err.get("message", ""), err.get("holder_token"), err.get("holder"))
         return resp
 
-    def _read(self):
+    def _read(self, sock, file):
         try:
-            for line in self._file:
+            for line in file:
                 msg = json.loads(line)
                 if "event" in msg:
                     self._event(msg)
@@ -525,15 +536,88 @@ class Client:
         except (OSError, ValueError):
             pass
         finally:
+            sock.close()
             self.closed.set()
             with self._lock:
                 slots = list(self._pending.values())
                 leases = list(self._leases.values())
                 self._leases.clear()
+                end = [l for l in leases if self._closing or not l.resume]
+                self._to_resume += [l for l in leases if not self._closing and l.resume]
+                start = bool(self._to_resume) and not self._resuming
+                if start:
+                    self._resuming = True
             for slot in slots:
                 slot[0].set()
-            for lease in leases:
+            for lease in end:
                 lease._end("connection_closed")
+            if start:
+                threading.Thread(target=self._resume, name="leaseside-resume", daemon=True).start()
+
+    def _resume(self):
+        try:
+            self._resume_loop()
+        finally:
+            with self._lock:
+                self._resuming = False
+                left, self._to_resume = self._to_resume, []
+            for lease in left:
+                lease._end("connection_closed")
+
+    def _resume_loop(self):
+        # A restart of the daemon ended the connection: its leases that have
+        # a resume secret are bound to a new connection (op resume) once the
+        # socket answers again, each while its own deadline allows; a lease
+        # the new daemon refuses ends as the connection's end did. A new
+        # connection that ends too puts its leases back in line.
+        delay = 0.02
+        while True:
+            with self._lock:
+                leases, self._to_resume = self._to_resume, []
+                closing = self._closing
+                if not leases:
+                    return
+            live = [l for l in leases if not closing and l.valid()]
+            for lease in leases:
+                if lease not in live:
+                    lease._end("connection_closed")
+            if not live:
+                continue
+            if self.closed.is_set():
+                try:
+                    sock = _connect(self._path)
+                except DaemonUnreachableError:
+                    with self._lock:
+                        self._to_resume += live
+                    time.sleep(delay)
+                    delay = min(delay * 2, 0.5)
+                    continue
+                file = sock.makefile("rb")
+                with self._lock:
+                    self._sock, self._file = sock, file
+                self.closed.clear()
+                threading.Thread(target=self._read, args=(sock, file), name="leaseside-reader", daemon=True).start()
+            for lease in live:
+                with self._lock:
+                    taken = lease.name in self._leases
+                    if not taken:
+                        self._leases[lease.name] = lease
+                if taken:
+                    lease._end("connection_closed")
+                    continue
+                try:
+                    grant = self.call({"op": "resume", "lease": lease.name, "token": lease.token, "resume": lease.resume})
+                except LeasesideError:
+                    self._end(lease.name, lease.token, "connection_closed")
+                    lease._end("connection_closed")
+                    continue
+                except (ConnectionError, OSError, TimeoutError):
+                    with self._lock:
+                        if self._leases.get(lease.name) is lease:
+                            del self._leases[lease.name]
+                            self._to_resume.append(lease)
+                    continue
+                lease._renewed(grant["deadline_boottime_ns"])
 
     def _event(self, msg):
         kind = msg["event"]

@@ -638,7 +638,13 @@ type sidecar struct {
 // and subscribes to all of its lease events.
 func startSidecar(t *testing.T, name string, host *netlab.Host, args ...string) *sidecar {
 	t.Helper()
-	socket := tempSocket(t)
+	return startSidecarOn(t, name, host, tempSocket(t), args...)
+}
+
+// startSidecarOn is startSidecar on a given socket (a restart uses the
+// socket, and the state beside it, of the sidecar before it).
+func startSidecarOn(t *testing.T, name string, host *netlab.Host, socket string, args ...string) *sidecar {
+	t.Helper()
 	full := append([]string{"daemon", "--socket", socket}, args...)
 	if host != nil && !slices.Contains(args, "--tls-ca") {
 		// Off loopback without TLS: refused without --insecure.

@@ -32,6 +32,7 @@ type daemonOptions struct {
 	join       string
 	gossipAddr string
 	gossipKey  string
+	stateDir   string
 	// gossipAddrSet: the config file gave gossip_addr.
 	gossipAddrSet bool
 	tls           tlsFlags
@@ -67,6 +68,8 @@ It logs "leaseside daemon ready" once the socket serves, and tells systemd
 	fs.StringVar(&o.join, "join", "", "comma-separated gossip addresses of cluster members: learn the grantors and their leader from gossip")
 	fs.StringVar(&o.gossipAddr, "gossip-addr", "0.0.0.0:0", "address to gossip on when --join is given (port 0: any free port; "+
 		"when not given and every --join seed is loopback, 127.0.0.1:0)")
+	fs.StringVar(&o.stateDir, "state-dir", "", "directory (only this user's) where the daemon keeps what a restart resumes: its sessions and leases "+
+		"(default: SOCKET.state beside the socket; off: keep nothing, a restart drops every lease)")
 	fs.StringVar(&o.gossipKey, "gossip-key-file", "", "file with the cluster's gossip keyring (base64 keys, one per line, the first encrypts; leaseside tls gossip-key)")
 	o.tls.register(fs, true)
 	return cmd
@@ -137,10 +140,7 @@ func runDaemon(ctx context.Context, e *env, o *daemonOptions) error {
 		reload.keyFile, reload.setKeys = o.gossipKey, m.SetKeys
 	}
 	reload.run(ctx)
-	d, err := daemon.New(cfg)
-	if err != nil {
-		return fail(e, err)
-	}
+	// The socket first: a daemon already serving it owns the state too.
 	ln, err := sf.listen()
 	if err != nil {
 		log.Error("listening", "err", err)
@@ -148,6 +148,12 @@ func runDaemon(ctx context.Context, e *env, o *daemonOptions) error {
 			return exitCode(ExitUnavailable)
 		}
 		return exitCode(ExitError)
+	}
+	cfg.StateDir = o.stateDirFor(sf.socket)
+	d, err := daemon.New(cfg)
+	if err != nil {
+		ln.Close()
+		return fail(e, err)
 	}
 	if cfg.Gossip != nil {
 		log.Info("leaseside daemon ready", "socket", sf.socket, "join", cfg.GossipJoin, "gossip", cfg.Gossip.Addr(), "session", d.Session(),
@@ -172,6 +178,22 @@ func runDaemon(ctx context.Context, e *env, o *daemonOptions) error {
 	}
 	log.Info("leaseside daemon stopped", "why", context.Cause(ctx))
 	return nil
+}
+
+// stateDirFor is the state directory: --state-dir (or the config file's
+// state_dir), "" for off, else SOCKET.state beside the socket.
+func (o *daemonOptions) stateDirFor(socket string) string {
+	dir := o.stateDir
+	if dir == "" {
+		dir = o.sidecar.fileStateDir
+	}
+	switch dir {
+	case "off":
+		return ""
+	case "":
+		return socket + ".state"
+	}
+	return dir
 }
 
 // gossipFromFile takes the config file's gossip keys for the flags not

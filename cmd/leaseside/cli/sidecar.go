@@ -32,6 +32,9 @@ type sidecarFlags struct {
 	// flags win over them; dev has no use for them.
 	fileTLS    pki.Files
 	fileGossip fileGossip
+	// fileStateDir is the config file's state_dir (the daemon's
+	// --state-dir).
+	fileStateDir string
 }
 
 // fileGossip is the gossip part of the sidecar's config file.
@@ -103,6 +106,8 @@ type fileConfig struct {
 	MaxLeasesPerUID      int    `json:"max_leases_per_uid"`
 	SocketQueueBytes     int    `json:"socket_queue_bytes"`
 	SocketStallTimeout   string `json:"socket_stall_timeout"`
+	// StateDir is the daemon's --state-dir.
+	StateDir string `json:"state_dir"`
 }
 
 // config returns the daemon config from the defaults, the config file and
@@ -137,6 +142,7 @@ func (s *sidecarFlags) config() (daemon.Config, error) {
 		cfg.ACL = fc.ACL
 		s.fileTLS = pki.Files{CA: fc.TLSCA, Cert: fc.TLSCert, Key: fc.TLSKey}
 		s.fileGossip = fileGossip{Join: fc.Join, Addr: fc.GossipAddr, KeyFile: fc.GossipKeyFile}
+		s.fileStateDir = fc.StateDir
 		cfg.Limits.ConnsPerUID, cfg.Limits.InFlightPerUID, cfg.Limits.QueueBytes = fc.MaxConnectionsPerUID, fc.MaxRequestsPerUID, fc.SocketQueueBytes
 		if fc.MaxLeasesPerUID != 0 {
 			cfg.MaxLeasesPerUID = fc.MaxLeasesPerUID
