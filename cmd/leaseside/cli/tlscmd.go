@@ -126,15 +126,24 @@ reload the node (SIGHUP).`,
 			if err := ids[0].Validate(); err != nil {
 				return usageError{err}
 			}
+			gid := -1
+			if group != "" {
+				g, err := lookupGroup(group)
+				if err != nil {
+					return usagef("--group %s: no such group on this host (the packages create leaseside-grantor; "+
+						"groupadd it, or leave --group out and give the key to the group where it is installed): %v", group, err)
+				}
+				gid = g
+			}
 			cert, key, err := pki.CreateCert(dir, pki.CertRequest{
 				Identity: ids[0], IPs: ips, DNSNames: dns, Validity: time.Duration(days) * 24 * time.Hour, Overwrite: force,
 			})
 			if err != nil {
 				return fail(e, err)
 			}
-			if group != "" {
-				if err := shareWithGroup(key, group); err != nil {
-					return fail(e, err)
+			if gid >= 0 {
+				if err := shareWithGroup(key, gid); err != nil {
+					return fail(e, fmt.Errorf("group %s: %w", group, err))
 				}
 			}
 			fmt.Fprintf(e.stdout, "wrote %s and %s for %s\n", cert, key, ids[0].URI())
@@ -154,12 +163,8 @@ reload the node (SIGHUP).`,
 	return cmd
 }
 
-// shareWithGroup makes path readable by group (name or gid): mode 0640.
-func shareWithGroup(path, group string) error {
-	gid, err := lookupGroup(group)
-	if err != nil {
-		return fmt.Errorf("group %s: %w", group, err)
-	}
+// shareWithGroup makes path readable by the group gid: mode 0640.
+func shareWithGroup(path string, gid int) error {
 	if err := os.Chown(path, -1, gid); err != nil {
 		return err
 	}
