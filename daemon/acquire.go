@@ -86,7 +86,15 @@ func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*i
 	if err != nil {
 		return nil, ipc.Errorf(ipc.CodeUnavailable, "an earlier request of this owner for %q did not finish in time", req.Lease)
 	}
-	defer done()
+	// An acquire that got no answer keeps the turn until it is settled
+	// (settleAcquire): a late attempt of it could otherwise replace this
+	// owner's next grant of the name.
+	turnHandedOn := false
+	defer func() {
+		if !turnHandedOn {
+			done()
+		}
+	}()
 	// Whatever this owner's earlier grants of the name left to release
 	// goes first: a release landing after the new grant could end it.
 	d.sendReleases(rctx, id, req.Lease)
@@ -135,35 +143,20 @@ func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*i
 	defer context.AfterFunc(ctx, closeAbandon)()
 
 	// The grantor call does not end with the request: an abandoned
-	// acquire learns what became of it, so that a grant is given back.
+	// acquire learns what became of it, so that a grant nobody was told
+	// of is ended (ends.go).
 	deadline, _ := rctx.Deadline()
 	gctx, gcancel := context.WithDeadline(d.life, deadline)
 	defer gcancel()
-	// Until the grant is listed or given back, the session's keepalive
-	// replies may list a grant of the name that the table lacks: it is
-	// this acquire's, not one to give back (renewer.go).
-	// An acquire that ends without an answer may have been granted all
-	// the same: its session is asked after until a keepalive reply says
-	// (giveback.go), once this acquire no longer accounts for it.
-	k := acquireKey{l.sess, l.name, id}
-	var unanswered bool
-	d.mu.Lock()
-	d.acquiring[k]++
-	d.mu.Unlock()
-	defer func() {
-		d.mu.Lock()
-		if d.acquiring[k]--; d.acquiring[k] <= 0 {
-			delete(d.acquiring, k)
-		}
-		if unanswered {
-			d.unsettledLocked(l.sess, 0)
-		}
-		d.mu.Unlock()
-	}()
 	t0 := d.clock.Now() // rule 1: read before the request is sent
 	resp, gerr := d.g.acquire(gctx, l.sess, req.Lease, id, limit, value, l.lockDelay, req.Wait(), &d.metrics.acquireRPCs, abandon)
+	var ua *unansweredError
+	if errors.As(gerr, &ua) {
+		turnHandedOn = true
+		d.bg.Add(1)
+		go d.settleAcquire(l, ua, done)
+	}
 	if gerr != nil {
-		unanswered = !errors.Is(gerr, errNoGrantorKnown)
 		return fail(grantorError(gerr))
 	}
 	if resp.Ended {
@@ -231,12 +224,12 @@ func (d *Daemon) granted(ctx context.Context, l *lease, resp *grantorpb.AcquireR
 			why = "requester_left"
 		}
 		d.stepLocked(l, evGiveBack, why, now)
-		// Nobody was told of it: no lock-delay to keep.
+		// Nobody was told of it: the grantor ends it, with no lock-delay
+		// to keep (ends.go).
 		d.queueReleaseLocked(l, "owner ended before the grant came: "+why, false)
 		d.mu.Unlock()
 		l.stopWatch()
-		d.metrics.givenBack.Add(1)
-		d.log.Info("giving back a grant whose owner ended before it came", "lease", l.name, "token", l.token, "why", why)
+		d.log.Info("ending a grant whose owner ended before it came", "lease", l.name, "token", l.token, "why", why)
 		return nil, ipc.Errorf(ipc.CodeLost, "lease %q was granted (token %d) after its owner ended (%s), and was given back", l.name, l.token, why)
 	case old != nil && old.token > l.token && old.ownerID != l.ownerID:
 		// Another owner's later grant of the name is listed: this reply
@@ -280,8 +273,8 @@ func (d *Daemon) granted(ctx context.Context, l *lease, resp *grantorpb.AcquireR
 	d.mu.Unlock()
 	if pending {
 		if err := d.renewNow(ctx, l); err != nil {
-			// Nobody was told of this grant: give it back, with no
-			// lock-delay to keep.
+			// Nobody was told of this grant: the grantor ends it, with
+			// no lock-delay to keep (ends.go).
 			d.mu.Lock()
 			if l.state.inTable() {
 				d.stepLocked(l, evGiveBack, "grant not confirmed", d.clock.Now())
@@ -298,4 +291,20 @@ func (d *Daemon) granted(ctx context.Context, l *lease, resp *grantorpb.AcquireR
 		return nil, ipc.Errorf(ipc.CodeLost, "lease %q was lost before the reply could be sent", l.name)
 	}
 	return d.ownGrant(l, now), nil
+}
+
+// settleAcquire settles acquire l that got no answer (ua), holding its
+// owner's turn for the name (done) until then: a grant it learns was made
+// is one nobody was told of, which the grantor ends (ends.go).
+func (d *Daemon) settleAcquire(l *lease, ua *unansweredError, done func()) {
+	defer d.bg.Done()
+	defer done()
+	resp, err := ua.settle(d.life)
+	if err != nil || !resp.Granted {
+		return
+	}
+	d.mu.Lock()
+	d.untoldLocked(l.sess, l.name, resp.Token)
+	d.mu.Unlock()
+	d.log.Info("ending a grant whose acquire had given up before its answer came", "lease", l.name, "token", resp.Token)
 }

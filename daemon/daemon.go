@@ -42,16 +42,13 @@ type Daemon struct {
 	kick chan struct{} // wakes the renew loop when the table changed
 
 	// turns serialises the requests of one owner for one name;
-	// unreleased holds the releases waiting for their turn (giveback.go),
+	// unreleased holds the releases waiting for their turn (ends.go),
 	// under mu.
 	turns      turns
 	unreleased map[turnKey][]queuedRelease
-	// acquiring counts the acquires in flight per session, name and owner,
-	// which keepalive replies must not take for grants to give back.
-	acquiring map[acquireKey]int
-	// settling holds the sessions that may hold grants the daemon does
-	// not know (giveback.go), under mu.
-	settling map[*gsession]*settling
+	// ends holds the grants of each session that its keepalives name
+	// for the grantor to end (ends.go), under mu.
+	ends map[*gsession]*sessionEnds
 	// uids counts each local user's leases (limits.go), under mu.
 	uids map[int]*perUID
 	// floor is the largest timing model assumed in the daemon's life.
@@ -105,20 +102,19 @@ func New(cfg Config) (*Daemon, error) {
 	wcfg := cfg.Watch
 	wcfg.Clock, wcfg.Rho = cfg.Clock, cfg.Timing.Rho
 	d := &Daemon{
-		watcher:   clockwatch.NewWatcher(wcfg),
-		susp:      clockwatch.NewSuspendDetector(cfg.Clock),
-		life:      life,
-		stop:      stop,
-		cfg:       cfg,
-		clock:     cfg.Clock,
-		log:       cfg.Logger,
-		g:         g,
-		leases:    map[string]*lease{},
-		uids:      map[int]*perUID{},
-		watchers:  map[*ipc.Conn]string{},
-		acquiring: map[acquireKey]int{},
-		kick:      make(chan struct{}, 1),
-		hw:        newHolderWatch(g, cfg.Logger),
+		watcher:  clockwatch.NewWatcher(wcfg),
+		susp:     clockwatch.NewSuspendDetector(cfg.Clock),
+		life:     life,
+		stop:     stop,
+		cfg:      cfg,
+		clock:    cfg.Clock,
+		log:      cfg.Logger,
+		g:        g,
+		leases:   map[string]*lease{},
+		uids:     map[int]*perUID{},
+		watchers: map[*ipc.Conn]string{},
+		kick:     make(chan struct{}, 1),
+		hw:       newHolderWatch(g, cfg.Logger),
 	}
 	d.floor.set(cfg.Timing)
 	d.reach.firstOK = make(chan struct{})

@@ -305,16 +305,29 @@ func retryable(err error) bool {
 // acquire out of the grantor's queue, and one more attempt with the same
 // request id and no wait settles what became of it: the grant, if the
 // grantor had made one (a retry is answered from its record), else a
-// fresh answer. The caller gives back whatever it got.
+// fresh answer. The caller ends whatever it got and did not hand on.
+//
+// A call that gets no answer at all (every attempt failed or went
+// unanswered until ctx ended) may have been granted all the same, or may
+// be granted later by an attempt still on its way: it fails with an
+// *unansweredError, whose settle the caller must run.
 func (g *grantorConn) acquire(ctx context.Context, s *gsession, name, owner string, limit int, value string, lockDelay, wait time.Duration, attempts *atomic.Uint64, abandon <-chan struct{}) (*grantorpb.AcquireResponse, error) {
 	ttl := s.ttl
 	id, done := g.newID(s)
-	defer done()
+	handedOn := false
+	defer func() {
+		if !handedOn {
+			done()
+		}
+	}()
 	waitUntil := time.Now().Add(wait)
 	call := func(ctx context.Context, api grantorpb.GrantorClient, wait time.Duration) (*grantorpb.AcquireResponse, error) {
 		attempts.Add(1)
 		return api.Acquire(ctx, &grantorpb.AcquireRequest{Id: id, Lease: name, Owner: owner, TtlNs: int64(ttl), WaitNs: int64(max(wait, 0)),
 			Limit: uint32(max(limit, 0)), Value: value, LockDelayNs: int64(lockDelay)})
+	}
+	noWait := func(ctx context.Context, api grantorpb.GrantorClient) (*grantorpb.AcquireResponse, error) {
+		return call(ctx, api, 0)
 	}
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -328,20 +341,42 @@ func (g *grantorConn) acquire(ctx context.Context, s *gsession, name, owner stri
 	resp, err := retry(actx, g, callOpts{attempt: wait + attemptTimeout, leader: true, patience: waitUntil}, func(ctx context.Context, api grantorpb.GrantorClient) (*grantorpb.AcquireResponse, error) {
 		return call(ctx, api, time.Until(waitUntil))
 	})
-	if err == nil {
-		return resp, nil
-	}
 	select {
 	case <-abandon:
+		if err != nil {
+			sctx, scancel := context.WithTimeout(ctx, attemptTimeout)
+			defer scancel()
+			resp, err = retry(sctx, g, callOpts{attempt: attemptTimeout, leader: true}, noWait)
+		}
 	default:
+	}
+	if err == nil || !errors.Is(err, errGrantorUnavailable) {
 		return resp, err
 	}
-	sctx, scancel := context.WithTimeout(ctx, attemptTimeout)
-	defer scancel()
-	return retry(sctx, g, callOpts{attempt: attemptTimeout, leader: true}, func(ctx context.Context, api grantorpb.GrantorClient) (*grantorpb.AcquireResponse, error) {
-		return call(ctx, api, 0)
-	})
+	handedOn = true
+	return nil, &unansweredError{err: err, settle: func(ctx context.Context) (*grantorpb.AcquireResponse, error) {
+		defer done()
+		return retry(ctx, g, callOpts{attempt: attemptTimeout, leader: true, patience: time.Now().Add(settlePatience)}, noWait)
+	}}
 }
+
+// settlePatience is how long settling an unanswered acquire waits for a
+// grantor to be known again, if none is.
+const settlePatience = time.Hour
+
+// unansweredError is an acquire that got no answer. Settle retries its
+// request id, without wait, until the grantor answers it (the grantor
+// answers every call of an id with the id's one outcome, so a late
+// attempt grants nothing new after that), and must be called once; until
+// it returns, the id stays unacknowledged, so the grantor keeps its
+// outcome.
+type unansweredError struct {
+	err    error
+	settle func(context.Context) (*grantorpb.AcquireResponse, error)
+}
+
+func (e *unansweredError) Error() string { return e.err.Error() }
+func (e *unansweredError) Unwrap() error { return e.err }
 
 // release releases the grant token of name, which session s holds for
 // owner. ownerEnded says the owner ended, or the grant was lost, without

@@ -70,13 +70,30 @@ func (r *stateRig) step(ev leaseEvent, why string) bool {
 	return r.d.stepLocked(r.l, ev, why, r.clock.Now())
 }
 
-// queued takes the releases queued for the lease's owner and name.
-func (r *stateRig) queued() []queuedRelease {
+// queuedEnd is an end of the lease at the grantor: a release queued
+// with owner_ended, or the grant named untold in its session's
+// keepalives (ends.go).
+type queuedEnd struct{ ownerEnded bool }
+
+// queued takes the ends of the lease queued: its owner's releases of the
+// name, and the grant named untold.
+func (r *stateRig) queued() []queuedEnd {
 	r.d.mu.Lock()
 	defer r.d.mu.Unlock()
 	k := turnKey{r.l.ownerID, r.l.name}
-	qs := r.d.unreleased[k]
+	var qs []queuedEnd
+	for range r.d.unreleased[k] {
+		qs = append(qs, queuedEnd{ownerEnded: true})
+	}
 	delete(r.d.unreleased, k)
+	if e := r.d.ends[r.l.sess]; e != nil {
+		for _, g := range e.untold {
+			if g == (grantKey{r.l.name, r.l.token}) {
+				qs = append(qs, queuedEnd{ownerEnded: false})
+			}
+		}
+		delete(r.d.ends, r.l.sess)
+	}
 	return qs
 }
 
@@ -87,8 +104,8 @@ func (r *stateRig) inTable() bool {
 }
 
 // release wants: none (nothing queued), told (queued, and the grantor
-// keeps the lock-delay: its owner may act on it still) or untold (queued
-// as a grant nobody was told of: no lock-delay).
+// keeps the lock-delay: its owner may act on it still) or untold (named
+// untold, for the grantor to end: no lock-delay).
 type release int
 
 const (

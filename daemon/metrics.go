@@ -18,7 +18,7 @@ type counters struct {
 	acquireRPCs      atomic.Uint64 // acquire attempts sent to the grantor, retries included
 	grants           atomic.Uint64
 	refusals         atomic.Uint64
-	givenBack        atomic.Uint64 // grants whose owner ended before they came
+	givenBack        atomic.Uint64 // grants nobody was told of, ended at the grantor (ends.go)
 	jeopardies       atomic.Uint64 // leases put in jeopardy (jeopardy.go)
 	stateErrors      atomic.Uint64 // transitions not in the lease state table (leasestate.go)
 
@@ -70,7 +70,7 @@ var (
 	descLeases      = prometheus.NewDesc("leaseside_sidecar_leases", "Leases this host holds.", nil, nil)
 	descKeepalives  = prometheus.NewDesc("leaseside_sidecar_keepalives_total", "Keepalive batches sent to the grantor, by result (ok, failed).", []string{"result"}, nil)
 	descAcquireRPC  = prometheus.NewDesc("leaseside_sidecar_grantor_acquire_requests_total", "Acquire requests sent to the grantor, retries included.", nil, nil)
-	descAcquires    = prometheus.NewDesc("leaseside_sidecar_acquires_total", "Acquires answered by the grantor, by result (granted; held: by another owner when the wait ran out; given_back: granted after the owner ended, and released at once).", []string{"result"}, nil)
+	descAcquires    = prometheus.NewDesc("leaseside_sidecar_acquires_total", "Acquires answered by the grantor, by result (granted; held: by another owner when the wait ran out; given_back: granted when nobody could be told of it (the owner or requester was gone, it was not confirmed in time, or the call had given up), and ended at once).", []string{"result"}, nil)
 	descLost        = prometheus.NewDesc("leaseside_sidecar_leases_lost_total", "Leases whose holders were told they lost them, by reason (renew_failed, deadline_passed, revoked, released_by_admin, suspended; expired: a no_renew lease that lapsed, as asked).", []string{"reason"}, nil)
 	descPause       = prometheus.NewDesc("leaseside_clock_wakeup_lateness_seconds", "Lateness of the clock watcher's wake-ups: stalls of the daemon.", nil, nil)
 	descPauses      = prometheus.NewDesc("leaseside_clock_pauses_total", "Stalls of the daemon past the pause threshold.", nil, nil)

@@ -172,9 +172,11 @@ func (d *Daemon) release(ctx context.Context, c *ipc.Conn, name, token, reason s
 	d.mu.Unlock()
 	if gerr != nil {
 		// The lease is already out of the table, so nobody here acts on
-		// it; the grantor lists it in the session's next keepalive reply,
-		// and it is given back then.
-		d.releaseFailed(l.sess)
+		// it; the session's keepalives name it until the grantor has
+		// ended it (ends.go).
+		d.mu.Lock()
+		d.endAtGrantorLocked(l.sess, grantKey{l.name, l.token}, false)
+		d.mu.Unlock()
 		return l.token, grantorError(gerr)
 	}
 	return l.token, nil

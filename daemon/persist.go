@@ -318,12 +318,11 @@ func (d *Daemon) restore(st *stateRecord) {
 	var kept, lapsed, gone int
 	var ended []*lease
 	d.mu.Lock()
-	for s := range byID {
-		// Grants the previous process made and never listed (a reply it
-		// did not live to see, a release it did not send) are given back
-		// when a keepalive lists them.
-		d.unsettledLocked(byID[s], 0)
-	}
+	// Grants the previous process made and never listed (a reply it did
+	// not live to see, a release it did not send, a grant it named untold
+	// and did not see ended) are not ended by this one: it cannot tell
+	// them from grants whose owner may still act (issue 22 item 3): they
+	// stand while the session is renewed, until it ends at the grantor.
 	for _, r := range st.Leases {
 		sess := byID[r.SessionID]
 		dl := clockwatch.Instant(r.DeadlineNs)

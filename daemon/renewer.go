@@ -27,6 +27,9 @@ type sessionBatch struct {
 	// soonest is the soonest deadline of its leases settled (not
 	// pending), 0 when none: it bounds a retry's backoff (retry.go).
 	soonest clockwatch.Instant
+	// untold and ownerEnded are the grants the keepalive names to end
+	// (ends.go).
+	untold, ownerEnded []grantKey
 }
 
 // renewLoop is rule 4 and 5 of the timing model, on a goroutine of its own
@@ -134,10 +137,10 @@ func (d *Daemon) renewLoop(ctx context.Context) {
 
 // dueSessions returns the grantor sessions to renew now: those with a
 // lease whose renewal is due (renewAt passed: d/3 after the t0 of its
-// last renewal or grant, or at once when asked for), and the settling
-// sessions whose probe is due (giveback.go), each with every lease it
-// holds; only those ready says may go (not in flight, not backing off;
-// nil: all).
+// last renewal or grant, or at once when asked for), and those with
+// grants to end at the grantor that are due (ends.go), each with every
+// lease it holds and the grants it names; only those ready says may go
+// (not in flight, not backing off; nil: all).
 func (d *Daemon) dueSessions(now clockwatch.Instant, ready func(*gsession) bool) []*sessionBatch {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -147,11 +150,7 @@ func (d *Daemon) dueSessions(now clockwatch.Instant, ready func(*gsession) bool)
 			due[l.sess] = true
 		}
 	}
-	for s, st := range d.settling {
-		if !now.Before(st.probeAt) {
-			due[s] = true
-		}
-	}
+	d.endsDueLocked(now, due)
 	if ready != nil {
 		for s := range due {
 			if !ready(s) {
@@ -185,7 +184,7 @@ func (d *Daemon) dueSessions(now clockwatch.Instant, ready func(*gsession) bool)
 		}
 	}
 	for s := range due {
-		batchOf(s) // also a settling session in which the daemon knows no lease
+		d.endsOfLocked(batchOf(s)) // also a session in which the daemon knows no lease
 	}
 	return out
 }
@@ -195,7 +194,8 @@ func (d *Daemon) dueSessions(now clockwatch.Instant, ready func(*gsession) bool)
 func keepAliveRequest(id uint64, ss []*sessionBatch) *grantorpb.KeepAliveRequest {
 	req := &grantorpb.KeepAliveRequest{Batch: id, Sessions: make([]*grantorpb.SessionRenewal, len(ss))}
 	for i, sb := range ss {
-		req.Sessions[i] = &grantorpb.SessionRenewal{Session: sb.s.id, TtlNs: int64(sb.s.ttl), LeaseSetVersion: sb.digest}
+		req.Sessions[i] = &grantorpb.SessionRenewal{Session: sb.s.id, TtlNs: int64(sb.s.ttl), LeaseSetVersion: sb.digest,
+			Untold: endRefs(sb.untold), OwnerEnded: endRefs(sb.ownerEnded)}
 	}
 	return req
 }
@@ -206,22 +206,11 @@ func (d *Daemon) applyRenewal(b *batch, resp *grantorpb.KeepAliveResponse) {
 	now := d.clock.Now()
 	timing := d.timing()
 	d.mu.Lock()
-	var giveBack []*lease
 	for i, sb := range b.sessions {
-		giveBack = append(giveBack, d.applySessionLocked(b, sb, resp.Sessions[i], timing, now)...)
-	}
-	for _, l := range giveBack {
-		// Given back as its owner's end: a grant this daemon no longer
-		// knows may be one it lost and whose release did not get there,
-		// whose owner may still act; the grantor keeps its lock-delay.
-		d.queueReleaseLocked(l, "granted to this session without this daemon knowing (a reply that never came, or a release that did not get there)", true)
+		d.applySessionLocked(b, sb, resp.Sessions[i], timing, now)
 	}
 	d.mu.Unlock()
 	d.persistLater() // the new deadlines
-	for _, l := range giveBack {
-		d.metrics.givenBack.Add(1)
-		d.log.Info("giving back a grant the grantor lists in this host's session", "lease", l.name, "token", l.token)
-	}
 }
 
 // applySessionLocked applies one session's reply. When the grantor
@@ -230,10 +219,11 @@ func (d *Daemon) applyRenewal(b *batch, resp *grantorpb.KeepAliveResponse) {
 // is unchanged, rule 6), d the smaller of its own term and the one the
 // grantor applied; unless the grantor's list shows that it no longer holds
 // that grant, which ends it. Grants the list shows and the daemon does not
-// know, and no request of the daemon may still bring, are returned to be
-// given back. A session not renewed has ended at the grantor: its leases
-// are lost. The caller holds d.mu.
-func (d *Daemon) applySessionLocked(b *batch, sb *sessionBatch, r *grantorpb.SessionRenewed, timing clockwatch.Timing, now clockwatch.Instant) []*lease {
+// know are left alone: each is one an acquire in flight or settling may
+// still answer, or one the daemon names to end (ends.go). A session not
+// renewed has ended at the grantor: its leases are lost. The caller holds
+// d.mu.
+func (d *Daemon) applySessionLocked(b *batch, sb *sessionBatch, r *grantorpb.SessionRenewed, timing clockwatch.Timing, now clockwatch.Instant) {
 	// Listed grants by lease and token: a session may hold several
 	// grants of one semaphore (semaphore.go).
 	var listed map[grantKey]*grantorpb.LeaseRef
@@ -287,26 +277,7 @@ func (d *Daemon) applySessionLocked(b *batch, sb *sessionBatch, r *grantorpb.Ses
 		d.stepLocked(l, evRenewed, "", now) // pending or jeopardy: held
 		l.signalRenewed()
 	}
-	// Grants of the session the daemon does not know: an acquire whose
-	// reply never came, a release that did not get there. One that a
-	// request in flight (an acquire, or a release queued) may still
-	// account for is left for the next list.
-	var orphans []*lease
-	accounted := false
-	for k, ref := range listed {
-		name := k.lease
-		if d.knownLocked(name, ref.Token) {
-			continue
-		}
-		if d.accountedLocked(sb.s, name, ref.Owner) {
-			accounted = true
-			continue
-		}
-		orphans = append(orphans, &lease{name: name, token: ref.Token, ttl: time.Duration(ref.TtlNs), ownerID: ref.Owner,
-			sess: sb.s, state: stateReleasing, renewed: make(chan struct{}), stopWatch: func() {}})
-	}
-	d.settledLocked(sb.s, b.t0, len(orphans) == 0 && !accounted)
-	return orphans
+	d.endsAnsweredLocked(sb, r.Renewed, listed, now)
 }
 
 // finishBatch wakes whoever waits on the renewal of a failed batch.
@@ -360,8 +331,8 @@ func (d *Daemon) nextWake(now clockwatch.Instant, f *kaFlight) clockwatch.Instan
 		}
 		next = min(next, max(l.renewAt, notBefore(l.sess)))
 	}
-	for s, st := range d.settling {
-		next = min(next, max(st.probeAt, notBefore(s)))
+	for s, e := range d.ends {
+		next = min(next, max(e.probeAt, notBefore(s)))
 	}
 	d.mu.Unlock()
 	return max(next, now)

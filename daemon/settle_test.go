@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,20 +17,23 @@ import (
 	"github.com/leaseside/leaseside/ipc"
 )
 
-// lateProxy relays to a real grantor, but holds the reply to every
-// acquire of its lease until the caller gives up: the grantor grants, and
-// the sidecar never learns of it (chaos finding F6). It reports the
-// releases of that lease that pass through.
+// lateProxy relays to a real grantor, but holds the reply to the first
+// attempt of every acquire of its lease until the caller gives up: the
+// grantor grants, and the sidecar's call never learns of it (chaos
+// finding F6). Later attempts of the same request id pass.
 type lateProxy struct {
 	*faultProxy
-	lease    string
-	token    atomic.Uint64 // the grant whose reply was held back
-	released chan uint64   // tokens of releases of lease, as they pass
+	lease string
+	token atomic.Uint64 // the grant whose reply was held back
+	seen  sync.Map      // request ids (session/seq) that had an attempt
 }
 
 func (p *lateProxy) Acquire(ctx context.Context, req *grantorpb.AcquireRequest) (*grantorpb.AcquireResponse, error) {
 	resp, err := p.up.Acquire(ctx, req)
 	if err != nil || req.GetLease() != p.lease {
+		return resp, err
+	}
+	if _, again := p.seen.LoadOrStore(req.GetId().GetSession()+"/"+strconv.FormatUint(req.GetId().GetSeq(), 10), true); again {
 		return resp, err
 	}
 	if resp.GetGranted() {
@@ -39,65 +43,46 @@ func (p *lateProxy) Acquire(ctx context.Context, req *grantorpb.AcquireRequest) 
 	return nil, ctx.Err()
 }
 
-func (p *lateProxy) Release(ctx context.Context, req *grantorpb.ReleaseRequest) (*grantorpb.ReleaseResponse, error) {
-	resp, err := p.up.Release(ctx, req)
-	if err == nil && req.GetLease() == p.lease {
-		select {
-		case p.released <- req.Token:
-		default:
-		}
+// freeWithin checks that another host gets name within wait: the grant
+// standing in its way ended well within its term (a minute).
+func freeWithin(t *testing.T, gaddr string, timing clockwatch.Timing, name string, wait time.Duration) {
+	t.Helper()
+	other := DefaultConfig()
+	other.Grantors = []string{gaddr}
+	other.Timing = timing
+	if _, err := daemonClient(t, other).Acquire(ctxT(t), name, ipc.AcquireOptions{TTL: time.Minute, Wait: wait}); err != nil {
+		t.Fatalf("another host's acquire of %s, waiting %v: %v", name, wait, err)
 	}
-	return resp, err
 }
 
-// Chaos finding F6: an acquire whose reply came too late, after the
-// sidecar had given up on it (here: never, within the request's time),
-// left a grant the sidecar did not know in a grantor session in which it
-// knew nothing else. No keepalive ever named that session, so no reply
-// listed the grant, and it stood until the grantor expired the session: a
-// term in one office, minutes under a flapping leader. The sidecar must
-// ask after such a session and give the grant back. The term is 60 s and
-// the test waits at most 30: what frees the name is the sidecar's
-// release, not the grantor's expiry.
-func TestUnansweredAcquireGrantIsGivenBack(t *testing.T) {
+// Issue 22 item 3 (chaos finding F6, and seed 506290559812): an acquire
+// whose reply never came, with a lock-delay of an hour, was granted all
+// the same. Nobody was told of that grant, so it must end without its
+// lock-delay: the sidecar settles the acquire (the retry of its request
+// id learns the grant) and names the grant untold in its keepalive, and
+// the grantor ends it. Before, the sidecar gave back a grant it did not
+// know as its owner's end, and the name stayed delayed for the hour:
+// refusals named a token no client ever saw. The term is a minute and
+// the other host waits 20 s.
+func TestUntoldGrantLeavesNoLockDelay(t *testing.T) {
 	timing := clockwatch.DefaultTiming()
 	gaddr := startGrantor(t, clockwatch.System, timing)
-	p := &lateProxy{faultProxy: newFaultProxy(t, gaddr, faults{}, 1), lease: "f6", released: make(chan uint64, 16)}
-	addr := serveGrantorAPI(t, p)
+	p := &lateProxy{faultProxy: newFaultProxy(t, gaddr, faults{}, 1), lease: "f6"}
 	cfg := DefaultConfig()
-	cfg.Grantors = []string{addr}
+	cfg.Grantors = []string{serveGrantorAPI(t, p)}
 	cfg.Timing = timing
 	cfg.RequestTimeout = 500 * time.Millisecond
 	c := daemonClient(t, cfg)
 
-	_, err := c.Acquire(ctxT(t), "f6", ipc.AcquireOptions{TTL: time.Minute})
+	_, err := c.Acquire(ctxT(t), "f6", ipc.AcquireOptions{TTL: time.Minute, LockDelay: time.Hour})
 	var ie *ipc.Error
 	if !errors.As(err, &ie) || ie.Code != ipc.CodeUnavailable {
 		t.Fatalf("acquire: %v, want unavailable (its reply was held back)", err)
 	}
-	token := p.token.Load()
-	if token == 0 {
+	if p.token.Load() == 0 {
 		t.Fatal("the grantor did not grant the acquire whose reply was held back")
 	}
-	ctx := ctxT(t)
-	for {
-		select {
-		case got := <-p.released:
-			if got != token {
-				continue
-			}
-		case <-ctx.Done():
-			t.Fatalf("grant %d, whose reply never came, was not given back (its term is 60 s)", token)
-		}
-		break
-	}
-	// The name is free for another host now, well within the term.
-	other := DefaultConfig()
-	other.Grantors = []string{gaddr}
-	other.Timing = timing
-	if _, err := daemonClient(t, other).Acquire(ctxT(t), "f6", ipc.AcquireOptions{TTL: time.Minute}); err != nil {
-		t.Fatalf("another host's acquire of f6 after the give-back: %v", err)
-	}
+	freeWithin(t, gaddr, timing, "f6", 20*time.Second)
 }
 
 // ownerLateProxy is a lateProxy for the first owner that asks for its
@@ -114,6 +99,9 @@ func (p *ownerLateProxy) Acquire(ctx context.Context, req *grantorpb.AcquireRequ
 	if req.GetLease() != p.lease || !p.owner.CompareAndSwap(nil, &first) && *p.owner.Load() != req.Owner {
 		return p.up.Acquire(ctx, req)
 	}
+	if _, again := p.seen.LoadOrStore(req.GetId().GetSession()+"/"+strconv.FormatUint(req.GetId().GetSeq(), 10), true); again {
+		return p.up.Acquire(ctx, req)
+	}
 	resp, err := p.up.Acquire(ctx, req)
 	if err != nil || !resp.GetGranted() {
 		return resp, err
@@ -126,16 +114,13 @@ func (p *ownerLateProxy) Acquire(ctx context.Context, req *grantorpb.AcquireRequ
 }
 
 // Review R4-2: the grant of an acquire whose reply never came (owner A)
-// is given back even while another owner B of the same host waits for
-// the name in the same grantor session. (B's acquire in flight counted
-// as accounting for A's grant, since acquires were counted per session
-// and name: the grant, which nobody holds, stood through B's whole wait,
-// and B was refused naming it.) The term is a minute and B waits 20 s:
-// what frees the name is the give-back.
-func TestUnansweredGrantIsGivenBackWhileAnotherOwnerWaits(t *testing.T) {
+// ends even while another owner B of the same host waits for the name in
+// the same grantor session. The term is a minute and B waits 20 s: what
+// frees the name is the grantor ending the untold grant.
+func TestUnansweredGrantEndsWhileAnotherOwnerWaits(t *testing.T) {
 	timing := clockwatch.DefaultTiming()
-	p := &ownerLateProxy{lateProxy: &lateProxy{faultProxy: newFaultProxy(t, startGrantor(t, clockwatch.System, timing), faults{}, 1), lease: "orph",
-		released: make(chan uint64, 16)}, granted: make(chan struct{})}
+	p := &ownerLateProxy{lateProxy: &lateProxy{faultProxy: newFaultProxy(t, startGrantor(t, clockwatch.System, timing), faults{}, 1), lease: "orph"},
+		granted: make(chan struct{})}
 	cfg := DefaultConfig()
 	cfg.Grantors = []string{serveGrantorAPI(t, p)}
 	cfg.Timing = timing
@@ -164,45 +149,36 @@ func TestUnansweredGrantIsGivenBackWhileAnotherOwnerWaits(t *testing.T) {
 }
 
 // dropProxy relays to a real grantor, and while drop is set answers every
-// release Unavailable without passing it on. It reports the releases it
-// passes on.
+// release Unavailable without passing it on.
 type dropProxy struct {
 	*faultProxy
-	drop     atomic.Bool
-	released chan *grantorpb.ReleaseRequest
+	drop atomic.Bool
 }
 
 func (p *dropProxy) Release(ctx context.Context, req *grantorpb.ReleaseRequest) (*grantorpb.ReleaseResponse, error) {
 	if p.drop.Load() {
 		return nil, status.Error(codes.Unavailable, "proxy: release dropped")
 	}
-	resp, err := p.up.Release(ctx, req)
-	if err == nil {
-		select {
-		case p.released <- req:
-		default:
-		}
-	}
-	return resp, err
+	return p.up.Release(ctx, req)
 }
 
 // Chaos finding F6, its second grant: a holder's release that never
 // reached the grantor, in a session in which the sidecar knew no other
-// lease, left the grant standing until the grantor expired the session
-// (and past a kill -9 of the sidecar, whose new process has a session of
-// its own). Once the grantor answers again, the sidecar asks after the
-// session and gives the grant back, well within its 60 s term.
-func TestFailedReleaseIsGivenBackLater(t *testing.T) {
+// lease, left the grant standing until the grantor expired the session.
+// The sidecar names the grant in its session's keepalives until the
+// grantor has ended it, with no lock-delay (its owner released it), well
+// within its 60 s term.
+func TestFailedReleaseEndsLater(t *testing.T) {
 	timing := clockwatch.DefaultTiming()
 	gaddr := startGrantor(t, clockwatch.System, timing)
-	p := &dropProxy{faultProxy: newFaultProxy(t, gaddr, faults{}, 1), released: make(chan *grantorpb.ReleaseRequest, 16)}
+	p := &dropProxy{faultProxy: newFaultProxy(t, gaddr, faults{}, 1)}
 	cfg := DefaultConfig()
 	cfg.Grantors = []string{serveGrantorAPI(t, p)}
 	cfg.Timing = timing
 	cfg.RequestTimeout = 500 * time.Millisecond
 	c := daemonClient(t, cfg)
 
-	g, err := c.Acquire(ctxT(t), "f6b", ipc.AcquireOptions{TTL: time.Minute})
+	g, err := c.Acquire(ctxT(t), "f6b", ipc.AcquireOptions{TTL: time.Minute, LockDelay: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,69 +186,46 @@ func TestFailedReleaseIsGivenBackLater(t *testing.T) {
 	if err := c.ReleaseToken(ctxT(t), "f6b", g.Token); err == nil {
 		t.Fatal("the release succeeded although the proxy dropped it")
 	}
-	p.drop.Store(false)
-	ctx := ctxT(t)
-	for {
-		select {
-		case rel := <-p.released:
-			if rel.Lease != "f6b" || strconv.FormatUint(rel.Token, 10) != g.Token {
-				continue
-			}
-		case <-ctx.Done():
-			t.Fatalf("grant %s, whose release failed, was not given back (its term is 60 s)", g.Token)
-		}
-		break
+	freeWithin(t, gaddr, timing, "f6b", 20*time.Second)
+}
+
+// Issue 22 item 3, the race: a grant whose reply is held up past a
+// keepalive of its session is no grant nobody was told of. The keepalive
+// that left while the reply was on its way names nothing to end; once
+// the reply is in, the lease is held, and it is renewed, never ended.
+func TestDelayedGrantReplyIsNotEnded(t *testing.T) {
+	r := newRig(t)
+	if _, err := r.c.Acquire(ctxT(t), "race/keeper", ipc.AcquireOptions{TTL: 9 * time.Second}); err != nil {
+		t.Fatal(err)
 	}
-	other := DefaultConfig()
-	other.Grantors = []string{gaddr}
-	other.Timing = timing
-	if _, err := daemonClient(t, other).Acquire(ctxT(t), "f6b", ipc.AcquireOptions{TTL: time.Minute}); err != nil {
-		t.Fatalf("another host's acquire of f6b after the give-back: %v", err)
+	r.waitAcquireRPC(t)
+	stall := make(chan struct{})
+	r.g.set(func() { r.g.stallName, r.g.stall = "race/late", stall })
+	late := acquireAsync(ctxT(t), r.c, "race/late", ipc.AcquireOptions{TTL: 9 * time.Second})
+	r.waitAcquireRPC(t)
+	// The keeper's renewal leaves while the acquire's reply is held up.
+	ka, _ := r.advanceUntilKeepAlive(t, 4*time.Second)
+	checkNamesNothing(t, ka)
+	close(stall)
+	got := <-late
+	if got.err != nil {
+		t.Fatalf("the late acquire: %v", got.err)
+	}
+	for range 3 {
+		ka, _ = r.advanceUntilKeepAlive(t, 4*time.Second)
+		checkNamesNothing(t, ka)
+	}
+	if _, err := r.c.Check(ctxT(t), "race/late", got.l.Token); err != nil {
+		t.Fatalf("the late grant after its renewals: %v", err)
 	}
 }
 
-// The settling rule on the fake clock: a session whose acquire went
-// unanswered is asked after at once; a clean reply to a keepalive sent
-// less than settleMargin after the acquire ended does not settle it (the
-// grant may still be applied), one sent after does, and the session is
-// asked after no more.
-func TestSettlingSessionIsAskedAfterUntilTheMargin(t *testing.T) {
-	r := newRigWith(t, func(c *Config) { c.RequestTimeout = 300 * time.Millisecond })
-	stall := make(chan struct{})
-	defer close(stall)
-	r.g.set(func() { r.g.stallName, r.g.stall = "f6/stuck", stall })
-	ended := r.clock.Now() // the fake clock stands still until the acquire ends
-	if _, err := r.c.Acquire(ctxT(t), "f6/stuck", ipc.AcquireOptions{TTL: 9 * time.Second}); err == nil {
-		t.Fatal("the stalled acquire was answered")
-	}
-	settling := r.d.g.sessionFor(9 * time.Second).id
-	names := func(ka *grantorpb.KeepAliveRequest) map[string]bool {
-		m := map[string]bool{}
-		for _, s := range ka.Sessions {
-			m[s.Session] = true
-		}
-		return m
-	}
-	if ka := r.waitKeepAlive(t); !names(ka)[settling] {
-		t.Fatalf("the first keepalive after the unanswered acquire names %v, not its session %s", names(ka), settling)
-	}
-	// Its clean reply came at once, before the margin: asked again
-	// once the margin is over, not before.
-	ka, at := r.advanceUntilKeepAlive(t, settleMargin+time.Second)
-	if !names(ka)[settling] || at.Before(ended.Add(settleMargin)) {
-		t.Fatalf("the next keepalive names %v at %v after the acquire ended: want the settling session %s, once %v are over",
-			names(ka), at.Sub(ended), settling, settleMargin)
-	}
-	// Settled now: a lease of another term is renewed every second, and
-	// for longer than the settling session would take to come due again,
-	// its keepalives name its own session only.
-	if _, err := r.c.Acquire(ctxT(t), "f6/other", ipc.AcquireOptions{TTL: 3 * time.Second}); err != nil {
-		t.Fatal(err)
-	}
-	for until := r.clock.Now().Add(settleMargin + renewInterval(9*time.Second)); r.clock.Now().Before(until); {
-		ka, _ = r.advanceUntilKeepAlive(t, 2*time.Second)
-		if got := names(ka); got[settling] || !got[r.d.g.sessionFor(3*time.Second).id] {
-			t.Fatalf("a renewal names %v: want the 3 s session only, the settled one (%s) asked after no more", got, settling)
+// checkNamesNothing fails when keepalive ka names a grant to end.
+func checkNamesNothing(t *testing.T, ka *grantorpb.KeepAliveRequest) {
+	t.Helper()
+	for _, s := range ka.Sessions {
+		if len(s.Untold)+len(s.OwnerEnded) > 0 {
+			t.Fatalf("a keepalive names grants to end: untold %v, owner-ended %v", s.Untold, s.OwnerEnded)
 		}
 	}
 }
@@ -312,29 +265,63 @@ func (r *rig) advanceUntilKeepAlive(t *testing.T, limit time.Duration) (*grantor
 	return nil, 0
 }
 
-// A release that failed is tried again through its session's keepalive
-// reply, but not sooner than a second (releasePause) after it failed: a
-// release that keeps failing does not spin keepalives and releases.
-func TestFailedReleaseIsAskedAfterOncePaused(t *testing.T) {
+// A release that failed is named in its session's next keepalive, at
+// once; while a reply still lists the grant, it is named again, but not
+// sooner than endRetryPause after that reply; once a reply shows it gone,
+// it is named no more.
+func TestFailedReleaseIsNamedUntilGone(t *testing.T) {
 	r := newRigWith(t, func(c *Config) { c.RequestTimeout = 200 * time.Millisecond })
 	g, err := r.c.Acquire(ctxT(t), "f6/rel", ipc.AcquireOptions{TTL: 9 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
+	token, _ := strconv.ParseUint(g.Token, 10, 64)
 	stall := make(chan struct{})
 	defer close(stall)
-	r.g.set(func() { r.g.releaseStall = stall })
+	var listed atomic.Bool
+	listed.Store(true)
+	r.g.set(func() {
+		r.g.releaseStall = stall
+		r.g.sessionReply = func(req *grantorpb.SessionRenewal, resp *grantorpb.SessionRenewed) {
+			if listed.Load() {
+				resp.Listed, resp.LeaseSetVersion = true, req.LeaseSetVersion+1
+				resp.Leases = []*grantorpb.LeaseRef{{Lease: "f6/rel", Token: token, TtlNs: int64(9 * time.Second)}}
+			}
+		}
+	})
 	if err := r.c.ReleaseToken(ctxT(t), "f6/rel", g.Token); err == nil {
 		t.Fatal("the stalled release succeeded")
 	}
-	failed := r.clock.Now() // the fake clock stood still since
-	ka, at := r.advanceUntilKeepAlive(t, releasePause+time.Second)
-	names := map[string]bool{}
-	for _, s := range ka.Sessions {
-		names[s.Session] = true
+	named := func(ka *grantorpb.KeepAliveRequest) bool {
+		for _, s := range ka.Sessions {
+			for _, u := range s.Untold {
+				if u.Lease == "f6/rel" && u.Token == token {
+					return true
+				}
+			}
+		}
+		return false
 	}
-	if pause := time.Second; !names[r.d.g.sessionFor(9*time.Second).id] || at.Before(failed.Add(pause)) {
-		t.Fatalf("the keepalive after the failed release names %v, %v after it: want its session, once %v are over", names, at.Sub(failed), pause)
+	ka, at := r.advanceUntilKeepAlive(t, time.Second)
+	if !named(ka) {
+		t.Fatalf("the keepalive after the failed release does not name its grant: %v", ka.Sessions)
+	}
+	ka, again := r.advanceUntilKeepAlive(t, endRetryPause+time.Second)
+	if !named(ka) || again.Sub(at) < endRetryPause {
+		t.Fatalf("the grant, still listed, was named again %v later (named: %v): want once %v are over", again.Sub(at), named(ka), endRetryPause)
+	}
+	listed.Store(false) // this reply shows the grant gone
+	ka, _ = r.advanceUntilKeepAlive(t, endRetryPause+time.Second)
+	if !named(ka) {
+		t.Fatal("the grant was not named until a reply showed it gone")
+	}
+	if _, err := r.c.Acquire(ctxT(t), "f6/keeper", ipc.AcquireOptions{TTL: 3 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if ka, _ = r.advanceUntilKeepAlive(t, 2*time.Second); named(ka) {
+			t.Fatal("the grant was named again after a reply showed it gone")
+		}
 	}
 }
 

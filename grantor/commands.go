@@ -38,6 +38,7 @@ const (
 	cmdAcquire8                      // 21: acquireCmd as cmdAcquire7, with Final applied: its refusal is the request's outcome, remembered (outcome.go)
 	cmdWithdraw                      // 22: acquireCmd withdrawn: never granted; answered the request's outcome, or refused for good (outcome.go)
 	cmdRevoke2                       // 23: revokeCmd of an operator (By): the name stays delayed for the grant's term plus its lock-delay (revoke.go)
+	cmdEndGrant                      // 24: endGrantCmd, proposed by the leader for a grant a keepalive names untold or owner-ended (untold.go)
 )
 
 // Which command types a grantor may propose (versions.go). A grantor that
@@ -46,7 +47,7 @@ const (
 // that it applies it.
 const (
 	// newestCmd is the newest type this binary applies.
-	newestCmd = cmdRevoke2
+	newestCmd = cmdEndGrant
 	// baselineCmd is what a server that registered nothing is taken to
 	// apply: the types of grantors built before registration.
 	baselineCmd = cmdRegisterNode
@@ -100,6 +101,8 @@ func (t cmdType) String() string {
 		return "withdraw"
 	case cmdRevoke2:
 		return "revoke2"
+	case cmdEndGrant:
+		return "end-grant"
 	}
 	return fmt.Sprintf("cmd(%d)", uint8(t))
 }
@@ -277,6 +280,8 @@ func decodeCmd(data []byte) (cmdType, any, error) {
 		body = &releaseCmd{}
 	case cmdEndDelay:
 		body = &endDelayCmd{}
+	case cmdEndGrant:
+		body = &endGrantCmd{}
 	case cmdExpireSession, cmdExpireSession2:
 		body = &expireSessionCmd{}
 	case cmdProclaim:

@@ -43,6 +43,18 @@
 //     remembers it under (session, seq) until the session acknowledges
 //     it, so any call of the id at any leader gets the same answer
 //     (outcome.go). A waiter whose wait runs out adds one entry.
+//   - Grants nobody was told of end at the grantor, without lock-delay
+//     (untold.go): a sidecar names them in its session's keepalive (and
+//     releases that did not get there, owner-ended ones with their
+//     lock-delay), and the leader ends each the session still holds with
+//     one cmdEndGrant entry, which hands the name to its first waiter. A
+//     sidecar never gives back a grant it does not know.
+//   - Grants nobody was told of end at the grantor, without lock-delay
+//     (untold.go): a sidecar names them in its session's keepalive (and
+//     releases that did not get there, owner-ended ones with their
+//     lock-delay), and the leader ends each the session still holds with
+//     one cmdEndGrant entry, which hands the name to its first waiter. A
+//     sidecar never gives back a grant it does not know.
 //   - Lock-delay is grantor state (lockdelay.go): a grant with a
 //     lock-delay that expires, is revoked or whose owner's end its sidecar
 //     reports leaves a delay in its place in the FSM; the leader ends it

@@ -269,6 +269,8 @@ func (f *fsm) Apply(l *raft.Log) any {
 		res = f.applyProclaim(c)
 	case *endDelayCmd:
 		res = f.applyEndDelay(c)
+	case *endGrantCmd:
+		res = f.applyEndGrant(c)
 	case *closeSessionCmd:
 		f.deleteSession(c.Session)
 	case *registerNodeCmd:

@@ -19,11 +19,13 @@ type leaseRef struct {
 
 // sessionRenewal is one session of a keepalive (issue 13): its name, the
 // term its holder computes with, and the digest of the grants it knows
-// (LeaseSetDigest).
+// (LeaseSetDigest); and the grants its holder names to end (untold.go):
+// nobody was told of them, or their owner ended.
 type sessionRenewal struct {
-	Session string
-	TTL     time.Duration
-	Digest  uint64
+	Session            string
+	TTL                time.Duration
+	Digest             uint64
+	Untold, OwnerEnded []grantRef
 }
 
 // sessionRenewed answers a sessionRenewal.
@@ -268,6 +270,7 @@ func (l *lessor) renewSessionLocked(o *office, r sessionRenewal, tG clockwatch.I
 	if s := o.sessions[r.Session]; s != nil {
 		out.TTL = s.ttl
 	}
+	l.endNamedLocked(o, r)
 	if out.Digest = l.fsm.sessionDigest(r.Session); out.Digest != r.Digest {
 		out.Listed = true
 		out.Grants, out.Digest = l.fsm.sessionGrants(r.Session)

@@ -152,6 +152,9 @@ type office struct {
 	// delays are the names in a lock-delay and when this office ends each
 	// (lockdelay.go). Guarded by lessor.mu.
 	delays map[grantRef]*delayState
+	// ending are the grants a keepalive named untold or owner-ended
+	// whose cmdEndGrant is in flight (untold.go). Guarded by lessor.mu.
+	ending map[grantRef]bool
 }
 
 // sessionState is the leader's view of one session: its expiry while it
@@ -348,6 +351,7 @@ func (l *lessor) startOfficeLocked() {
 		sessions: map[string]*sessionState{},
 		queues:   map[string][]*waiter{},
 		delays:   map[grantRef]*delayState{},
+		ending:   map[grantRef]bool{},
 		kaWake:   make(chan struct{}, 1),
 		kick:     make(chan struct{}, 1),
 

@@ -19,6 +19,9 @@ const (
 	maxKeepAliveLeases = 65536
 	// maxKeepAliveSessions bounds the sessions of one keepalive request.
 	maxKeepAliveSessions = 1024
+	// maxSessionEnds bounds the grants of one session a keepalive names
+	// untold, and those it names owner-ended (untold.go).
+	maxSessionEnds = 1024
 )
 
 // validLeaseName checks a lease name: 1..256 bytes of [A-Za-z0-9._-/],
@@ -199,7 +202,33 @@ func validSessions(req *grantorpb.KeepAliveRequest) ([]sessionRenewal, error) {
 		if ttl := s.GetTtlNs(); ttl < 0 || ttl > int64(maxTTLLimit) {
 			return nil, invalid("sessions.ttl_ns", "session %d has term %v", i, time.Duration(ttl))
 		}
-		out[i] = sessionRenewal{Session: s.GetSession(), TTL: time.Duration(s.GetTtlNs()), Digest: s.GetLeaseSetVersion()}
+		untold, err := validEnds("sessions.untold", s.GetUntold())
+		if err != nil {
+			return nil, err
+		}
+		ended, err := validEnds("sessions.owner_ended", s.GetOwnerEnded())
+		if err != nil {
+			return nil, err
+		}
+		out[i] = sessionRenewal{Session: s.GetSession(), TTL: time.Duration(s.GetTtlNs()), Digest: s.GetLeaseSetVersion(), Untold: untold, OwnerEnded: ended}
+	}
+	return out, nil
+}
+
+// validEnds checks the grants a keepalive names to end (untold.go).
+func validEnds(field string, refs []*grantorpb.LeaseRef) ([]grantRef, error) {
+	if len(refs) > maxSessionEnds {
+		return nil, invalid(field, "%d grants for one session, more than %d", len(refs), maxSessionEnds)
+	}
+	var out []grantRef
+	for i, r := range refs {
+		if err := validLeaseName(field+".lease", r.GetLease()); err != nil {
+			return nil, err
+		}
+		if r.GetToken() < 1 {
+			return nil, invalid(field+".token", "grant %d (%q) has token 0", i, r.GetLease())
+		}
+		out = append(out, grantRef{Lease: r.GetLease(), Token: r.GetToken()})
 	}
 	return out, nil
 }

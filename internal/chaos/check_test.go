@@ -548,7 +548,7 @@ func TestCheckT0(t *testing.T) {
 		t.Fatalf("the earlier grant released: violations %v; want one", vs)
 	}
 	// The same owner process's last acquire of x had no clear answer:
-	// its grant, if made, is given back before the next acquire.
+	// it is settled (its grant, if made, ended) before the next acquire.
 	unclear := func(code string) *hist {
 		b := newHist().
 			rec(workload.Record{Kind: workload.KindAcquire, Client: "s1c1", Op: "s1c1.1.0", Name: "x", Owner: ipc.OwnerPID, TTLMs: 1000, At: 0}).

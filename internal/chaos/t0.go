@@ -34,8 +34,9 @@ const t0Slack = time.Second
 // makes the deadline of every grant that waited in the queue too late.
 // Left out: calls during which a fault hit the client or its sidecar (a
 // stop delays the sidecar's reading of the request); calls of an owner
-// that may have a grant of the name the sidecar must give back first (it
-// sends that release, under the owner's turn, as long as that takes, and
+// that may have a grant of the name the sidecar must settle first (it
+// sends that release, or asks the grantor for the answer to an acquire
+// without a clear one, under the owner's turn, as long as that takes, and
 // only then reads t0): one it held and did not see released, or one an
 // acquire without a clear answer may have made; an owner process (owner
 // pid) owes until a release succeeds, a connection until the client lets
@@ -63,8 +64,8 @@ func checkT0(h *History) []Violation {
 			delete(owed, owes(r.Op, r.Name))
 			continue
 		case workload.KindAcquireFailed:
-			if c, ok := calls[r.Op]; ok && c.Owner == ipc.OwnerPID && workload.Ambiguous(r.Code) {
-				owed[owes(r.Op, r.Name)] = true // its grant, if made, is given back first
+			if _, ok := calls[r.Op]; ok && workload.Ambiguous(r.Code) {
+				owed[owes(r.Op, r.Name)] = true // the acquire is settled first
 			}
 			continue
 		case workload.KindReleaseFailed, workload.KindClose, workload.KindGone:
