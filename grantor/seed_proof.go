@@ -147,7 +147,9 @@ func (n *Node) proveClaims(ctx context.Context, claims []seedClaim, all bool) {
 	var refused []string
 	for _, c := range claims {
 		if !all && p.has(c.addr, c.id) {
+			mu.Lock() // the provers started for earlier claims write next too
 			next[c] = true
+			mu.Unlock()
 			continue
 		}
 		wg.Add(1)
