@@ -71,7 +71,7 @@ func TestUntoldGrantLeavesNoLockDelay(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Grantors = []string{serveGrantorAPI(t, p)}
 	cfg.Timing = timing
-	cfg.RequestTimeout = 500 * time.Millisecond
+	cfg.RequestTimeout = 2 * time.Second
 	c := daemonClient(t, cfg)
 
 	_, err := c.Acquire(ctxT(t), "f6", ipc.AcquireOptions{TTL: time.Minute, LockDelay: time.Hour})
@@ -124,7 +124,7 @@ func TestUnansweredGrantEndsWhileAnotherOwnerWaits(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Grantors = []string{serveGrantorAPI(t, p)}
 	cfg.Timing = timing
-	cfg.RequestTimeout = 500 * time.Millisecond
+	cfg.RequestTimeout = 2 * time.Second
 	_, sock := startDaemon(t, cfg)
 	a, b := &ipc.Client{Socket: sock}, &ipc.Client{Socket: sock}
 	t.Cleanup(func() { a.Close(); b.Close() })
@@ -175,7 +175,7 @@ func TestFailedReleaseEndsLater(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Grantors = []string{serveGrantorAPI(t, p)}
 	cfg.Timing = timing
-	cfg.RequestTimeout = 500 * time.Millisecond
+	cfg.RequestTimeout = 2 * time.Second
 	c := daemonClient(t, cfg)
 
 	g, err := c.Acquire(ctxT(t), "f6b", ipc.AcquireOptions{TTL: time.Minute, LockDelay: time.Hour})
@@ -270,7 +270,7 @@ func (r *rig) advanceUntilKeepAlive(t *testing.T, limit time.Duration) (*grantor
 // sooner than endRetryPause after that reply; once a reply shows it gone,
 // it is named no more.
 func TestFailedReleaseIsNamedUntilGone(t *testing.T) {
-	r := newRigWith(t, func(c *Config) { c.RequestTimeout = 200 * time.Millisecond })
+	r := newRigWith(t, func(c *Config) { c.RequestTimeout = time.Second })
 	g, err := r.c.Acquire(ctxT(t), "f6/rel", ipc.AcquireOptions{TTL: 9 * time.Second})
 	if err != nil {
 		t.Fatal(err)
