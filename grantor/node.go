@@ -95,7 +95,7 @@ type Node struct {
 	served  chan struct{} // closed when grpc Serve has returned, if it ran
 	done    chan struct{} // closed by Shutdown
 	leaving atomic.Bool   // set by the Leave RPC
-	// removal is what tells this node it was removed (raft_members.go).
+	// removal is what tells this node it was removed (self_removal.go).
 	removal removal
 	// termLeaders names the leaders of recent terms (watchLeaders).
 	termLeaders termLeaders
@@ -119,7 +119,7 @@ func New(cfg Config) (n *Node, err error) {
 		return nil, err
 	}
 	cfg = cfg.withNilDefaults()
-	n = &Node{cfg: cfg, log: cfg.Logger, served: make(chan struct{}), done: make(chan struct{}), left: make(chan struct{}), removal: removal{done: make(chan struct{})},
+	n = &Node{cfg: cfg, log: cfg.Logger, served: make(chan struct{}), done: make(chan struct{}), left: make(chan struct{}), removal: newRemoval(),
 		metrics: newCounters(), audit: newAudit(cfg.Audit, cfg.NodeID)}
 	if cfg.TLS != nil {
 		n.metrics.tls = cfg.TLS.Collector("leaseside_grantor")
@@ -198,6 +198,7 @@ func New(cfg Config) (n *Node, err error) {
 		if n.listed(c) {
 			n.removal.wasMember.Store(true)
 		}
+		n.removal.wake()
 	}
 	n.lessor = newLessor(lessorConfig{
 		timing:      cfg.Timing,

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"slices"
-	"sync"
 	"sync/atomic"
 
 	"github.com/hashicorp/raft"
@@ -38,8 +37,9 @@ import (
 //     configuration, and only that leader can bring it up to date.
 //
 // A removed server is thereby refused by every grantor that knows of its
-// removal, and a grantor that learns of its own removal stops
-// (watchLeaders) unless it is leaving by itself (Leave).
+// removal, and a grantor that is shown its own removal by a majority of
+// the servers of its new configuration stops (watchLeaders,
+// self_removal.go) unless it is leaving by itself (Leave).
 //
 // Gossip names the leader only to a node that cannot otherwise know it;
 // the sender must still hold the grantor certificate of that name. Gossip
@@ -54,30 +54,6 @@ import (
 // --join follow it (gossip then has no seeds to trust); that grantor then
 // serves no one, and the cluster is untouched. A grantor with a
 // configuration refuses it.
-
-// removal is what tells a node it was removed from the raft
-// configuration: a configuration that listed it and then one that does not
-// (watchLeaders), or refusals of its votes by a majority
-// (refusedAsNonMember). done is closed then, and Run stops the node.
-type removal struct {
-	// leaving is set when Leave starts: the node's removal is then its
-	// own doing, and Leave decides what follows.
-	leaving atomic.Bool
-	// wasMember is set once a configuration listed this node, committed
-	// (fsm.onConfig) or latest (watchLeaders).
-	wasMember atomic.Bool
-	// hadLeader is set once this node knew of a leader in this run.
-	hadLeader atomic.Bool
-	done      chan struct{}
-	once      sync.Once
-	// refusedBy holds the servers that refused this node's vote requests
-	// as a non-member's, under mu.
-	mu        sync.Mutex
-	refusedBy map[raft.ServerID]bool
-}
-
-// stop closes done, once.
-func (r *removal) stop() { r.once.Do(func() { close(r.done) }) }
 
 // notAMember is in the refusal of an RPC whose sender is not a server of
 // the receiver's configuration. Raft's transport carries only the text
@@ -357,83 +333,4 @@ func (n *Node) resolveSeeds(join []string) map[string]bool {
 		}
 	}
 	return out
-}
-
-// watchLeaders looks at every leader change raft observes. It notes the
-// leader of the current term (termLeaders, for a HaltError), and it stops
-// the node (removal) once it has been removed from the raft
-// configuration, unless it is leaving by itself (Leave): raft's latest
-// configuration, which listed it before, no longer does. A removed
-// follower hears from no leader after its removal, so its heartbeat
-// timeout forgets the leader; a removed leader steps down. A node that
-// starts with a configuration that lacks it (removed while it was down)
-// waits instead: the leader adds it back once gossip sees the new run
-// (discovery.go). A removed node that did not learn of its removal (it
-// was down) calls elections that every member refuses (raftGate); one
-// that followed a leader in this run stops once a majority did
-// (refusedAsNonMember).
-func (n *Node) watchLeaders() {
-	defer n.watchers.Done()
-	ch := make(chan raft.Observation, 1)
-	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
-		_, ok := o.Data.(raft.LeaderObservation)
-		return ok
-	})
-	n.raft.RegisterObserver(obs)
-	defer n.raft.DeregisterObserver(obs)
-	for {
-		if _, id := n.raft.LeaderWithID(); id != "" {
-			n.termLeaders.note(n.raft.CurrentTerm(), string(id))
-			n.removal.hadLeader.Store(true)
-		}
-		switch {
-		case n.listed(n.raft.GetConfiguration().Configuration()):
-			n.removal.wasMember.Store(true)
-		case n.removal.wasMember.Load() && !n.removal.leaving.Load():
-			n.removal.stop()
-			return
-		}
-		select {
-		case <-ch: // dropped observations are fine: each one re-reads
-		case <-n.done:
-			return
-		}
-	}
-}
-
-// refusedAsNonMember is told, by the transport, that server id refused
-// this node's vote request as a non-member's. A node that followed a
-// leader in this run and missed the entry that removed it never learns
-// of its removal from the log, and calls elections every member
-// refuses; once a majority of the voters of its latest configuration have
-// refused it, it was removed (a configuration that lists it and was
-// committed would have a majority of them knowing it), and it stops like
-// a removed node that learned it (watchLeaders). A node that has heard
-// of no leader since it started (one removed while it was down) waits
-// instead, refused, until the leader adds it back (discovery.go).
-func (n *Node) refusedAsNonMember(id raft.ServerID) {
-	c := n.raft.GetConfiguration().Configuration()
-	n.removal.mu.Lock()
-	defer n.removal.mu.Unlock()
-	if n.removal.refusedBy == nil {
-		n.removal.refusedBy = map[raft.ServerID]bool{}
-	}
-	n.removal.refusedBy[id] = true
-	voters, refused := 0, 0
-	for _, s := range c.Servers {
-		if s.Suffrage == raft.Voter {
-			voters++
-			if n.removal.refusedBy[s.ID] {
-				refused++
-			}
-		}
-	}
-	if refused > voters/2 && n.removal.hadLeader.Load() && !n.removal.leaving.Load() {
-		n.removal.stop()
-	}
-}
-
-// listed reports whether c lists this node.
-func (n *Node) listed(c raft.Configuration) bool {
-	return slices.ContainsFunc(c.Servers, func(s raft.Server) bool { return string(s.ID) == n.cfg.NodeID })
 }

@@ -1,0 +1,315 @@
+package grantor
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/leaseside/leaseside/clockwatch"
+	"github.com/leaseside/leaseside/grantor/gossip"
+	"github.com/leaseside/leaseside/grantor/grantorpb"
+)
+
+// removal is what tells a node it was removed from the raft
+// configuration: a majority of the voters of its latest configuration,
+// which lacks it, showing it configurations that lack it too
+// (watchLeaders), or refusing its votes (refusedAsNonMember). done is
+// closed then, and Run stops the node.
+type removal struct {
+	// leaving is set when Leave starts: the node's removal is then its
+	// own doing, and Leave decides what follows.
+	leaving atomic.Bool
+	// wasMember is set once a configuration listed this node, committed
+	// (fsm.onConfig) or latest (watchLeaders).
+	wasMember atomic.Bool
+	// hadLeader is set once this node knew of a leader in this run.
+	hadLeader atomic.Bool
+	// configured wakes watchLeaders when a committed configuration is
+	// applied (fsm.onConfig); it holds at most one wake-up.
+	configured chan struct{}
+	done       chan struct{}
+	once       sync.Once
+	// refusedBy holds the servers that refused this node's vote requests
+	// as a non-member's, under mu.
+	mu        sync.Mutex
+	refusedBy map[raft.ServerID]bool
+}
+
+// newRemoval returns a removal nothing has happened to yet.
+func newRemoval() removal {
+	return removal{configured: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+// stop closes done, once.
+func (r *removal) stop() { r.once.Do(func() { close(r.done) }) }
+
+// wake wakes watchLeaders, without waiting.
+func (r *removal) wake() {
+	select {
+	case r.configured <- struct{}{}:
+	default:
+	}
+}
+
+// removalAskEvery is how long a node whose latest configuration lacks it
+// waits, after a round of asking that did not confirm its removal, before
+// it asks again.
+const removalAskEvery = 2 * time.Second
+
+// removalRoundLine is logged (debug) after each round of asking.
+const removalRoundLine = "grantor: asked the voters of this grantor's latest raft configuration, which does not list it"
+
+// removalRound is what one round of asking the voters of a configuration
+// that lacks this node found.
+type removalRound struct {
+	// voters is how many voters the configuration has.
+	voters int
+	// listedBy are the voters whose own configuration lists this node;
+	// notListedBy those whose configuration does not; silent those that
+	// gave no answer that counts (unreachable, another server at the
+	// address, or no leader known to them).
+	listedBy, notListedBy, silent []string
+}
+
+// confirmed reports whether the round shows the node removed: a majority
+// of the voters answered with configurations that lack it, and none with
+// one that lists it.
+func (r removalRound) confirmed() bool {
+	return len(r.listedBy) == 0 && len(r.notListedBy) > r.voters/2
+}
+
+// watchLeaders looks at every leader change raft observes, and at every
+// committed configuration. It notes the leader of the current term
+// (termLeaders, for a HaltError), and it stops the node (removal) once it
+// has been removed from the raft configuration, unless it is leaving by
+// itself (Leave).
+//
+// Raft's latest configuration is not evidence enough of a removal: a
+// node that catches up (after a restart, or through a snapshot) passes
+// through historical configurations, and one of them may lack it although
+// the leader has since added it back. So a latest configuration without
+// this node, after one with it in this run, only makes it a candidate for
+// removal: it then asks every voter of that configuration for its Members
+// (gRPC, at the address gossip or the replicated state gives), and stops
+// only when a majority of them answer, each knowing a leader, with a
+// configuration that does not list it, and none with one that does. An
+// answer that lists it, or a later local configuration that lists it,
+// ends the round without a stop; while the candidacy lasts (a partition:
+// nobody answers, or a minority) it asks again every removalAskEvery on
+// the node's clock. A committed configuration that lacks it has a
+// majority of its voters knowing it, and a configuration that adds it
+// back is, once committed, known to at least one voter of every majority
+// of the one before (membership changes one server at a time), so a node
+// truly removed stops once it reaches a majority, and a node added back
+// does not stop.
+//
+// A removed follower hears from no leader after its removal, so its
+// heartbeat timeout forgets the leader and wakes this loop; a removed
+// leader steps down. A node that starts with a configuration that lacks
+// it (removed while it was down) waits instead: the leader adds it back
+// once gossip sees the new run (discovery.go). A removed node that did
+// not learn of its removal (it was down) calls elections that every
+// member refuses (raftGate); one that followed a leader in this run stops
+// once a majority did (refusedAsNonMember).
+func (n *Node) watchLeaders() {
+	defer n.watchers.Done()
+	ch := make(chan raft.Observation, 1)
+	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.LeaderObservation)
+		return ok
+	})
+	n.raft.RegisterObserver(obs)
+	defer n.raft.DeregisterObserver(obs)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var (
+		results   = make(chan removalRound, 1)
+		candidate bool // the latest configuration lacks this node, which was a member
+		asking    bool // a round is out
+		due       bool // a round may start
+		retry     clockwatch.Timer
+		retryC    <-chan struct{}
+	)
+	defer func() {
+		if retry != nil {
+			retry.Stop()
+		}
+	}()
+	for {
+		if _, id := n.raft.LeaderWithID(); id != "" {
+			n.termLeaders.note(n.raft.CurrentTerm(), string(id))
+			n.removal.hadLeader.Store(true)
+		}
+		c := n.raft.GetConfiguration().Configuration()
+		was := candidate
+		switch {
+		case n.listed(c):
+			n.removal.wasMember.Store(true)
+			candidate = false
+		case n.removal.wasMember.Load() && !n.removal.leaving.Load():
+			candidate = true
+		default:
+			candidate = false
+		}
+		switch {
+		case candidate && !was:
+			n.log.Info("grantor: this grantor's latest raft configuration does not list it; asking that configuration's voters whether it was removed",
+				"servers", serverIDs(c))
+			due = true
+		case !candidate && was:
+			n.log.Info("grantor: this grantor's latest raft configuration lists it again; not removed")
+			due = false
+		}
+		if candidate && due && !asking {
+			due, asking = false, true
+			n.watchers.Add(1)
+			go func() {
+				defer n.watchers.Done()
+				results <- n.askRemoval(ctx, c)
+			}()
+		}
+		select {
+		case <-ch: // dropped observations are fine: each one re-reads
+		case <-n.removal.configured:
+		case <-retryC:
+			retryC, due = nil, true
+		case r := <-results:
+			asking = false
+			removed := r.confirmed() && !n.listed(n.raft.GetConfiguration().Configuration()) && !n.removal.leaving.Load()
+			if !removed { // armed before the log line, which tells a test the round is over
+				if retry == nil {
+					retry = n.cfg.Clock.NewTimer(removalAskEvery)
+				} else {
+					retry.Reset(removalAskEvery)
+				}
+				retryC = retry.C()
+			}
+			n.log.Debug(removalRoundLine, "voters", r.voters, "listed_by", r.listedBy, "not_listed_by", r.notListedBy,
+				"silent", r.silent, "confirmed", r.confirmed())
+			if removed {
+				n.removal.stop()
+				return
+			}
+		case <-n.done:
+			return
+		}
+	}
+}
+
+// askRemoval asks every voter of c, a configuration that lacks this node,
+// whether its own configuration lists this node.
+func (n *Node) askRemoval(ctx context.Context, c raft.Configuration) removalRound {
+	type answer struct {
+		id     string
+		listed bool
+		counts bool
+	}
+	var voters []string
+	for _, s := range c.Servers {
+		if s.Suffrage == raft.Voter && string(s.ID) != n.cfg.NodeID {
+			voters = append(voters, string(s.ID))
+		}
+	}
+	answers := make(chan answer, len(voters))
+	for _, id := range voters {
+		go func() {
+			resp, err := n.peerMembers(ctx, n.peerRPCAddr(id))
+			// Only the server asked counts, and only one that knows a
+			// leader: it may otherwise be behind itself, and its answer
+			// cannot tell a non-voter from a grantor gossip lists.
+			if err != nil || resp.GetAnsweredBy() != id || resp.GetLeaderId() == "" {
+				answers <- answer{id: id}
+				return
+			}
+			answers <- answer{id: id, listed: membersList(resp, n.cfg.NodeID), counts: true}
+		}()
+	}
+	r := removalRound{voters: len(voters)}
+	for range voters {
+		switch a := <-answers; {
+		case !a.counts:
+			r.silent = append(r.silent, a.id)
+		case a.listed:
+			r.listedBy = append(r.listedBy, a.id)
+		default:
+			r.notListedBy = append(r.notListedBy, a.id)
+		}
+	}
+	slices.Sort(r.silent)
+	slices.Sort(r.listedBy)
+	slices.Sort(r.notListedBy)
+	return r
+}
+
+// membersList reports whether a Members answer from a grantor that knows a
+// leader lists id as a server of its raft configuration: such a grantor
+// gives every server of its configuration a raft state (members).
+func membersList(resp *grantorpb.MembersResponse, id string) bool {
+	return slices.ContainsFunc(resp.GetMembers(), func(m *grantorpb.Member) bool {
+		return m.GetNodeId() == id && (m.GetVoter() || m.GetRaftState() != "")
+	})
+}
+
+// peerRPCAddr returns the gRPC address of grantor id: the one an alive
+// gossip member of that ID advertises, else the one the replicated state
+// registered ("" if neither knows it). Gossip comes first, unlike
+// rpcAddrOf: the state of a node that asks whether it was removed may be
+// historical (it is catching up, or missed what followed its removal).
+func (n *Node) peerRPCAddr(id string) string {
+	for _, in := range n.gossipMembers() {
+		if in.State == gossip.StateAlive && in.MetaErr == nil && in.Meta.Role == gossip.RoleGrantor && in.Meta.NodeID == id {
+			return in.Meta.RPCAddr
+		}
+	}
+	return n.fsm.nodeAddr(id)
+}
+
+// serverIDs returns the IDs of c's servers, for the log.
+func serverIDs(c raft.Configuration) []string {
+	ids := make([]string, 0, len(c.Servers))
+	for _, s := range c.Servers {
+		ids = append(ids, string(s.ID))
+	}
+	return ids
+}
+
+// refusedAsNonMember is told, by the transport, that server id refused
+// this node's vote request as a non-member's. A node that followed a
+// leader in this run and missed the entry that removed it never learns
+// of its removal from the log, and calls elections every member
+// refuses; once a majority of the voters of its latest configuration have
+// refused it, it was removed (a configuration that lists it and was
+// committed would have a majority of them knowing it), and it stops like
+// a removed node that learned it (watchLeaders). A node that has heard
+// of no leader since it started (one removed while it was down) waits
+// instead, refused, until the leader adds it back (discovery.go).
+func (n *Node) refusedAsNonMember(id raft.ServerID) {
+	c := n.raft.GetConfiguration().Configuration()
+	n.removal.mu.Lock()
+	defer n.removal.mu.Unlock()
+	if n.removal.refusedBy == nil {
+		n.removal.refusedBy = map[raft.ServerID]bool{}
+	}
+	n.removal.refusedBy[id] = true
+	voters, refused := 0, 0
+	for _, s := range c.Servers {
+		if s.Suffrage == raft.Voter {
+			voters++
+			if n.removal.refusedBy[s.ID] {
+				refused++
+			}
+		}
+	}
+	if refused > voters/2 && n.removal.hadLeader.Load() && !n.removal.leaving.Load() {
+		n.removal.stop()
+	}
+}
+
+// listed reports whether c lists this node.
+func (n *Node) listed(c raft.Configuration) bool {
+	return slices.ContainsFunc(c.Servers, func(s raft.Server) bool { return string(s.ID) == n.cfg.NodeID })
+}
