@@ -154,24 +154,69 @@ func (s *service) KeepAlive(stream grpc.BidiStreamingServer[grantorpb.KeepAliveR
 		return toStatus(err)
 	}
 	ctx, cancel := context.WithCancelCause(stream.Context())
+	// The reader takes room for a request, reads it and starts its
+	// answer; the handler waits for the answers it started when it
+	// returns (spawn refuses to start one after that), not for the
+	// reader, whose Recv only returns once the handler has.
 	var (
-		work   sync.WaitGroup
-		sendMu sync.Mutex // grpc-go: no two goroutines call SendMsg at once
+		work     sync.WaitGroup
+		spawnMu  sync.Mutex
+		returned bool
+		sendMu   sync.Mutex // grpc-go: no two goroutines call SendMsg at once
 	)
-	defer work.Wait() // no reply is sent after the handler returns
-	defer cancel(nil)
-	reqs := make(chan *grantorpb.KeepAliveRequest)
+	defer func() {
+		cancel(nil)
+		spawnMu.Lock()
+		returned = true
+		spawnMu.Unlock()
+		work.Wait() // no reply is sent after the handler returns
+	}()
+	answer := func(req *grantorpb.KeepAliveRequest, refund func()) {
+		defer work.Done()
+		defer refund()
+		resp, err := s.keepAlive(ctx, o, caller, req)
+		if err != nil {
+			cancel(toStatus(err))
+			return
+		}
+		sendMu.Lock()
+		err = stream.Send(resp)
+		sendMu.Unlock()
+		if err != nil {
+			cancel(err)
+		}
+	}
+	spawn := func(req *grantorpb.KeepAliveRequest, refund func()) bool {
+		spawnMu.Lock()
+		defer spawnMu.Unlock()
+		if returned {
+			return false
+		}
+		work.Add(1)
+		go answer(req, refund)
+		return true
+	}
+	room := s.keepAliveRoom(caller)
 	recvErr := make(chan error, 1)
 	go func() {
 		for {
+			refund := room.take()
+			for refund == nil { // past the bound, the stream is not read
+				select {
+				case <-room.freed:
+				case <-ctx.Done():
+					return
+				}
+				refund = room.take()
+			}
 			req, err := stream.Recv()
 			if err != nil {
+				refund()
 				recvErr <- err
 				return
 			}
-			select {
-			case reqs <- req:
-			case <-ctx.Done():
+			if !spawn(req, refund) {
+				refund()
 				return
 			}
 		}
@@ -185,54 +230,17 @@ func (s *service) KeepAlive(stream grpc.BidiStreamingServer[grantorpb.KeepAliveR
 		}
 		return err
 	}
-	room := s.keepAliveRoom(caller)
-	for {
-		var refund func()
-		for refund == nil {
-			if refund = room.take(); refund != nil {
-				break
-			}
-			select { // past the bound, the stream is not read
-			case <-room.freed:
-			case <-o.ctx.Done():
-				return toStatus(s.n.lessor.prop.notLeader())
-			case <-ctx.Done():
-				return ended()
-			}
+	select {
+	case err := <-recvErr:
+		if errors.Is(err, io.EOF) {
+			work.Wait() // the requests in flight are still answered
+			return nil
 		}
-		var req *grantorpb.KeepAliveRequest
-		select {
-		case req = <-reqs:
-		case err := <-recvErr:
-			refund()
-			if errors.Is(err, io.EOF) {
-				work.Wait() // the requests in flight are still answered
-				return nil
-			}
-			return err
-		case <-o.ctx.Done():
-			refund()
-			return toStatus(s.n.lessor.prop.notLeader())
-		case <-ctx.Done():
-			refund()
-			return ended()
-		}
-		work.Add(1)
-		go func() {
-			defer work.Done()
-			defer refund()
-			resp, err := s.keepAlive(ctx, o, caller, req)
-			if err != nil {
-				cancel(toStatus(err))
-				return
-			}
-			sendMu.Lock()
-			err = stream.Send(resp)
-			sendMu.Unlock()
-			if err != nil {
-				cancel(err)
-			}
-		}()
+		return err
+	case <-o.ctx.Done():
+		return toStatus(s.n.lessor.prop.notLeader())
+	case <-ctx.Done():
+		return ended()
 	}
 }
 
