@@ -221,6 +221,61 @@ func TestAccountChargesAndRefunds(t *testing.T) {
 	}
 }
 
+// Release and Proclaim calls take a token of their identity's bucket of
+// unchanged_calls_per_sec (as many at once) before they are read; one
+// that changed something gives it back. Once the bucket is empty the
+// next is refused (at the edge) naming the limit, until the bucket
+// refills at its rate. Another identity, and a limit of 0, are never
+// refused.
+func TestUnchangedCallsAreRateLimited(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		rate      int
+		unchanged int           // calls that changed nothing, at once
+		changed   int           // then calls that changed something
+		advance   time.Duration // then the clock moves
+		refused   bool          // whether the next call is refused
+	}{
+		{name: "within the bucket", rate: 4, unchanged: 3, refused: false},
+		{name: "the bucket emptied", rate: 4, unchanged: 4, refused: true},
+		{name: "calls that change something spend nothing", rate: 4, unchanged: 3, changed: 100, refused: false},
+		{name: "a quarter second refills one", rate: 4, unchanged: 4, advance: 250 * time.Millisecond, refused: false},
+		{name: "less than a token refilled", rate: 4, unchanged: 4, advance: 200 * time.Millisecond, refused: true},
+		{name: "no limit", rate: 0, unchanged: 1000, refused: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := clockwatch.NewFake(clockwatch.Instant(time.Hour))
+			a := newAccounts(AccountLimits{Sidecar: Limits{UnchangedCalls: tc.rate}}, newFSM(), clock)
+			id, other := Identity{Role: RoleSidecar, Name: "evil"}, Identity{Role: RoleSidecar, Name: "victim"}
+			for i := range tc.unchanged {
+				if err := a.takeUnchanged(id); err != nil {
+					t.Fatalf("unchanged call %d of %d: %v", i+1, tc.unchanged, err)
+				}
+			}
+			for range tc.changed {
+				if err := a.takeUnchanged(id); err != nil {
+					t.Fatalf("a call that changes something: %v", err)
+				}
+				a.changedAfterAll(id)
+			}
+			clock.Advance(tc.advance)
+			err := a.takeUnchanged(id)
+			if got := err != nil; got != tc.refused {
+				t.Fatalf("refused %v (%v), want %v", got, err, tc.refused)
+			}
+			if err != nil && !strings.Contains(err.Error(), "sidecar/evil is at its limit of unchanged_calls_per_sec (4 of 4)") {
+				t.Fatalf("refusal: %v", err)
+			}
+			if got, want := a.refused[limUnchangedCalls].Load(), map[bool]uint64{false: 0, true: 1}[tc.refused]; got != want {
+				t.Fatalf("refusals counted: %d, want %d", got, want)
+			}
+			if err := a.takeUnchanged(other); err != nil {
+				t.Fatalf("another identity: %v", err)
+			}
+		})
+	}
+}
+
 // Waiters are charged to their caller's account at the leader: past its
 // limit an Acquire that would queue is refused naming waiters and queues
 // nothing; a waiter that leaves (its call ends) gives its charge back;

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"crypto/tls"
 	"fmt"
+	"strings"
 	"testing"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/leaseside/leaseside/grantor/grantorpb"
 	"github.com/leaseside/leaseside/grantor/pki"
@@ -186,5 +188,49 @@ func TestRPCUnfinishedCallsAreBounded(t *testing.T) {
 	side := dialWith(t, n.RPCAddr(), p.conf(pki.RoleSidecar, "h1").ClientCredentials())
 	if a := mustAcquire(t, side, acqReq("s1", 1, "x")); !a.Granted {
 		t.Fatalf("a sidecar's acquire during the attack: %v", a)
+	}
+}
+
+// Issue 21's flood (c), cut short: a sidecar's Releases under sessions
+// that never existed change nothing; past its unchanged_calls_per_sec (2
+// here) the next Release is refused with RESOURCE_EXHAUSTED naming the
+// limit, before the grantor does anything with it. Its Acquire still
+// goes through, and another sidecar's Release is answered.
+func TestUnchangedCallsRefusedAtTheEdge(t *testing.T) {
+	p := newTestPKI(t)
+	cfg := fastConfig(t, t.TempDir())
+	cfg.TLS = p.conf(pki.RoleGrantor, cfg.NodeID)
+	lim := DefaultLimits()
+	lim.UnchangedCalls = 2
+	cfg.Limits.Identities = map[string]Limits{"sidecar/evil": lim}
+	n := start(t, cfg, true)
+	evil := dialWith(t, n.RPCAddr(), p.conf(pki.RoleSidecar, "evil").ClientCredentials())
+	answered := 0
+	var refusal error
+	for i := 0; i < 1000 && refusal == nil; i++ {
+		_, err := evil.Release(tctx(t), &grantorpb.ReleaseRequest{Id: &grantorpb.RequestID{Session: fmt.Sprintf("never-%d", i), Seq: 1},
+			Lease: "jobs/x", Owner: "o", Token: 1})
+		if err != nil {
+			refusal = err
+			break
+		}
+		answered++
+	}
+	if status.Code(refusal) != codes.ResourceExhausted || !strings.Contains(status.Convert(refusal).Message(), "sidecar/evil is at its limit of unchanged_calls_per_sec") {
+		t.Fatalf("after %d Releases under unknown sessions answered: %v, want RESOURCE_EXHAUSTED naming unchanged_calls_per_sec", answered, refusal)
+	}
+	if answered < 2 {
+		t.Errorf("only %d Releases answered before the first refusal, want the bucket's 2", answered)
+	}
+	if got := n.accounts.refused[limUnchangedCalls].Load(); got == 0 {
+		t.Error("the refusal is not counted")
+	}
+	if a := mustAcquire(t, evil, acqReq("evil-s", 1, "jobs/evil")); !a.Granted {
+		t.Fatalf("the same sidecar's Acquire: %v", a)
+	}
+	other := dialWith(t, n.RPCAddr(), p.conf(pki.RoleSidecar, "victim").ClientCredentials())
+	if _, err := other.Release(tctx(t), &grantorpb.ReleaseRequest{Id: &grantorpb.RequestID{Session: "never-v", Seq: 1},
+		Lease: "jobs/x", Owner: "o", Token: 1}); err != nil {
+		t.Fatalf("another sidecar's Release: %v", err)
 	}
 }

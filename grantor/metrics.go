@@ -108,7 +108,7 @@ var (
 	descRefused     = prometheus.NewDesc("leaseside_grantor_refused_total", "Calls, connections and packets refused: gRPC calls by the caller's role (link grpc), inbound raft connections and RPCs (link raft, role empty), gossip packets and streams discarded (link gossip, role empty: a wrong or missing key, another cluster, garbage).", []string{"link", "role"}, nil)
 	descNonMember   = prometheus.NewDesc("leaseside_grantor_raft_refused_nonmember_total", "Inbound raft RPCs refused because their sender, authenticated by its grantor certificate, is not a server of this node's latest raft configuration nor one its join path names, by RPC (AppendEntries, RequestVote, RequestPreVote, InstallSnapshot, TimeoutNow). Also counted in leaseside_grantor_refused_total{link=\"raft\"}. Zero without TLS.", []string{"rpc"}, nil)
 	descNameRefused = prometheus.NewDesc("leaseside_grantor_name_refused_total", "Calls and watched names refused because the grantors' name rules (--name-rules) do not give the caller's identity the name, by the access asked (acquire: Acquire, Proclaim; read: CheckToken, a name added to a Watch). Also counted in leaseside_grantor_refused_total{link=\"grpc\"}.", []string{"access"}, nil)
-	descAcctRefused = prometheus.NewDesc("leaseside_grantor_account_refused_total", "Calls refused because they would take their identity's account past a limit (docs/limits.md), by limit (conns, calls, sessions, outcomes, leases, value_bytes, waiters, watch_streams, watch_names, queued_bytes).", []string{"limit"}, nil)
+	descAcctRefused = prometheus.NewDesc("leaseside_grantor_account_refused_total", "Calls refused because they would take their identity's account past a limit (docs/limits.md), by limit (conns, calls, sessions, outcomes, leases, value_bytes, waiters, watch_streams, watch_names, queued_bytes, unchanged_calls_per_sec).", []string{"limit"}, nil)
 	descAcctHighest = prometheus.NewDesc("leaseside_grantor_account_highest_use_ratio", "The largest share of a limit that one identity's account uses now (0 to 1), by limit: alert before a host is refused. Limits of 0 (none) are left out; sessions, outcomes and leases are the replicated state's, the others this node's (the leader's).", []string{"limit"}, nil)
 	descClockEvents = prometheus.NewDesc("leaseside_grantor_clock_events_total", "Clock watcher events, by kind (pause, suspend, unsynced).", []string{"kind"}, nil)
 )
@@ -180,9 +180,14 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		m.tls.Collect(ch)
 	}
 	highest := n.accounts.highest()
-	for k := limitKind(0); k < limAuditLines; k++ {
+	for k := limitKind(0); k < numLimits; k++ {
+		if k == limAuditLines {
+			continue // lines held back are not refusals
+		}
 		counter(descAcctRefused, n.accounts.refused[k].Load(), k.String())
-		gauge(descAcctHighest, highest[k], k.String())
+		if k != limUnchangedCalls { // a rate: no share of it is held
+			gauge(descAcctHighest, highest[k], k.String())
+		}
 	}
 
 	gauge(descLeases, float64(n.fsm.leaseCount()))

@@ -70,6 +70,10 @@ func (s *service) Release(ctx context.Context, req *grantorpb.ReleaseRequest) (*
 		return nil, toStatus(err)
 	}
 	id := IdentityFrom(ctx)
+	if err := s.n.accounts.takeUnchanged(id); err != nil {
+		s.n.metrics.releasesFailed.Add(1)
+		return nil, toStatus(err)
+	}
 	c.Identity = id.owner()
 	// Under a session the state does not know, a release is answered
 	// without an entry (lessor.release) and leaves nothing to charge.
@@ -86,10 +90,11 @@ func (s *service) Release(ctx context.Context, req *grantorpb.ReleaseRequest) (*
 	}
 	if res.Released {
 		s.n.metrics.releasesReleased.Add(1)
+		s.n.accounts.changedAfterAll(id)
 	} else {
 		s.n.metrics.releasesNotHeld.Add(1)
 	}
-	s.n.audit.release(IdentityFrom(ctx), req.GetLease(), req.GetToken(), res.Released)
+	s.n.audit.release(id, req.GetLease(), req.GetToken(), res.Released)
 	return &grantorpb.ReleaseResponse{Released: res.Released}, nil
 }
 

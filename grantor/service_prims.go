@@ -44,6 +44,9 @@ func (s *service) Proclaim(ctx context.Context, req *grantorpb.ProclaimRequest) 
 		return nil, toStatus(err)
 	}
 	who := IdentityFrom(ctx)
+	if err := s.n.accounts.takeUnchanged(who); err != nil {
+		return nil, toStatus(err)
+	}
 	c.Identity = who.owner()
 	if err := s.n.accounts.checkRequest(who, c.ID, len(c.Value), false); err != nil {
 		return nil, toStatus(err)
@@ -51,6 +54,9 @@ func (s *service) Proclaim(ctx context.Context, req *grantorpb.ProclaimRequest) 
 	res, err := s.n.lessor.proclaim(ctx, c)
 	if err != nil {
 		return nil, toStatus(err)
+	}
+	if res.Proclaimed {
+		s.n.accounts.changedAfterAll(who)
 	}
 	s.n.audit.proclaim(who, c.Lease, c.Token, res.Proclaimed)
 	return &grantorpb.ProclaimResponse{Proclaimed: res.Proclaimed}, nil

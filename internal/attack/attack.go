@@ -56,7 +56,7 @@ func newCounter() *counter {
 
 // limitNames are the account limits a refusal may name (docs/limits.md).
 var limitNames = []string{"conns", "calls", "sessions", "outcomes", "leases", "value_bytes", "waiters",
-	"watch_streams", "watch_names", "queued_bytes"}
+	"watch_streams", "watch_names", "queued_bytes", "unchanged_calls_per_sec"}
 
 // add counts one answer.
 func (c *counter) add(err error) {

@@ -52,6 +52,9 @@ type grantorOptions struct {
 	Raft      raftTimeouts
 	// LogFormat is --log-format ("" means text).
 	LogFormat string
+	// MemoryLimit is --memory-limit as given ("": the default;
+	// memlimit.go).
+	MemoryLimit string
 }
 
 // raftTimeouts are the raft timings a grantor takes from its flags and
@@ -123,6 +126,8 @@ type grantorFileConfig struct {
 	RaftCommitTimeout      string `json:"raft_commit_timeout"`
 	// LogFormat is --log-format's key.
 	LogFormat string `json:"log_format"`
+	// MemoryLimit is --memory-limit's key.
+	MemoryLimit string `json:"memory_limit"`
 }
 
 // loadGrantorConfig applies the config file at path to o.
@@ -170,6 +175,9 @@ func loadGrantorConfig(path string, o *grantorOptions) error {
 	if fc.LogFormat != "" {
 		o.LogFormat = fc.LogFormat
 	}
+	if fc.MemoryLimit != "" {
+		o.MemoryLimit = fc.MemoryLimit
+	}
 	for _, d := range []struct {
 		key, v string
 		dst    *time.Duration
@@ -211,6 +219,7 @@ type grantorFlagValues struct {
 	maxRequest  int
 	limits      []string
 	nameRules   string
+	memoryLimit string
 }
 
 func (g *grantorFlagValues) register(fs *pflag.FlagSet) {
@@ -247,6 +256,8 @@ func (g *grantorFlagValues) register(fs *pflag.FlagSet) {
 		"sidecar/web-7.watch_names=65536; repeatable, over the config file's \"limits\"; keys and defaults in docs/limits.md")
 	fs.StringVar(&g.nameRules, "name-rules", "", "file of name rules: which lease names each identity may acquire, watch and check "+
 		"(lines IDENTITY-GLOB acquire|read PREFIX...; see SECURITY.md); re-read on SIGHUP, a bad file keeping the rules in force (default: every identity may use every name)")
+	fs.StringVar(&g.memoryLimit, "memory-limit", "", "soft memory limit of the Go runtime, such as 512MiB or 2GiB, or none: the collector runs before the grantor's memory passes it "+
+		"(default: GOMEMLIMIT, else 90% of the cgroup's memory limit when one is set, else none; docs/limits.md)")
 }
 
 // options returns the settings: the defaults, then the config file, then
@@ -306,6 +317,8 @@ func (g *grantorFlagValues) options(fs *pflag.FlagSet) (grantorOptions, error) {
 			o.NameRules = g.nameRules
 		case "log-format":
 			o.LogFormat = g.log.format
+		case "memory-limit":
+			o.MemoryLimit = g.memoryLimit
 		}
 	})
 	for _, l := range g.limits {
@@ -322,6 +335,11 @@ func (g *grantorFlagValues) options(fs *pflag.FlagSet) (grantorOptions, error) {
 		return o, usagef("grantor: --bootstrap-expect must not be negative")
 	case o.MaxRequestBytes < 0:
 		return o, usagef("grantor: --max-request-bytes must not be negative")
+	}
+	if o.MemoryLimit != "" {
+		if _, err := parseMemoryLimit(o.MemoryLimit); err != nil {
+			return o, usagef("grantor: %v", err)
+		}
 	}
 	if err := o.TLS.Validate(); err != nil {
 		return o, usageError{err}
@@ -411,6 +429,9 @@ func runGrantor(ctx context.Context, e *env, o grantorOptions, lf logFlags) erro
 	}
 	log, err := newLogger(e, lf)
 	if err != nil {
+		return err
+	}
+	if err := applyMemoryLimit(o.MemoryLimit, log); err != nil {
 		return err
 	}
 	if err := clockwatch.CheckHost(); err != nil {
