@@ -25,7 +25,8 @@ type Config struct {
 	Hosts         int
 	LeasesPerHost int
 	Term          time.Duration
-	// Concurrency is the number of hosts started (and stopped) at once.
+	// Concurrency is the number of hosts started at once, over all the
+	// shard processes.
 	Concurrency int
 	// Warmup runs after every host holds its leases and before the
 	// measured Duration.
@@ -56,7 +57,7 @@ func DefaultConfig() Config {
 		Hosts:         1000,
 		LeasesPerHost: 1,
 		Term:          15 * time.Second,
-		Concurrency:   64,
+		Concurrency:   16,
 		Warmup:        15 * time.Second,
 		Duration:      30 * time.Second,
 		Recovery:      time.Minute,

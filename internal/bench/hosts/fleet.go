@@ -162,12 +162,19 @@ func startRetrying(ctx context.Context, cfg Config, dir, run string, i int, cred
 		if try == startTries || !errors.As(err, &ie) || ie.Code != ipc.CodeUnavailable {
 			return nil, err
 		}
+		t := time.NewTimer(time.Duration(try) * time.Second) // a program's backoff before it tries again
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		}
 	}
 }
 
 // startTries is how many times a host is started before its failure to
 // reach the cluster fails the run.
-const startTries = 5
+const startTries = 8
 
 // raiseFileLimit makes room for the hosts' descriptors: per host its
 // socket, its program's connection and the sidecar's end of it, and its

@@ -119,6 +119,7 @@ func (m *measure) failover(ctx context.Context) error {
 		return err
 	}
 	m.leader = newLeader
+	m.progress("new leader %s", m.cfg.Grantors[newLeader])
 	rep, err := m.report()
 	if err != nil {
 		return err

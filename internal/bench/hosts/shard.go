@@ -164,9 +164,10 @@ func stopAll(hosts []*host, stop chan struct{}, stopSidecars context.CancelFunc)
 	}
 }
 
-// leaderOf asks the shard's hosts, in turn, which grantor last answered
-// them as leader, and returns the first answer.
+// leaderOf asks every host of the shard which grantor last answered it
+// as leader, and returns the one most name.
 func leaderOf(ctx context.Context, hosts []*host) (string, error) {
+	named := map[string]int{}
 	var last error
 	for _, h := range hosts {
 		st, err := h.c.StatusAll(ctx)
@@ -176,10 +177,19 @@ func leaderOf(ctx context.Context, hosts []*host) (string, error) {
 		case st.Grantor == nil || st.Grantor.Leader == "":
 			last = fmt.Errorf("host %d knows no leader", h.i)
 		default:
-			return st.Grantor.Leader, nil
+			named[st.Grantor.Leader]++
 		}
 	}
-	return "", last
+	best := ""
+	for addr, n := range named {
+		if best == "" || n > named[best] {
+			best = addr
+		}
+	}
+	if best == "" {
+		return "", last
+	}
+	return best, nil
 }
 
 // report checks with every sidecar of the shard that it still holds each

@@ -45,9 +45,10 @@ func startShards(ctx context.Context, cfg Config, run string, progress func(stri
 		return nil, err
 	}
 	per := min(hostsPerShard(rl.Max, len(cfg.Grantors)), cfg.HostsPerShard)
+	n := (cfg.Hosts + per - 1) / per
 	var shards []*shardProc
 	for first := 0; first < cfg.Hosts; first += per {
-		spec := shardSpec{Grantors: cfg.Grantors, LeasesPerHost: cfg.LeasesPerHost, Term: cfg.Term, Concurrency: cfg.Concurrency,
+		spec := shardSpec{Grantors: cfg.Grantors, LeasesPerHost: cfg.LeasesPerHost, Term: cfg.Term, Concurrency: max(1, cfg.Concurrency/n),
 			Sources: cfg.Sources, First: first, Count: min(per, cfg.Hosts-first), Run: run}
 		s, err := startShard(ctx, exe, cfg.ShardArgs, spec)
 		if err != nil {
