@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/leaseside/leaseside/clockwatch"
@@ -19,7 +21,8 @@ import (
 // A restart keeps the host's leases (issue 24.1). The daemon writes what
 // a new process needs to go on where it stopped into its state directory
 // (Config.StateDir), atomically (a new file renamed over the old one),
-// whenever the table changes and after renewals: its grantor sessions
+// whenever the table changes and after renewals (a grant is answered only
+// once the file holds it: persisted): its grantor sessions
 // (ids, terms, the last request seq used), and every lease told to a
 // caller with its owner, token, term, t0 and deadline. Deadlines are on
 // CLOCK_BOOTTIME, which a process restart does not reset, so they carry
@@ -46,9 +49,6 @@ const seqJump = 1 << 32
 // waits for its client to come back (op resume) before it is released as
 // the owner's end.
 const resumeGrace = 10 * time.Second
-
-// persistEvery bounds how often the state file is written.
-const persistEvery = 50 * time.Millisecond
 
 // stateRecord is the state file.
 type stateRecord struct {
@@ -104,6 +104,13 @@ type leaseSnapshot struct {
 type persister struct {
 	path  string
 	dirty chan struct{}
+	// want counts the changes asked to be written (persistLater, under
+	// d.mu); done is the count the last write took in, and written is
+	// closed and replaced after each write; both under mu.
+	want    atomic.Uint64
+	mu      sync.Mutex
+	done    uint64
+	written chan struct{}
 	// start is this process's number among those of the sessions.
 	start uint64
 	// awaiting holds the restored leases whose connection owner has not
@@ -116,9 +123,35 @@ func (d *Daemon) persistLater() {
 	if d.ps == nil {
 		return
 	}
+	d.ps.want.Add(1)
 	select {
 	case d.ps.dirty <- struct{}{}:
 	default:
+	}
+}
+
+// persisted waits until the state file holds every change made so far
+// (a write failed counts: it was logged), or ctx ends. A grant is told
+// only after it: a kill -9 right after the reply must not leave a grant
+// its holder was told of unknown to the next process, which would give
+// it back before the deadline the holder was told.
+func (d *Daemon) persisted(ctx context.Context) {
+	if d.ps == nil {
+		return
+	}
+	gen := d.ps.want.Load()
+	for {
+		d.ps.mu.Lock()
+		done, ch := d.ps.done, d.ps.written
+		d.ps.mu.Unlock()
+		if done >= gen {
+			return
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return
+		}
 	}
 }
 
@@ -157,8 +190,11 @@ func (d *Daemon) snapshot(boot string) *stateRecord {
 	return st
 }
 
-// writeState writes st to the state file atomically: a new file, synced,
-// renamed over the old one.
+// writeState writes st to the state file atomically: a new file renamed
+// over the old one. It is not synced to disk: a process's end loses
+// nothing written, and what a crash of the host loses does not matter, as
+// a state from another boot is discarded (and the default directory is
+// under /run, in memory).
 func writeState(path string, st *stateRecord) error {
 	b, err := json.Marshal(st)
 	if err != nil {
@@ -171,9 +207,6 @@ func writeState(path string, st *stateRecord) error {
 		return err
 	}
 	_, err = f.Write(b)
-	if err == nil {
-		err = f.Sync()
-	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -208,13 +241,19 @@ func readState(path string) (*stateRecord, error) {
 	return &st, nil
 }
 
-// persistLoop writes the state file when asked, at most every
-// persistEvery, and once more when ctx ends.
+// persistLoop writes the state file when asked, and once more when ctx
+// ends. Changes made while a write runs go in the next one, together.
 func (d *Daemon) persistLoop(ctx context.Context, boot string) {
 	write := func() {
+		gen := d.ps.want.Load() // the snapshot holds every change up to it
 		if err := writeState(d.ps.path, d.snapshot(boot)); err != nil {
 			d.log.Error("writing the state file failed: a restart now would not keep every lease", "path", d.ps.path, "err", err)
 		}
+		d.ps.mu.Lock()
+		d.ps.done = max(d.ps.done, gen)
+		close(d.ps.written)
+		d.ps.written = make(chan struct{})
+		d.ps.mu.Unlock()
 	}
 	for {
 		select {
@@ -224,12 +263,6 @@ func (d *Daemon) persistLoop(ctx context.Context, boot string) {
 		case <-d.ps.dirty:
 		}
 		write()
-		t := d.clock.NewTimer(persistEvery)
-		select {
-		case <-ctx.Done():
-		case <-t.C():
-		}
-		t.Stop()
 	}
 }
 
@@ -240,7 +273,7 @@ func (d *Daemon) openState() error {
 	if err := safefs.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("state dir: %w", err)
 	}
-	d.ps = &persister{path: filepath.Join(dir, stateFileName), dirty: make(chan struct{}, 1), start: 1, awaiting: map[*lease]bool{}}
+	d.ps = &persister{path: filepath.Join(dir, stateFileName), dirty: make(chan struct{}, 1), written: make(chan struct{}), start: 1, awaiting: map[*lease]bool{}}
 	boot, err := bootID()
 	if err != nil {
 		return fmt.Errorf("state dir: reading the boot id: %w", err)

@@ -557,12 +557,13 @@ class Client:
     def _resume(self):
         try:
             self._resume_loop()
-        finally:
+        except BaseException:
             with self._lock:
                 self._resuming = False
                 left, self._to_resume = self._to_resume, []
             for lease in left:
                 lease._end("connection_closed")
+            raise
 
     def _resume_loop(self):
         # A restart of the daemon ended the connection: its leases that have
@@ -576,6 +577,7 @@ class Client:
                 leases, self._to_resume = self._to_resume, []
                 closing = self._closing
                 if not leases:
+                    self._resuming = False  # with the check: a connection that ends now starts another
                     return
             live = [l for l in leases if not closing and l.valid()]
             for lease in leases:

@@ -1,11 +1,14 @@
 package integration
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -114,11 +117,7 @@ func TestSidecarRestartKeepsLeases(t *testing.T) {
 		}
 		// Every connection lease's client comes back: the Go client's
 		// 100, run's, elect's and the Python client's.
-		from := 0
-		for range n + 3 {
-			from, _ = s.waitLine(t, from, "a client resumed its lease")
-			from++
-		}
+		waitResumed(t, s, connNames(tokens))
 		// The new process renews them: run's lease gets a deadline later
 		// than any the previous process told.
 		ch := make(chan *ipc.Event, 16)
@@ -203,3 +202,35 @@ l.lost.wait()
 print("python lost", l.reason, flush=True)
 sys.exit(1)
 `
+
+// connNames are the leases of tokens whose owner is a connection.
+func connNames(tokens map[string]string) map[string]bool {
+	m := map[string]bool{}
+	for name := range tokens {
+		if !strings.Contains(name, "/detached/") && !strings.Contains(name, "/pid/") {
+			m[name] = true
+		}
+	}
+	return m
+}
+
+// waitResumed waits until the sidecar logged a resume of every one of
+// names, and names those missing if it does not in time.
+func waitResumed(t *testing.T, s *sidecar, names map[string]bool) {
+	t.Helper()
+	left := maps.Clone(names)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	for from := 0; len(left) > 0; from++ {
+		i, line, err := s.out.wait(ctx, from, containsAll("a client resumed its lease"))
+		if err != nil {
+			t.Fatalf("%s: no resume of %v (%v)", s.name, slices.Sorted(maps.Keys(left)), err)
+		}
+		from = i
+		for name := range left {
+			if strings.Contains(line.v, "lease="+name+" ") {
+				delete(left, name)
+			}
+		}
+	}
+}
