@@ -1,8 +1,10 @@
 package grantor
 
 import (
+	"context"
 	"crypto/tls"
 	"encoding/binary"
+	"errors"
 	"io"
 	"log"
 	"net"
@@ -230,4 +232,28 @@ type pooledStream struct {
 // Dial implements raft.StreamLayer.
 func (s pooledStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	return tls.DialWithDialer(&net.Dialer{Timeout: timeout}, "tcp", string(addr), s.cfg)
+}
+
+// Gossip metadata is not signed: a holder of the gossip key can gossip a
+// live seed's own name at the seed's own address with a higher incarnation
+// and a leader of its choosing (g9, a grantor certificate's name in no
+// configuration), and the join path admitted the leader a proven seed
+// gossips, to a joining grantor and to members alike. The proof at the
+// seed's address now carries the leader the seed's raft knows of: a claim
+// naming another leader is refused.
+func TestSeedProofRefusesAForgedLeader(t *testing.T) {
+	p := newTestPKI(t)
+	c := &gossipCluster{t: t, events: map[*running]*eventLog{}}
+	g1 := c.add("g1", 1, func(cfg *Config) { cfg.TLS = p.conf(pki.RoleGrantor, "g1") })
+	c.seed = g1.GossipAddr()
+	c.leader()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if err := g1.proveClaim(ctx, seedClaim{g1.GossipAddr(), "g1", "g1"}); err != nil {
+		t.Fatalf("the seed's true claim (leader g1) is not proven: %v", err)
+	}
+	err := g1.proveClaim(ctx, seedClaim{g1.GossipAddr(), "g1", "g9"})
+	if !errors.Is(err, errLeaderUnproven) {
+		t.Fatalf("a claim of the seed naming the forged leader g9: err = %v, want %v", err, errLeaderUnproven)
+	}
 }

@@ -249,13 +249,14 @@ func (n *Node) joinPath(configured bool) joinPath {
 // A member's gossip address is the one it advertises, which memberlist
 // takes as said: a holder of the gossip key can gossip a grantor of
 // another name at a seed's address. With proven set (TLS and seeds), a
-// member at a seed address counts only if proven(addr, id) says this node
-// proved it there (seed_proof.go); an unproven claim names nobody, nor
-// the leader it gossips. Without TLS no certificate names anyone, so
+// member at a seed address counts only if proven(addr, id, leader) says
+// this node proved it there, and proved the leader it gossips with it
+// (seed_proof.go); an unproven claim names nobody, nor the leader it
+// gossips. Without TLS no certificate names anyone, so
 // there is nothing to prove: a seed address that more than one alive
 // grantor claims then names none of them, and the node waits until only
 // one claims it.
-func seedsSay(ms []gossip.MemberInfo, seeds map[string]bool, self string, proven func(addr, id string) bool) joinPath {
+func seedsSay(ms []gossip.MemberInfo, seeds map[string]bool, self string, proven func(addr, id, leader string) bool) joinPath {
 	var jp joinPath
 	claims := map[string]int{}
 	for _, in := range ms {
@@ -272,7 +273,7 @@ func seedsSay(ms []gossip.MemberInfo, seeds map[string]bool, self string, proven
 		case len(seeds) == 0:
 		case !seeds[in.Addr]:
 			continue
-		case proven != nil && !proven(in.Addr, in.Meta.NodeID):
+		case proven != nil && !proven(in.Addr, in.Meta.NodeID, in.Meta.LeaderID):
 			continue
 		case proven == nil && claims[in.Addr] > 1:
 			continue

@@ -289,7 +289,7 @@ func TestSeedsSay(t *testing.T) {
 			members: []gossip.MemberInfo{g("10.0.0.1:1", "g1", "g2"), g("10.0.0.1:1", "evil", "evil"), g("10.0.0.2:1", "g2", "g2")},
 			want:    joinPath{servers: []string{"g2"}, leader: "g2"}},
 		{name: "TLS: the seeds' proven claims name them and their leader", seeds: seeds,
-			proven:  []seedClaim{{"10.0.0.1:1", "g1"}, {"10.0.0.2:1", "g2"}},
+			proven:  []seedClaim{{"10.0.0.1:1", "g1", "g4"}, {"10.0.0.2:1", "g2", "g4"}},
 			members: []gossip.MemberInfo{g("10.0.0.1:1", "g1", "g4"), g("10.0.0.2:1", "g2", "g4"), g("10.0.0.4:1", "g4", "g4")},
 			want:    joinPath{servers: []string{"g1", "g2"}, leader: "g4"}},
 		{name: "TLS: every seed down, an impostor's unproven claim to a seed's address names no one", seeds: seeds,
@@ -297,29 +297,33 @@ func TestSeedsSay(t *testing.T) {
 			members: []gossip.MemberInfo{g("10.0.0.1:1", "evil", "evil"), g("10.0.0.4:1", "g4", "g4")},
 			want:    joinPath{}},
 		{name: "TLS: a claim proven for another name does not prove the impostor's", seeds: seeds,
-			proven:  []seedClaim{{"10.0.0.1:1", "g1"}},
+			proven:  []seedClaim{{"10.0.0.1:1", "g1", "evil"}},
 			members: []gossip.MemberInfo{g("10.0.0.1:1", "evil", "evil")},
 			want:    joinPath{}},
 		{name: "TLS: the seed and an impostor at its address: the proven seed counts, the impostor's leader does not", seeds: seeds,
-			proven:  []seedClaim{{"10.0.0.1:1", "g1"}},
+			proven:  []seedClaim{{"10.0.0.1:1", "g1", "g2"}},
 			members: []gossip.MemberInfo{g("10.0.0.1:1", "g1", "g2"), g("10.0.0.1:1", "evil", "evil"), g("10.0.0.2:1", "g2", "g2")},
 			want:    joinPath{servers: []string{"g1"}, leader: "g2"}},
 		{name: "TLS: an unproven seed's disagreement does not cancel the proven seeds' leader", seeds: seeds,
-			proven:  []seedClaim{{"10.0.0.1:1", "g1"}},
+			proven:  []seedClaim{{"10.0.0.1:1", "g1", "g2"}},
 			members: []gossip.MemberInfo{g("10.0.0.1:1", "g1", "g2"), g("10.0.0.2:1", "g2", "evil")},
 			want:    joinPath{servers: []string{"g1"}, leader: "g2"}},
 		{name: "TLS: a proven seed that is down counts for nothing", seeds: seeds,
-			proven:  []seedClaim{{"10.0.0.3:1", "g3"}},
+			proven:  []seedClaim{{"10.0.0.3:1", "g3", "evil"}},
 			members: []gossip.MemberInfo{dead},
+			want:    joinPath{}},
+		{name: "TLS: a proven seed whose gossiped leader is forged (the seed's name, its address, a higher incarnation) names no one", seeds: seeds,
+			proven:  []seedClaim{{"10.0.0.1:1", "g1", "g2"}},
+			members: []gossip.MemberInfo{g("10.0.0.1:1", "g1", "evil")},
 			want:    joinPath{}},
 		{name: "without seeds, every alive grantor, and their leader only as a server", seeds: nil,
 			members: []gossip.MemberInfo{g("10.0.0.1:1", "g1", "g2"), g("10.0.0.2:1", "g2", "g2"), side},
 			want:    joinPath{servers: []string{"g1", "g2", "g2"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var proven func(addr, id string) bool
+			var proven func(addr, id, leader string) bool
 			if tc.proven != nil {
-				proven = func(addr, id string) bool { return slices.Contains(tc.proven, seedClaim{addr, id}) }
+				proven = func(addr, id, leader string) bool { return slices.Contains(tc.proven, seedClaim{addr, id, leader}) }
 			}
 			got := seedsSay(tc.members, tc.seeds, "me", proven)
 			if !slices.Equal(got.servers, tc.want.servers) || got.leader != tc.want.leader {

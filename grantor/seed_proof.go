@@ -1,12 +1,16 @@
 package grantor
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,6 +35,15 @@ import (
 // would not do, since its ack is matched by a sequence number the
 // impostor sees in the probes this node sends it.
 //
+// The leader a seed gossips is proven the same way: gossip metadata is
+// not signed, and a holder of the gossip key can gossip a live seed's
+// name, at the seed's own address, with a higher incarnation and a leader
+// of its choosing (a grantor certificate's name in no configuration),
+// which the join path would then admit. So after the handshake the
+// prover writes the leader its raft knows of, over TLS, and a claim is
+// proven only for the leader its gossip metadata names when the seed says
+// the same (a claim is the address, the name and that leader).
+//
 // Claims are proven when gossip lists them (at every gossip change) and
 // again every seedReprove, so a claim stops counting within seedReprove
 // of its seed going away; an unproven claim names nobody, nor the leader
@@ -47,8 +60,13 @@ const (
 	seedReprove = 5 * time.Second
 )
 
-// seedClaim is a member's claim to be grantor id at gossip address addr.
-type seedClaim struct{ addr, id string }
+// seedClaim is a member's claim to be grantor id at gossip address addr,
+// knowing leader as the leader ("" when none).
+type seedClaim struct{ addr, id, leader string }
+
+// maxProvenLeader bounds the leader ID a prover writes (raft server IDs
+// are far shorter).
+const maxProvenLeader = 256
 
 // seedProofs holds the claims proven at their address. Safe for
 // concurrent use.
@@ -61,17 +79,17 @@ type seedProofs struct {
 	refused      string
 }
 
-// has reports whether the claim of id at addr is proven.
-func (p *seedProofs) has(addr, id string) bool {
+// has reports whether the claim of id at addr, naming leader, is proven.
+func (p *seedProofs) has(addr, id, leader string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.proven[seedClaim{addr, id}]
+	return p.proven[seedClaim{addr, id, leader}]
 }
 
 // seedProven returns what seedsSay checks a seed claim with: nil (gossip
 // as said) without TLS, where no certificate names anyone, or without
 // seeds, where there is no address to prove.
-func (n *Node) seedProven() func(addr, id string) bool {
+func (n *Node) seedProven() func(addr, id, leader string) bool {
 	if n.cfg.TLS == nil || len(n.seeds) == 0 {
 		return nil
 	}
@@ -79,14 +97,28 @@ func (n *Node) seedProven() func(addr, id string) bool {
 }
 
 // proveSeed serves a proof on the gossip port (gossip.Config.Prove): a
-// TLS handshake with this node's certificate to a grantor's.
+// TLS handshake with this node's certificate to a grantor's, then the
+// leader this node's raft knows of and a newline.
 func (n *Node) proveSeed(c net.Conn) {
 	ctx, cancel := context.WithTimeout(context.Background(), seedProofTimeout)
 	defer cancel()
 	tc := tls.Server(c, n.cfg.TLS.ServerConfig(pki.ALPNSeed, pki.Peer{Roles: []string{pki.RoleGrantor}}))
-	_ = tc.HandshakeContext(ctx) // the prover learns nothing: the dialer judges
-	_ = tc.Close()
+	defer tc.Close()
+	if tc.HandshakeContext(ctx) != nil {
+		return // the prover learns nothing: the dialer judges
+	}
+	leader := ""
+	if r := n.gate.raft.Load(); r != nil {
+		_, id := r.LeaderWithID()
+		leader = string(id)
+	}
+	defer context.AfterFunc(ctx, func() { _ = tc.Close() })()
+	_, _ = tc.Write([]byte(leader + "\n"))
 }
+
+// errLeaderUnproven is proveClaim's error when the seed answers with a
+// leader other than the one its gossip metadata names.
+var errLeaderUnproven = errors.New("it names another leader than gossip says it does")
 
 // proveClaim dials addr and returns nil if the grantor answering there
 // holds a grantor certificate named id.
@@ -98,7 +130,16 @@ func (n *Node) proveClaim(ctx context.Context, c seedClaim) error {
 	if err != nil {
 		return err
 	}
-	return conn.Close()
+	defer conn.Close()
+	defer context.AfterFunc(ctx, func() { _ = conn.Close() })()
+	line, err := bufio.NewReaderSize(io.LimitReader(conn, maxProvenLeader+1), maxProvenLeader+1).ReadString('\n')
+	if err != nil {
+		return fmt.Errorf("reading the leader it knows: %w", err)
+	}
+	if said := strings.TrimSuffix(line, "\n"); said != c.leader {
+		return fmt.Errorf("%w: it says %q, gossip %q", errLeaderUnproven, said, c.leader)
+	}
+	return nil
 }
 
 // seedClaims lists the claims gossip makes now of the seed addresses: the
@@ -107,7 +148,7 @@ func seedClaims(ms []gossip.MemberInfo, seeds map[string]bool, self string) []se
 	var out []seedClaim
 	for _, in := range ms {
 		if aliveOther(in, self) && seeds[in.Addr] {
-			out = append(out, seedClaim{in.Addr, in.Meta.NodeID})
+			out = append(out, seedClaim{in.Addr, in.Meta.NodeID, in.Meta.LeaderID})
 		}
 	}
 	return out
@@ -146,7 +187,7 @@ func (n *Node) proveClaims(ctx context.Context, claims []seedClaim, all bool) {
 	var mu sync.Mutex
 	var refused []string
 	for _, c := range claims {
-		if !all && p.has(c.addr, c.id) {
+		if !all && p.has(c.addr, c.id, c.leader) {
 			mu.Lock() // the provers started for earlier claims write next too
 			next[c] = true
 			mu.Unlock()
