@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/leaseside/leaseside/grantor/gossip"
 	"github.com/leaseside/leaseside/grantor/grantorpb"
@@ -598,10 +599,15 @@ func (n *Node) peerMembers(ctx context.Context, rpcAddr string) (*grantorpb.Memb
 
 // callPeer calls another grantor over gRPC, within peerTimeout.
 func (n *Node) callPeer(ctx context.Context, rpcAddr string, call func(context.Context, grantorpb.GrantorClient) error) error {
+	return n.callPeerWith(ctx, rpcAddr, n.dialCredentials(), call)
+}
+
+// callPeerWith is callPeer dialing with creds.
+func (n *Node) callPeerWith(ctx context.Context, rpcAddr string, creds credentials.TransportCredentials, call func(context.Context, grantorpb.GrantorClient) error) error {
 	if rpcAddr == "" {
 		return errors.New("no gRPC address known")
 	}
-	conn, err := grpc.NewClient(rpcAddr, grpc.WithTransportCredentials(n.dialCredentials()))
+	conn, err := grpc.NewClient(rpcAddr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		return err
 	}
