@@ -97,67 +97,6 @@ func fill(t *testing.T, l *running, entries int) {
 	}
 }
 
-// Issue 21 item 1, the removed node's case, from a 30-minute chaos run: a
-// grantor that catches up passes through historical configurations, and
-// one that lacks it is no evidence that it was removed. Here grantor d
-// (n3 or whichever follows) was removed while down, then added back; when
-// it starts again, the leader b sends it the history, in which a
-// configuration lists only a (the one from when b too was out), and d's
-// raft gate then refuses b (not a server of that configuration) and
-// forgets the leader: d sits on a historical configuration without it.
-// It must not stop: a asks, and a's configuration lists d. Once a leads,
-// d catches up and is a member again. (Before the fix d stopped here as
-// "removed from the raft configuration".)
-func TestCatchingUpThroughARemovalAndReAddDoesNotStop(t *testing.T) {
-	p := newTestPKI(t)
-	c, _, logs := tlsClusterLogged(t, p)
-	ai := c.leader()
-	bi, di := (ai+1)%3, (ai+2)%3
-	a, b, d := c.nodes[ai], c.nodes[bi], c.nodes[di]
-	aID, bID, dID := a.cfg.NodeID, b.cfg.NodeID, d.cfg.NodeID
-
-	// d down and removed, then b: the configuration is {a}.
-	c.kill(di)
-	if err := a.RemoveServer(tctx(t), dID); err != nil {
-		t.Fatalf("RemoveServer %s: %v", dID, err)
-	}
-	c.kill(bi)
-	if err := a.RemoveServer(tctx(t), bID); err != nil {
-		t.Fatalf("RemoveServer %s: %v", bID, err)
-	}
-	fill(t, a, 200)
-
-	// b back (it catches up through {a} from a, which {a} lists), and
-	// leading; then d back, added by b while d runs with its old log.
-	b = start(t, b.cfg, false)
-	c.nodes[bi], c.alive[bi] = b, true
-	if err := a.AddVoter(tctx(t), bID, b.RaftAddr()); err != nil {
-		t.Fatalf("AddVoter %s: %v", bID, err)
-	}
-	waitRaft(t, bID+" caught up", func() bool { return lists(b, bID) && b.raft.AppliedIndex() >= a.raft.CommitIndex() }, a, b)
-	c.transfer(t, ai, bi)
-	d = start(t, d.cfg, false)
-	c.nodes[di], c.alive[di] = d, true
-	if f := d.raft.GetConfiguration(); f.Error() != nil || !lists(d, dID) {
-		t.Fatalf("d's own configuration does not list it at its start: %+v, %v (exited %v)", f.Configuration(), f.Error(), exited(d))
-	}
-	dFrom := logs[di].mark()
-	if err := b.AddVoter(tctx(t), dID, d.RaftAddr()); err != nil {
-		t.Fatalf("AddVoter %s: %v", dID, err)
-	}
-	logs[di].waitFrom(t, dFrom, "grantor: this grantor's latest raft configuration does not list it", "servers=["+aID+"]")
-	if stopped, line := removalRounds(t, c, logs[di], d, 2); stopped || !strings.Contains(line, "listed_by=["+aID+"]") {
-		t.Fatalf("d, caught up to a historical configuration without it: stopped %v, last round %q", stopped, line)
-	}
-
-	c.transfer(t, bi, ai)
-	waitRaft(t, dID+" caught up", func() bool { return lists(d, dID) && d.raft.AppliedIndex() >= a.raft.CommitIndex() }, a, d)
-	logs[di].waitFrom(t, dFrom, "grantor: this grantor's latest raft configuration lists it again")
-	if exited(d) {
-		t.Fatalf("d stopped: %v", d.runErr)
-	}
-}
-
 // A grantor removed while it cannot reach a majority of its new
 // configuration's voters (here: b is down, so of {a, b} only a can
 // answer) does not stop, however often it asks; once b is back and a
