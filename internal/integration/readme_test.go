@@ -268,7 +268,7 @@ func TestReadmeQuickStart(t *testing.T) {
 
 	// Root.
 	devs, outs := runQuickStart(t, start, dir, 0, []string{"HOME=/root"})
-	if len(devs) != 1 || len(outs) != 2 || !token.MatchString(outs[0]) || !strings.Contains(outs[1], "LEASE") && !strings.Contains(outs[1], "no leases held") {
+	if len(devs) != 1 || len(outs) != 3 || outs[2] != "" || !token.MatchString(outs[0]) || !strings.Contains(outs[1], "LEASE") && !strings.Contains(outs[1], "no leases held") {
 		t.Fatalf("root's quick start: %q", outs)
 	}
 
@@ -282,7 +282,7 @@ func TestReadmeQuickStart(t *testing.T) {
 	}
 	// ... who runs their own.
 	userDevs, outs := runQuickStart(t, start, dir, nobody, userEnv)
-	if len(userDevs) != 1 || len(outs) != 2 || !token.MatchString(outs[0]) {
+	if len(userDevs) != 1 || len(outs) != 3 || !token.MatchString(outs[0]) {
 		t.Fatalf("the user's quick start: %q", outs)
 	}
 	userDevs[0].term(t)
