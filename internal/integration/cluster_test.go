@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -433,6 +434,7 @@ func TestClusterDeadHolderLeaseWaitsOutTerm(t *testing.T) {
 	w := startSidecar(t, "waiter's sidecar", nil, "--join", c.gossipAddrs(), "--gossip-addr", "127.0.0.1:0")
 	ctx := tctx(t)
 	lag := ownLag(t)
+	waitLockDelaysApplied(t, h)
 
 	run := exec.Command(bin, "run", name, "--socket", h.socket, "--ttl", term.String(), "--lock-delay", lockDelay.String(), "--",
 		"sh", "-c", `echo "token=$LEASESIDE_TOKEN"; exec sleep 1000`)
@@ -689,4 +691,37 @@ func lastLine(s string) string {
 		return s[i+1:]
 	}
 	return s
+}
+
+// waitLockDelaysApplied waits until the cluster takes lease requests with
+// a lock-delay from sidecar s: every grantor must first register that it
+// applies them, which a loaded machine's fresh cluster may not have done
+// yet (the sidecar then answers not_supported, "try again in a few
+// seconds"). It takes and releases a name of its own.
+func waitLockDelaysApplied(t *testing.T, s *sidecar) {
+	t.Helper()
+	c := s.client(t)
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		g, err := c.Acquire(ctx, "probe/lock-delays", ipc.AcquireOptions{TTL: 5 * time.Second, LockDelay: time.Millisecond})
+		if err == nil {
+			c.ReleaseToken(ctx, "probe/lock-delays", g.Token)
+			cancel()
+			return
+		}
+		cancel()
+		var e *ipc.Error
+		if !errors.As(err, &e) || e.Code != ipc.CodeNotSupported {
+			t.Fatalf("a probe acquire with a lock-delay: %v", err)
+		}
+		select {
+		case <-tick.C:
+		case <-deadline.C:
+			t.Fatalf("the cluster still refuses lock-delays: %v", err)
+		}
+	}
 }
