@@ -205,23 +205,13 @@ func (l *lessor) endDelay(o *office, j delayJob) {
 		next := j.waiter.cmd
 		c.Next = &next
 	}
-	var r *endDelayResult
-	var err error
-	if l.current(o) {
-		var res any
-		res, err = l.prop.apply(encodeCmd(cmdEndDelay, c))
-		r, _ = res.(*endDelayResult)
-	}
-	var h *handoff
-	if r != nil {
-		h = r.Next
-	}
-	if h != nil && h.Tried {
-		if g, ok := h.Res.(*acquireResult); ok && g.Granted {
-			l.granted(o, j.waiter.cmd.ID.Session, g.TTL)
+	res, err := l.proposeEnd(o, j.waiter, encodeCmd(cmdEndDelay, c), func(res any) *handoff {
+		if r, ok := res.(*endDelayResult); ok && r != nil {
+			return r.Next
 		}
-	}
-	l.settle(o, j.waiter, h)
+		return nil
+	})
+	r, _ := res.(*endDelayResult)
 	l.mu.Lock()
 	if d := o.delays[j.g]; d != nil {
 		if r != nil {
@@ -247,4 +237,28 @@ func maxInstant(a, b clockwatch.Instant) clockwatch.Instant {
 		return b
 	}
 	return a
+}
+
+// proposeEnd proposes cmd, an entry that ends a grant or a lock-delay and
+// grants the name to waiter (nil: nobody) in the same entry, while office
+// o lasts; next reads the handoff from the entry's result. It counts the
+// waiter's grant and settles its call, and returns the result (nil when o
+// has ended or the proposal failed) and the proposal's error.
+func (l *lessor) proposeEnd(o *office, waiter *waiter, cmd []byte, next func(any) *handoff) (any, error) {
+	var res any
+	var err error
+	if l.current(o) {
+		res, err = l.prop.apply(cmd)
+	}
+	var h *handoff
+	if res != nil {
+		h = next(res)
+	}
+	if h != nil && h.Tried {
+		if g, ok := h.Res.(*acquireResult); ok && g.Granted {
+			l.granted(o, waiter.cmd.ID.Session, g.TTL)
+		}
+	}
+	l.settle(o, waiter, h)
+	return res, err
 }

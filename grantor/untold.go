@@ -98,23 +98,13 @@ func (l *lessor) endGrant(o *office, j endJob) {
 		next := j.waiter.cmd
 		c.Next = &next
 	}
-	var r *endGrantResult
-	var err error
-	if l.current(o) {
-		var res any
-		res, err = l.prop.apply(encodeCmd(cmdEndGrant, c))
-		r, _ = res.(*endGrantResult)
-	}
-	var h *handoff
-	if r != nil {
-		h = r.Next
-	}
-	if h != nil && h.Tried {
-		if g, ok := h.Res.(*acquireResult); ok && g.Granted {
-			l.granted(o, j.waiter.cmd.ID.Session, g.TTL)
+	res, err := l.proposeEnd(o, j.waiter, encodeCmd(cmdEndGrant, c), func(res any) *handoff {
+		if r, ok := res.(*endGrantResult); ok && r != nil {
+			return r.Next
 		}
-	}
-	l.settle(o, j.waiter, h)
+		return nil
+	})
+	r, _ := res.(*endGrantResult)
 	l.mu.Lock()
 	delete(o.ending, j.g)
 	l.mu.Unlock()
