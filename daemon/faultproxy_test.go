@@ -195,3 +195,39 @@ func (p *faultProxy) KeepAlive(down grantorpb.Grantor_KeepAliveServer) error {
 	sendMu.Unlock()
 	return err
 }
+
+// Watch relays a holder watch stream as it is, both ways.
+func (p *faultProxy) Watch(down grantorpb.Grantor_WatchServer) error {
+	ctx, cancel := context.WithCancel(down.Context())
+	defer cancel()
+	up, err := p.up.Watch(ctx)
+	if err != nil {
+		return err
+	}
+	errc := make(chan error, 2)
+	go func() {
+		for {
+			req, err := down.Recv()
+			if err == nil {
+				err = up.Send(req)
+			}
+			if err != nil {
+				errc <- err
+				return
+			}
+		}
+	}()
+	go func() {
+		for {
+			ev, err := up.Recv()
+			if err == nil {
+				err = down.Send(ev)
+			}
+			if err != nil {
+				errc <- err
+				return
+			}
+		}
+	}()
+	return <-errc
+}

@@ -89,6 +89,11 @@ type Conn struct {
 	dropped uint64
 	wake    chan struct{}
 	space   chan struct{}
+	// hold counts the handlers of subscriptions running (holdEvents):
+	// the events sent meanwhile wait in held, counted in bytes, until the
+	// last one's reply is queued.
+	hold int
+	held []queued
 
 	gone   chan struct{} // closed when the connection is unusable
 	goneMu sync.Once
@@ -139,15 +144,46 @@ func (c *Conn) enqueue(v any, mayDrop bool) {
 		c.mu.Unlock()
 		return
 	}
-	if _, ev := v.(*Event); ev && c.bytes > 2*c.budget {
+	_, ev := v.(*Event)
+	if ev && c.bytes > 2*c.budget {
 		c.mu.Unlock()
 		c.overflowed()
 		return
 	}
-	c.queue = append(c.queue, q)
 	c.bytes += len(q.b)
+	if ev && c.hold > 0 {
+		c.held = append(c.held, q)
+		c.mu.Unlock()
+		return
+	}
+	c.queue = append(c.queue, q)
 	c.mu.Unlock()
 	poke(c.wake)
+}
+
+// holdEvents makes the events sent from now on wait, in order, until
+// release is called: a subscription's handler holds them until its reply
+// is queued, so that the reply comes before the subscription's first
+// event (which another goroutine may send while the handler still runs,
+// or the handler itself). Holds nest: events go out when the last one is
+// released.
+func (c *Conn) holdEvents() (release func()) {
+	c.mu.Lock()
+	c.hold++
+	c.mu.Unlock()
+	return func() {
+		c.mu.Lock()
+		c.hold--
+		flush := c.hold == 0 && len(c.held) > 0
+		if flush {
+			c.queue = append(c.queue, c.held...)
+			c.held = nil
+		}
+		c.mu.Unlock()
+		if flush {
+			poke(c.wake)
+		}
+	}
 }
 
 // reply writes resp on the calling goroutine (the connection's reader)

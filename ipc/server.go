@@ -160,7 +160,9 @@ func (s *Server) serveConn(ctx context.Context, nc *net.UnixConn) {
 			continue
 		}
 		if quickOps[req.Op] {
+			release := holdFor(c, req.Op)
 			c.reply(s.answer(cctx, c, req, id))
+			release()
 			continue
 		}
 		if !s.users.start(cred.UID, lim.InFlightPerUID) {
@@ -171,7 +173,9 @@ func (s *Server) serveConn(ctx context.Context, nc *net.UnixConn) {
 		go func() {
 			defer handlers.Done()
 			defer s.users.finish(cred.UID)
+			release := holdFor(c, req.Op)
 			c.enqueue(s.answer(cctx, c, req, id), false)
+			release()
 		}()
 	}
 	// The client closed its side. If it only shut down writing (as socat
@@ -192,6 +196,21 @@ func (s *Server) serveConn(ctx context.Context, nc *net.UnixConn) {
 // quickOps never wait on the network; they are answered on the reading
 // goroutine, in order, which saves two goroutine hand-offs per request.
 var quickOps = map[string]bool{OpHello: true, OpStatus: true, OpCheck: true, OpWatch: true, OpClock: true, OpResetRho: true}
+
+// subscribeOps start a subscription (watch, observe): the events it
+// brings wait until its reply is queued (Conn.holdEvents), so the reply
+// comes first, as PROTOCOL.md says. Their handlers never wait on the
+// network, so nothing is held for long.
+var subscribeOps = map[string]bool{OpWatch: true, OpObserve: true}
+
+// holdFor holds c's events while a request of op is answered, if op
+// starts a subscription; release ends the hold.
+func holdFor(c *Conn, op string) (release func()) {
+	if !subscribeOps[op] {
+		return func() {}
+	}
+	return c.holdEvents()
+}
 
 // answer has the Handler answer req and returns the reply to send.
 func (s *Server) answer(ctx context.Context, c *Conn, req *Request, id *uint64) *Response {

@@ -295,3 +295,50 @@ func TestClientLeaseEndsAtDeadlineWithoutDaemon(t *testing.T) {
 		t.Fatalf("a renewed lease: valid %v, deadline %d (first %d)", long.Valid(), long.Deadline(), long.DeadlineBoottimeNs)
 	}
 }
+
+// subscribingHandler answers watch and observe like the daemon: the
+// subscription's first event is sent while the handler still runs, by
+// the handler itself (the holders were known) or by another goroutine
+// (they came from the grantor meanwhile).
+type subscribingHandler struct{ stubHandler }
+
+func (h *subscribingHandler) Handle(ctx context.Context, c *Conn, req *Request) *Response {
+	switch req.Op {
+	case OpObserve:
+		c.Send(&Event{Event: EventNoLeader, Lease: req.Lease})
+	case OpWatch:
+		sent := make(chan struct{})
+		go func() {
+			defer close(sent)
+			c.Send(&Event{Event: EventHolder, Lease: req.Lease, Change: ChangeSync})
+		}()
+		<-sent
+	}
+	return &Response{}
+}
+
+// A subscription's reply comes before its first event, as PROTOCOL.md
+// says (a client that reads up to the reply, as its Python example does,
+// would otherwise skip the event and wait for it for ever), for the ops
+// answered on the reading goroutine (watch) and the others (observe).
+func TestSubscriptionReplyComesBeforeItsEvents(t *testing.T) {
+	path := startServer(t, &subscribingHandler{stubHandler{done: make(chan struct{})}})
+	c, r := dialT(t, path)
+	for i, tc := range []struct {
+		name, line, event string
+	}{
+		{name: "observe", line: `{"id":1,"op":"observe","lease":"svc/a"}`, event: EventNoLeader},
+		{name: "watch with holders", line: `{"id":2,"op":"watch","lease":"svc/b","holders":true}`, event: EventHolder},
+		{name: "observe again", line: `{"id":3,"op":"observe","lease":"svc/c"}`, event: EventNoLeader},
+	} {
+		if _, err := c.Write([]byte(tc.line + "\n")); err != nil {
+			t.Fatal(err)
+		}
+		if m := readMsg(t, r); m["id"] != float64(i+1) || m["ok"] != true {
+			t.Fatalf("%s: first line %v, want the reply", tc.name, m)
+		}
+		if m := readMsg(t, r); m["event"] != tc.event {
+			t.Fatalf("%s: second line %v, want the %s event", tc.name, m, tc.event)
+		}
+	}
+}
