@@ -261,8 +261,20 @@ func (hw *holderWatch) changes() *grantorpb.WatchRequest {
 	defer hw.mu.Unlock()
 	req := grantorpb.WatchRequest{Remove: hw.removed}
 	hw.removed = nil
+	gone := make(map[string]bool, len(req.Remove))
+	for _, name := range req.Remove {
+		gone[name] = true
+	}
 	for name, wn := range hw.names {
-		if !wn.onStream {
+		switch {
+		case wn.onStream:
+		case gone[name]:
+			// Watched again since it was removed: the grantor takes a
+			// request that removes and adds a name as no change, and
+			// would send no holders for the new subscriber to be told.
+			// The next request adds it.
+			poke(hw.wake)
+		default:
 			wn.onStream = true
 			req.Add = append(req.Add, name)
 		}

@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net"
+	"slices"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 
 	"github.com/leaseside/leaseside/clockwatch"
 	"github.com/leaseside/leaseside/grantor/grantorpb"
+	"github.com/leaseside/leaseside/ipc"
 )
 
 // serveGated serves srv as a grantor that is not up until open is closed:
@@ -124,5 +127,40 @@ func TestObserverGetsReplyThenFirstEvent(t *testing.T) {
 	}
 	if m := second.next(); m["event"] != "no_leader" {
 		t.Fatalf("second observer: %v, want no_leader", m)
+	}
+}
+
+// A name that is no longer watched, and watched again before the stream
+// was told, is removed in one request and added in the next: the grantor
+// takes a request that removes and adds a name as no change (no new
+// snapshot), so the new subscriber would wait for its first event until
+// the name's holders changed.
+func TestRewatchedNameIsAddedAfterItsRemoval(t *testing.T) {
+	hw := newHolderWatch(nil, slog.New(slog.DiscardHandler))
+	a, b := &ipc.Conn{}, &ipc.Conn{}
+	if err := hw.subscribe(a, "svc/x", true); err != nil {
+		t.Fatal(err)
+	}
+	if req := hw.changes(); !slices.Equal(req.GetAdd(), []string{"svc/x"}) || len(req.GetRemove()) != 0 {
+		t.Fatalf("first request %v, want svc/x added", req)
+	}
+	hw.apply(&grantorpb.WatchEvent{Lease: "svc/x", Kind: grantorpb.WatchEvent_SNAPSHOT})
+	hw.dropConn(a)
+	if err := hw.subscribe(b, "svc/x", true); err != nil {
+		t.Fatal(err)
+	}
+	if req := hw.changes(); !slices.Equal(req.GetRemove(), []string{"svc/x"}) || len(req.GetAdd()) != 0 {
+		t.Fatalf("second request %v, want svc/x removed only", req)
+	}
+	select {
+	case <-hw.wake:
+	default:
+		t.Fatal("the stream loop was not woken to add the name again")
+	}
+	if req := hw.changes(); !slices.Equal(req.GetAdd(), []string{"svc/x"}) || len(req.GetRemove()) != 0 {
+		t.Fatalf("third request %v, want svc/x added", req)
+	}
+	if hw.changes() != nil {
+		t.Fatal("a fourth request with nothing to change")
 	}
 }
