@@ -360,6 +360,9 @@ func (n *Node) reconcile(ctx context.Context) (pending bool) {
 					}
 					continue
 				}
+				if !n.joinAllowed(id, meta.RaftAddr) {
+					continue
+				}
 			}
 			if !in || s.Address != addr {
 				if admitted == nil {
@@ -524,7 +527,8 @@ func (n *Node) tryBootstrap(ctx context.Context, say func(string, ...any)) bool 
 	want := n.cfg.BootstrapExpect
 	var voters []gossip.MemberInfo
 	for _, in := range n.gossip.Members() {
-		if in.State == gossip.StateAlive && in.MetaErr == nil && in.Meta.Role == gossip.RoleGrantor && in.Meta.Voter {
+		if in.State == gossip.StateAlive && in.MetaErr == nil && in.Meta.Role == gossip.RoleGrantor && in.Meta.Voter &&
+			n.joinAllowed(in.Meta.NodeID, in.Meta.RaftAddr) {
 			voters = append(voters, in)
 		}
 	}

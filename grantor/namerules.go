@@ -37,6 +37,14 @@ import (
 // CheckToken). Each PREFIX is the start of the names the rule covers
 // ("web/" covers "web/a" and "web/b/c"), "*" every name.
 //
+// A rule "IDENTITY join", with no prefix, lets the leader add a grantor
+// whose grantor/ID the glob matches to the raft configuration when gossip
+// tells of it (reconcile), and bootstrap-expect count it: with rules in
+// force, a grantor certificate that no join rule names does not become a
+// member, though its holder has the gossip key (every sidecar started
+// with --join has it). Servers already in the configuration stay until
+// removed.
+//
 // A caller may do what any rule that matches it allows; with rules in
 // force, what none allows is refused with PERMISSION_DENIED and a
 // grantorpb.NameNotAllowed detail (a Watch gets a DENIED event for the
@@ -82,6 +90,7 @@ type nameRule struct {
 	identity string // a glob
 	access   NameAccess
 	prefixes []string // "" is every name
+	join     bool     // a join rule: access AccessNone, no prefixes
 }
 
 // ErrBadNameRules is returned by ParseNameRules and LoadNameRules for a
@@ -132,8 +141,15 @@ func ParseNameRules(source string, b []byte) (*NameRules, error) {
 		bad := func(format string, args ...any) error {
 			return fmt.Errorf("%w: %s:%d: %s", ErrBadNameRules, source, line, fmt.Sprintf(format, args...))
 		}
+		if len(words) == 2 && words[1] == "join" {
+			if _, err := path.Match(words[0], ""); err != nil {
+				return nil, bad("identity %q is not a valid glob: %v", words[0], err)
+			}
+			r.rules = append(r.rules, nameRule{identity: words[0], join: true})
+			continue
+		}
 		if len(words) < 3 {
-			return nil, bad("want IDENTITY ACCESS PREFIX..., got %d words", len(words))
+			return nil, bad("want IDENTITY ACCESS PREFIX... or IDENTITY join, got %d words", len(words))
 		}
 		rule := nameRule{identity: words[0]}
 		if _, err := path.Match(rule.identity, ""); err != nil {
@@ -144,8 +160,10 @@ func ParseNameRules(source string, b []byte) (*NameRules, error) {
 			rule.access = AccessAcquire
 		case "read":
 			rule.access = AccessRead
+		case "join":
+			return nil, bad("a join rule takes no prefix: IDENTITY join")
 		default:
-			return nil, bad("access %q: want acquire or read", words[1])
+			return nil, bad("access %q: want acquire, read or join", words[1])
 		}
 		for _, p := range words[2:] {
 			if p == "*" {
@@ -208,16 +226,43 @@ func (r *NameRules) allows(identity, lease string, access NameAccess) bool {
 	return false
 }
 
+// admitsGrantor reports whether a join rule lets grantor id become a
+// server of the raft configuration (nil rules: every grantor
+// certificate may).
+func (r *NameRules) admitsGrantor(id string) bool {
+	if r == nil {
+		return true
+	}
+	for _, rule := range r.rules {
+		if ok, _ := path.Match(rule.identity, Identity{Role: RoleGrantor, Name: id}.owner()); ok && rule.join {
+			return true
+		}
+	}
+	return false
+}
+
+// joinRules counts the join rules.
+func (r *NameRules) joinRules() int {
+	n := 0
+	for _, rule := range r.rules {
+		if rule.join {
+			n++
+		}
+	}
+	return n
+}
+
 // SetNameRules puts r in force for every call from now on (nil: every
 // identity may use every name) and logs what is in force. Calls already
 // past their check, and grants already made, are not affected.
 func (n *Node) SetNameRules(r *NameRules) {
 	n.nameRules.Store(r)
 	if r == nil {
-		n.log.Info("name rules: none given (--name-rules): every identity may acquire, watch and check every name")
+		n.log.Info("name rules: none given (--name-rules): every identity may acquire, watch and check every name, and every grantor certificate may join the raft configuration through gossip")
 		return
 	}
-	n.log.Info("name rules in force: identities may use only the names their rules give them", "file", r.Source(), "rules", r.Len())
+	n.log.Info("name rules in force: identities may use only the names their rules give them, and only grantors a join rule names join the raft configuration",
+		"file", r.Source(), "rules", r.Len(), "join_rules", r.joinRules())
 }
 
 // nameScopes lists, for each RPC of the Grantor service, the access the
@@ -277,4 +322,18 @@ func (n *Node) allowName(id Identity, lease string, access NameAccess) error {
 		return status.Error(codes.PermissionDenied, msg)
 	}
 	return st.Err()
+}
+
+// joinAllowed reports whether the join rules let grantor id, which
+// gossip tells of at raftAddr, become a server of the raft configuration
+// (reconcile) or of the one bootstrap-expect makes; a refusal is logged
+// and audited at every pass that meets it, as a probe's is.
+func (n *Node) joinAllowed(id, raftAddr string) bool {
+	if n.nameRules.Load().admitsGrantor(id) {
+		return true
+	}
+	n.log.Warn("grantor: not adding a grantor gossip told of: no join rule of the name rules names it",
+		"node_id", id, "raft_addr", raftAddr, "rule_wanted", "grantor/"+id+" join")
+	n.audit.refusedRaft(raftAddr, fmt.Sprintf("gossip member claims grantor %q: no join rule names it", id), 1)
+	return false
 }

@@ -19,8 +19,10 @@ func TestParseNameRulesRefusesBadLines(t *testing.T) {
 	tests := []struct {
 		name, text, want string
 	}{
-		{name: "too few words", text: "# ok\nweb-* acquire\n", want: "rules:2: want IDENTITY ACCESS PREFIX..., got 2 words"},
-		{name: "unknown access", text: "web-* write web/\n", want: "rules:1: access \"write\": want acquire or read"},
+		{name: "too few words", text: "# ok\nweb-* acquire\n", want: "rules:2: want IDENTITY ACCESS PREFIX... or IDENTITY join, got 2 words"},
+		{name: "unknown access", text: "web-* write web/\n", want: "rules:1: access \"write\": want acquire, read or join"},
+		{name: "join with a prefix", text: "grantor/g* join web/\n", want: "rules:1: a join rule takes no prefix"},
+		{name: "join with a bad glob", text: "grantor/g[ join\n", want: "rules:1: identity \"grantor/g[\" is not a valid glob"},
 		{name: "bad glob", text: "\n\nweb-[ acquire web/\n", want: "rules:3: identity \"web-[\" is not a valid glob"},
 		{name: "bad prefix", text: "web-* read web/ jobs/$x\n", want: "rules:1: prefix \"jobs/$x\": byte '$' at 5"},
 		{name: "star inside a prefix", text: "web-* read web/*\n", want: "rules:1: prefix \"web/*\""},
@@ -33,6 +35,43 @@ func TestParseNameRulesRefusesBadLines(t *testing.T) {
 				t.Fatalf("ParseNameRules: %v, want ErrBadNameRules saying %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// Join rules decide which grantor certificates may become servers of the
+// raft configuration: every one without rules, only those a join rule
+// names with rules (none with a file of name rules only); they give no
+// access to names, and name rules give no join.
+func TestJoinRulesAdmitGrantors(t *testing.T) {
+	var none *NameRules
+	if !none.admitsGrantor("g9") {
+		t.Fatal("without rules, grantor g9 may not join")
+	}
+	r, err := ParseNameRules("rules", []byte("grantor/g[1-3] join\ngrantor/db-* join # spares\n*/* acquire *\n* acquire *\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]bool{"g1": true, "g3": true, "db-7": true, "g4": false, "g9": false, "": false, "x/g1": false} {
+		if got := r.admitsGrantor(id); got != want {
+			t.Errorf("admitsGrantor(%q) = %v, want %v", id, got, want)
+		}
+	}
+	if r.Len() != 4 || r.joinRules() != 2 {
+		t.Errorf("%d rules, %d join rules; want 4, 2", r.Len(), r.joinRules())
+	}
+	names, err := ParseNameRules("rules", []byte("*/* acquire *\n* acquire *\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if names.admitsGrantor("g1") {
+		t.Error("a file of name rules only lets grantor g1 join")
+	}
+	joins, err := ParseNameRules("rules", []byte("*/* join\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if joins.allows("grantor/g1", "a", AccessRead) || !joins.admitsGrantor("g1") {
+		t.Error("a join rule for every grantor gives names, or no join")
 	}
 }
 

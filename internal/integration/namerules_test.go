@@ -27,7 +27,7 @@ func TestTrustNameRules(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	writeRules("web-*  acquire  web/\nweb-*  read  shared/\n")
+	writeRules("web-*  acquire  web/\nweb-*  read  shared/\ngrantor/g[1-3]  join\n")
 	c := newLoopbackCluster(t, 3)
 	for _, n := range c.nodes {
 		p.cert("grantor", n.id, false)
@@ -36,7 +36,7 @@ func TestTrustNameRules(t *testing.T) {
 	}
 	c.startAll()
 	for _, n := range c.nodes {
-		n.proc.waitLine(t, 0, "name rules in force", "rules=2")
+		n.proc.waitLine(t, 0, "name rules in force", "rules=3", "join_rules=1")
 	}
 	leader := c.waitOffice(c.marks0())
 	s := startSidecar(t, "sidecar web-1", nil, append(p.cert("sidecar", "web-1", false), "--grantors", c.rpcAddrs())...)

@@ -255,7 +255,8 @@ func (g *grantorFlagValues) register(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&g.limits, "limit", nil, "an account limit, ROLE.KEY=N or ROLE/NAME.KEY=N (0: none), such as sidecar.leases=50000 or "+
 		"sidecar/web-7.watch_names=65536; repeatable, over the config file's \"limits\"; keys and defaults in docs/limits.md")
 	fs.StringVar(&g.nameRules, "name-rules", "", "file of name rules: which lease names each identity may acquire, watch and check "+
-		"(lines IDENTITY-GLOB acquire|read PREFIX...; see SECURITY.md); re-read on SIGHUP, a bad file keeping the rules in force (default: every identity may use every name)")
+		"(lines IDENTITY-GLOB acquire|read PREFIX...), and which grantors may join the raft configuration (lines grantor/ID-GLOB join); see SECURITY.md; "+
+		"re-read on SIGHUP, a bad file keeping the rules in force (default: every identity may use every name, and every grantor certificate may join)")
 	fs.StringVar(&g.memoryLimit, "memory-limit", "", "soft memory limit of the Go runtime, such as 512MiB or 2GiB, or none: the collector runs before the grantor's memory passes it "+
 		"(default: GOMEMLIMIT, else 90% of the cgroup's memory limit when one is set, else none; docs/limits.md)")
 }

@@ -1,0 +1,78 @@
+package integration
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/leaseside/leaseside/grantor/grantorpb"
+)
+
+// Red team of issue 21 on real processes: attacks by the holder of one
+// certificate of each role and the gossip key (which every sidecar
+// started with --join has), written for the closing review.
+
+// memberOf reports whether id is a server of the raft configuration as
+// the grantor c answers Members, and whether it votes.
+func memberOf(t *testing.T, c grantorpb.GrantorClient, id string) (in, voter bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	resp, err := c.Members(ctx, &grantorpb.MembersRequest{})
+	if err != nil {
+		t.Fatalf("Members: %v", err)
+	}
+	for _, m := range resp.GetMembers() {
+		if m.GetNodeId() == id && (m.GetVoter() || m.GetRaftState() != "") {
+			return true, m.GetVoter()
+		}
+	}
+	return false, false
+}
+
+// A grantor certificate of a name in no configuration, with the gossip
+// key: its holder runs a grantor of that name that joins gossip at a
+// seed. Without join rules the leader adds it as a voter (a member's
+// certificate is full trust: it could then lead and write any entry);
+// with name rules whose join rules do not name it, the leader refuses it
+// at every pass and it stays out; a reload whose rules name it lets it
+// in, so the rule and nothing else kept it out.
+func TestRedTeamNonMemberGrantorCertJoinsOnlyByJoinRule(t *testing.T) {
+	p := newClusterPKI(t)
+	rules := filepath.Join(t.TempDir(), "rules")
+	writeRules := func(text string) {
+		t.Helper()
+		if err := os.WriteFile(rules, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeRules("*  acquire  *\n*/*  acquire  *\ngrantor/g[1-3]  join\n")
+	c := newLoopbackCluster(t, 3)
+	for _, n := range c.nodes {
+		p.cert("grantor", n.id, false)
+		n.tlsDir, n.keyFile = p.dir, p.key
+		n.extra = []string{"--name-rules", rules}
+	}
+	c.startAll()
+	leader := c.waitOffice(c.marks0()).node
+	op := grpcClient(t, c.nodes[leader].rpcAddr(), p.creds("operator", "op"))
+	mark := c.nodes[leader].proc.out.mark()
+	addGrantor(t, c, p, "evil", c.nodes[0].gossipAddr())
+	_, line := c.nodes[leader].proc.waitMatch(t, mark, "evil added or refused", func(s string) bool {
+		return containsAll("promoting a grantor that answers to voter", "node_id=evil")(s) ||
+			containsAll("no join rule of the name rules names it", "node_id=evil")(s)
+	})
+	t.Logf("leader: %s", line.v)
+	c.nodes[leader].proc.waitLine(t, mark, "event=refused_raft", `gossip member claims grantor \"evil\": no join rule names it`)
+	if in, voter := memberOf(t, op, "evil"); in {
+		t.Fatalf("a grantor certificate no join rule names joined the raft configuration through gossip (voter %v)", voter)
+	}
+	s := startSidecar(t, "sidecar s1", nil, append(p.cert("sidecar", "s1", false), "--grantors", c.rpcAddrs(0, 1, 2))...)
+	acquireCLI(t, s, "redteam/after-join-refused", "--ttl", "5s", "--detached")
+
+	mark = c.nodes[leader].proc.out.mark()
+	writeRules("*  acquire  *\n*/*  acquire  *\ngrantor/g[1-3]  join\ngrantor/evil  join\n")
+	hupAll(t, c)
+	c.nodes[leader].proc.waitLine(t, mark, "promoting a grantor that answers to voter", "node_id=evil")
+}
