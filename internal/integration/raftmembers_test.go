@@ -15,14 +15,24 @@ import (
 	"github.com/leaseside/leaseside/ipc"
 )
 
+// attackerIP is the loopback address the attacks come from: a host of
+// their own. A grantor audits its refusals per source address, at most
+// connlimit.MaxReasonsPerSource reasons each per interval and the rest as
+// "(other reasons)"; from 127.0.0.1, where the grantors themselves are, a
+// grantor that refused its peers' first RPCs at start-up (before it had a
+// configuration) had used up 4 of the 8 reasons, and the attack's fifth
+// refusal, of InstallSnapshot, was counted but not named.
+const attackerIP = "127.0.0.9"
+
 // raftAttacker is a raft transport speaking with the cluster's grantor
-// certificate of name, and the header in which it speaks for it.
+// certificate of name, from attackerIP, and the header in which it speaks
+// for it.
 func raftAttacker(t *testing.T, p *clusterPKI, name string) (*raft.NetworkTransport, raft.RPCHeader) {
 	t.Helper()
 	if _, err := os.Stat(filepath.Join(p.dir, "grantor-"+name+".pem")); err != nil {
 		p.cert("grantor", name, false)
 	}
-	tr := stranger.Raft(t, p.configurator("grantor", name).ClientConfig(pki.ALPNRaft, pki.Peer{Roles: []string{pki.RoleGrantor}}))
+	tr := stranger.RaftFrom(t, p.configurator("grantor", name).ClientConfig(pki.ALPNRaft, pki.Peer{Roles: []string{pki.RoleGrantor}}), attackerIP)
 	return tr, raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(name), Addr: []byte(tr.LocalAddr())}
 }
 
@@ -41,7 +51,7 @@ func attackAll(t *testing.T, c *cluster, tr *raft.NetworkTransport, hdr raft.RPC
 			}
 		}
 		for _, rpc := range []string{"AppendEntries", "RequestVote", "RequestPreVote", "TimeoutNow", "InstallSnapshot"} {
-			n.proc.waitLine(t, marks[i], "event=refused_raft", rpc+` from \"`+name+`\": not a server of this grantor's raft configuration`)
+			n.proc.waitLine(t, marks[i], "event=refused_raft", "peer="+attackerIP, rpc+` from \"`+name+`\": not a server of this grantor's raft configuration`)
 		}
 	}
 }
@@ -159,7 +169,7 @@ func TestRaftJoiningGrantorFollowsOnlyItsJoinPath(t *testing.T) {
 			t.Errorf("the grantor without a configuration answered %s from g9", rpc)
 		}
 	}
-	alone.proc.waitLine(t, 0, "event=refused_raft", `AppendEntries from \"g9\": this grantor has no raft configuration yet, and its join path names no server`)
+	alone.proc.waitLine(t, 0, "event=refused_raft", "peer="+attackerIP, `AppendEntries from \"g9\": this grantor has no raft configuration yet, and its join path names no server`)
 	c.stop(len(c.nodes) - 1)
 	c.nodes = c.nodes[:len(c.nodes)-1]
 

@@ -19,24 +19,43 @@ import (
 // served.
 func Raft(t testing.TB, cfg *tls.Config) *raft.NetworkTransport {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return raftFrom(t, cfg, "127.0.0.1", nil)
+}
+
+// RaftFrom is Raft from the loopback address ip (say 127.0.0.9): its
+// listener is bound there and it dials from there, so that a grantor
+// sees it as a host of its own. A grantor sums its refusals up per source
+// address, a bounded number of reasons each (connlimit.Reporter): an
+// attacker on an address of its own gets lines of its own, which the
+// refusals of grantors starting beside it on 127.0.0.1 cannot crowd out.
+func RaftFrom(t testing.TB, cfg *tls.Config, ip string) *raft.NetworkTransport {
+	t.Helper()
+	return raftFrom(t, cfg, ip, &net.TCPAddr{IP: net.ParseIP(ip)})
+}
+
+// raftFrom is a raft transport listening on ip and dialing from local
+// (nil: where the kernel routes from).
+func raftFrom(t testing.TB, cfg *tls.Config, ip string, local net.Addr) *raft.NetworkTransport {
+	t.Helper()
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: stream{ln, cfg}, Timeout: 5 * time.Second})
+	tr := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: stream{ln, cfg, local}, Timeout: 5 * time.Second})
 	t.Cleanup(func() { tr.Close() })
 	return tr
 }
 
-// stream is the raft stream layer of Raft.
+// stream is the raft stream layer of RaftFrom.
 type stream struct {
 	net.Listener
-	cfg *tls.Config
+	cfg   *tls.Config
+	local net.Addr // where it dials from; nil: where the kernel routes from
 }
 
 // Dial implements raft.StreamLayer.
 func (s stream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	d := &net.Dialer{Timeout: timeout}
+	d := &net.Dialer{Timeout: timeout, LocalAddr: s.local}
 	if s.cfg == nil {
 		return d.Dial("tcp", string(addr))
 	}
