@@ -146,7 +146,9 @@ class ClientTest(unittest.TestCase):
         t.join()
 
     def test_no_daemon_names_the_socket(self):
-        path = os.path.join(tempfile.mkdtemp(), "none.sock")
+        base = tempfile.mkdtemp()
+        self.addCleanup(os.rmdir, base)
+        path = os.path.join(base, "none.sock")
         with self.assertRaises(leaseside.DaemonUnreachableError) as cm:
             Client(path)
         self.assertIsInstance(cm.exception, OSError)
