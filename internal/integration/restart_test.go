@@ -18,14 +18,16 @@ import (
 )
 
 // A restart of the sidecar keeps every lease of the host (issue 24.1):
-// 100 leases of each owner kind (detached, a pid, a connection: the Go
-// client's) and a `run` and an `elect` child, through a SIGTERM and a
-// start, then a kill -9 and a start, on one socket and its state: after
-// each, every lease is held with its token, the connection's client
-// resumed its leases by itself, the new process renews them, and neither
-// child got a signal nor stopped. Fails on the old code: the new process
-// held nothing, the connection leases ended with the connection, and run
-// and elect stopped their children.
+// 20 leases of each owner kind (detached, a pid, a connection: the Go
+// client's; many, so that the state file and the resumes carry a table
+// rather than one entry; a larger table adds time, not proof) and a `run`
+// and an `elect` child, through a SIGTERM and a start, then a kill -9 and
+// a start, on one socket and its state: after each, every lease is held
+// with its token, the connection's client resumed its leases by itself,
+// the new process renews them, and neither child got a signal nor
+// stopped. Fails on the old code: the new process held nothing, the
+// connection leases ended with the connection, and run and elect stopped
+// their children.
 func TestSidecarRestartKeepsLeases(t *testing.T) {
 	c := newLoopbackCluster(t, 1)
 	c.startAll()
@@ -33,7 +35,7 @@ func TestSidecarRestartKeepsLeases(t *testing.T) {
 	args := []string{"--grantors", c.rpcAddrs()}
 	s := startSidecarOn(t, "sidecar 1", nil, socket, args...)
 	ctx := tctx(t)
-	const n = 100
+	const n = 20
 	const ttl = 30 * time.Second
 
 	owner := exec.Command("sleep", "3600") // the pid owner
@@ -116,7 +118,7 @@ func TestSidecarRestartKeepsLeases(t *testing.T) {
 			t.Fatalf("after %s: %s, want all %d leases resumed", how, resumed.v, 3*n+3)
 		}
 		// Every connection lease's client comes back: the Go client's
-		// 100, run's, elect's and the Python client's.
+		// n, run's, elect's and the Python client's.
 		waitResumed(t, s, connNames(tokens))
 		// The new process renews them: run's lease gets a deadline later
 		// than any the previous process told.
