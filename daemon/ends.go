@@ -148,7 +148,8 @@ func contains(ks []grantKey, k grantKey) bool {
 // was lost, without the owner releasing it: its release, with
 // owner_ended, is queued for the owner's turn by a sender started for it
 // (the grantor keeps the name for l's lock-delay; its owner may still act
-// on what l protects). Else nobody was told of l: it is named untold in
+// on what l protects; a lost l goes as lapsed, so watchers are told it
+// expired). Else nobody was told of l: it is named untold in
 // its session's keepalives, and the daemon keeps nothing else of it. The
 // caller holds d.mu.
 func (d *Daemon) queueReleaseLocked(l *lease, why string, ownerEnded bool) {
@@ -160,7 +161,11 @@ func (d *Daemon) queueReleaseLocked(l *lease, why string, ownerEnded bool) {
 	if d.unreleased == nil {
 		d.unreleased = map[turnKey][]queuedRelease{}
 	}
-	d.unreleased[k] = append(d.unreleased[k], queuedRelease{l, why})
+	how := endOwnerEnded
+	if l.state == stateLost {
+		how = endLapsed
+	}
+	d.unreleased[k] = append(d.unreleased[k], queuedRelease{l, why, how})
 	d.bg.Add(1)
 	go func() {
 		defer d.bg.Done()
@@ -179,6 +184,7 @@ func (d *Daemon) queueReleaseLocked(l *lease, why string, ownerEnded bool) {
 type queuedRelease struct {
 	l   *lease
 	why string
+	how endKind // endOwnerEnded, or endLapsed for a lost lease
 }
 
 // sendReleases sends the queued releases of owner and name, each with
@@ -191,7 +197,7 @@ func (d *Daemon) sendReleases(ctx context.Context, owner, name string) {
 	delete(d.unreleased, k)
 	d.mu.Unlock()
 	for _, q := range qs {
-		_, err := d.g.release(ctx, q.l.sess, q.l.name, q.l.ownerID, q.l.token, true)
+		_, err := d.g.release(ctx, q.l.sess, q.l.name, q.l.ownerID, q.l.token, q.how)
 		d.mu.Lock()
 		d.stepLocked(q.l, evReleaseDone, "", d.clock.Now())
 		if err != nil {

@@ -378,14 +378,27 @@ type unansweredError struct {
 func (e *unansweredError) Error() string { return e.err.Error() }
 func (e *unansweredError) Unwrap() error { return e.err }
 
+// endKind says how a grant the daemon releases at the grantor ended.
+type endKind uint8
+
+const (
+	// endReleased: its owner released it; the name is free at once.
+	endReleased endKind = iota
+	// endOwnerEnded: its owner ended without releasing it; the grantor
+	// keeps the name for the grant's lock-delay.
+	endOwnerEnded
+	// endLapsed: its holder's deadline passed (it was lost); as
+	// endOwnerEnded, and watchers are told it expired.
+	endLapsed
+)
+
 // release releases the grant token of name, which session s holds for
-// owner. ownerEnded says the owner ended, or the grant was lost, without
-// the owner releasing it: the grantor then keeps the name for the
-// grant's lock-delay.
-func (g *grantorConn) release(ctx context.Context, s *gsession, name, owner string, token uint64, ownerEnded bool) (bool, error) {
+// owner, ended as how says.
+func (g *grantorConn) release(ctx context.Context, s *gsession, name, owner string, token uint64, how endKind) (bool, error) {
 	id, done := g.newID(s)
 	defer done()
-	req := &grantorpb.ReleaseRequest{Id: id, Lease: name, Owner: owner, Token: token, OwnerEnded: ownerEnded}
+	req := &grantorpb.ReleaseRequest{Id: id, Lease: name, Owner: owner, Token: token,
+		OwnerEnded: how != endReleased, Lapsed: how == endLapsed}
 	resp, err := retry(ctx, g, callOpts{attempt: attemptTimeout, leader: true}, func(ctx context.Context, api grantorpb.GrantorClient) (*grantorpb.ReleaseResponse, error) {
 		return api.Release(ctx, req)
 	})

@@ -166,7 +166,7 @@ func (d *Daemon) release(ctx context.Context, c *ipc.Conn, name, token, reason s
 	}
 	d.mu.Unlock()
 
-	_, gerr := d.g.release(rctx, l.sess, l.name, l.ownerID, l.token, false)
+	_, gerr := d.g.release(rctx, l.sess, l.name, l.ownerID, l.token, endReleased)
 	d.mu.Lock()
 	d.stepLocked(l, evReleaseDone, "", d.clock.Now())
 	d.mu.Unlock()

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -236,5 +237,42 @@ func TestCheckTokenThroughTheDaemon(t *testing.T) {
 		if err != nil || live != tc.live || len(tokens) != 1 || tokens[0] != cur.Token {
 			t.Fatalf("check %s: %v %v %v, want live %v", tc.token, live, tokens, err, tc.live)
 		}
+	}
+}
+
+// A no_renew lease that lapses at its holder's deadline is told to holder
+// watchers on other hosts as expired, not released: its sidecar ends it
+// at the grantor as lapsed (issue 24: `watch --holders` said released).
+func TestLapsedNoRenewLeaseIsToldExpired(t *testing.T) {
+	r := newPrimsRig(t)
+	w := client(t, r.b)
+	evs := make(chan *ipc.Event, 16)
+	w.Notify(evs)
+	if err := w.WatchHolders(ctxT(t), "jobs/lapse"); err != nil {
+		t.Fatal(err)
+	}
+	var changes []string
+	for len(changes) < 3 {
+		select {
+		case ev := <-evs:
+			if ev.Event != ipc.EventHolder {
+				continue
+			}
+			changes = append(changes, ev.Change)
+			if ev.Change == ipc.ChangeSync {
+				l, err := client(t, r.a).Acquire(ctxT(t), "jobs/lapse", ipc.AcquireOptions{TTL: time.Second, Owner: ipc.OwnerDetached, NoRenew: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !l.Valid() {
+					t.Fatal("the grant is not valid")
+				}
+			}
+		case <-ctxT(t).Done():
+			t.Fatalf("holder changes %v, want sync, acquired, expired", changes)
+		}
+	}
+	if want := []string{ipc.ChangeSync, ipc.ChangeAcquired, ipc.ChangeExpired}; !slices.Equal(changes, want) {
+		t.Fatalf("holder changes %v, want %v", changes, want)
 	}
 }

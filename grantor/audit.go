@@ -13,7 +13,10 @@ import (
 // Lines have the message "audit" and an event attribute:
 //
 //	grant          role name lease token session owner
-//	release        role name lease token released
+//	release        role name lease token released [ended]
+//	                                          (ended: owner_ended when the grant's owner
+//	                                          ended without releasing it, lapsed when
+//	                                          its holder's deadline passed)
 //	proclaim       role name lease token proclaimed  (a holder's new value)
 //	revoke         role name lease token      (a lease of an older cluster's expiry)
 //	operator_revoke role name lease token holder delay
@@ -69,12 +72,19 @@ func (a *audit) grant(who Identity, lease string, token uint64, session, owner s
 }
 
 // release records a Release that ended a grant or found none (limited).
-func (a *audit) release(who Identity, lease string, token uint64, released bool) {
+func (a *audit) release(who Identity, c releaseCmd, released bool) {
+	attrs := []any{"lease", c.Lease, "token", c.Token, "released", released}
+	switch {
+	case c.Lapsed:
+		attrs = append(attrs, "ended", "lapsed")
+	case c.OwnerEnded:
+		attrs = append(attrs, "ended", "owner_ended")
+	}
 	if released {
-		a.write(slog.LevelInfo, "release", who, "lease", lease, "token", token, "released", released)
+		a.write(slog.LevelInfo, "release", who, attrs...)
 		return
 	}
-	a.unchanged(slog.LevelInfo, "release", who, "lease", lease, "token", token, "released", released)
+	a.unchanged(slog.LevelInfo, "release", who, attrs...)
 }
 
 // proclaim records a Proclaim that changed a grant's value or found no

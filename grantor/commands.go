@@ -162,6 +162,12 @@ type releaseCmd struct {
 	// OwnerEnded says the grant's owner ended without releasing it: its
 	// name stays delayed for the grant's lock-delay. cmdRelease6 only.
 	OwnerEnded bool `json:"owner_ended,omitempty"`
+	// Lapsed, with OwnerEnded, says the grant was not released: its
+	// holder's deadline passed, and its sidecar ends it sooner than its
+	// session would. It changes no state, only what watchers are told of
+	// the end (expired, not released), so it needs no command type of
+	// its own: a grantor that does not know it tells released.
+	Lapsed bool `json:"lapsed,omitempty"`
 }
 
 type revokeCmd struct {
@@ -234,7 +240,7 @@ func releaseEntry(c releaseCmd, allowed cmdType) []byte {
 	if allowed >= lockDelayCmd {
 		return encodeCmd(cmdRelease6, c)
 	}
-	c.OwnerEnded = false
+	c.OwnerEnded, c.Lapsed = false, false
 	if c.Next != nil && c.Next.LockDelay != 0 {
 		next := *c.Next
 		next.LockDelay = 0

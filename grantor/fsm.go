@@ -108,7 +108,7 @@ type freeWhy uint8
 
 const (
 	freedReleased freeWhy = iota + 1 // its holder released it
-	freedExpired                     // its session expired (revoke or expire-session)
+	freedExpired                     // its session expired (revoke or expire-session), or its sidecar ended it as lapsed (releaseCmd.Lapsed)
 )
 
 // fsmEvent tells the lessor what an applied entry changed. The FSM's
@@ -457,7 +457,11 @@ func (f *fsm) applyRelease(c *releaseCmd) any {
 	s.Outcomes[c.ID.Seq] = outcome{Kind: cmdRelease, Lease: c.Lease, Owner: c.Owner, Token: c.Token, Released: released}
 	res := &releaseResult{Released: released}
 	if released {
-		f.end(c.Lease, cur, freedReleased, c.OwnerEnded)
+		why := freedReleased
+		if c.Lapsed {
+			why = freedExpired
+		}
+		f.end(c.Lease, cur, why, c.OwnerEnded)
 		res.Next = f.handOff(c.Lease, c.Next)
 	}
 	return res

@@ -94,7 +94,7 @@ func (s *service) Release(ctx context.Context, req *grantorpb.ReleaseRequest) (*
 	} else {
 		s.n.metrics.releasesNotHeld.Add(1)
 	}
-	s.n.audit.release(id, req.GetLease(), req.GetToken(), res.Released)
+	s.n.audit.release(id, c, res.Released)
 	return &grantorpb.ReleaseResponse{Released: res.Released}, nil
 }
 

@@ -182,7 +182,8 @@ func validRelease(req *grantorpb.ReleaseRequest) (releaseCmd, error) {
 	if req.GetToken() < 1 {
 		return releaseCmd{}, invalid("token", "token must be at least 1")
 	}
-	return releaseCmd{ID: id, Lease: req.GetLease(), Owner: req.GetOwner(), Token: req.GetToken(), OwnerEnded: req.GetOwnerEnded()}, nil
+	return releaseCmd{ID: id, Lease: req.GetLease(), Owner: req.GetOwner(), Token: req.GetToken(), OwnerEnded: req.GetOwnerEnded(),
+		Lapsed: req.GetLapsed() && req.GetOwnerEnded()}, nil
 }
 
 // validSessions checks a keepalive of whole sessions (version 5).

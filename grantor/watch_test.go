@@ -214,3 +214,42 @@ func TestValidWatch(t *testing.T) {
 		t.Fatalf("too many names: %v", err)
 	}
 }
+
+// Rule: a release is told as the end its sidecar names: released by its
+// owner, or owner-ended, as RELEASED; a grant whose holder's deadline
+// passed (lapsed: a no_renew lease, one lost for failed renewals) as
+// EXPIRED, like an expiry at the grantor.
+func TestWatchTellsALapsedReleaseAsExpired(t *testing.T) {
+	for _, tc := range []struct {
+		name               string
+		ownerEnded, lapsed bool
+		want               grantorpb.WatchEvent_Kind
+	}{
+		{name: "released by its owner", want: grantorpb.WatchEvent_RELEASED},
+		{name: "its owner ended", ownerEnded: true, want: grantorpb.WatchEvent_RELEASED},
+		{name: "lapsed", ownerEnded: true, lapsed: true, want: grantorpb.WatchEvent_EXPIRED},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, hub := watchHarness(t, Limits{})
+			h.takeOffice()
+			g := h.acquire(acq("s1", 1, "job", 10*time.Second))
+			w, err := hub.open(sc("insecure"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.close()
+			if err := w.add([]string{"job"}); err != nil {
+				t.Fatal(err)
+			}
+			res, err := h.l.release(h.ctx(), releaseCmd{ID: requestID{Session: "s1", Seq: 2}, Lease: "job", Owner: "o", Token: g.Token,
+				OwnerEnded: tc.ownerEnded, Lapsed: tc.lapsed})
+			if err != nil || !res.Released {
+				t.Fatalf("release: %+v %v", res, err)
+			}
+			evs := drain(t, w)
+			if len(evs) != 2 || evs[1].Kind != tc.want || evs[1].Token != g.Token || len(evs[1].Holders) != 0 {
+				t.Fatalf("events %s, want SNAPSHOT then %s", describe(evs), tc.want)
+			}
+		})
+	}
+}
