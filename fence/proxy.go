@@ -145,7 +145,10 @@ func NewProxy(cfg ProxyConfig) (*Proxy, error) {
 			r.SetXForwarded()
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			p.refuse(w, r, http.StatusBadGateway, "backend_unavailable", "the backend did not answer: "+err.Error(), nil)
+			// A fenced request's lease and token (admitted: recorded
+			// already) are named; nil for an unfenced one.
+			f, _ := r.Context().Value(fencedKey{}).(map[string]string)
+			p.refuse(w, r, http.StatusBadGateway, "backend_unavailable", "the backend did not answer: "+err.Error(), f)
 		},
 	}
 	return p, nil
@@ -211,7 +214,22 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), p.cfg.BackendTimeout)
 	defer cancel()
+	ctx = context.WithValue(ctx, fencedKey{}, named(lease, token))
 	p.rp.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// fencedKey is the context key of a forwarded fenced request's lease and
+// token (named), for the backend's error handler.
+type fencedKey struct{}
+
+// named is the lease and tokens a refusal names (ProxyError), the
+// highest token seen if given.
+func named(lease string, token uint64, highest ...uint64) map[string]string {
+	m := map[string]string{"lease": lease, "token": strconv.FormatUint(token, 10)}
+	for _, h := range highest {
+		m["highest"] = strconv.FormatUint(h, 10)
+	}
+	return m
 }
 
 // admit checks and records token under the lease's turn, and answers the
@@ -219,34 +237,32 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (p *Proxy) admit(w http.ResponseWriter, r *http.Request, lease string, token uint64) bool {
 	h := p.cfg.Record.Highest(lease)
 	if token < h {
-		p.refuse(w, r, http.StatusConflict, "stale_token", (&StaleTokenError{Lease: lease, Token: token, Highest: h}).Error(),
-			map[string]string{"lease": lease, "token": strconv.FormatUint(token, 10), "highest": strconv.FormatUint(h, 10)})
+		p.refuse(w, r, http.StatusConflict, "stale_token", (&StaleTokenError{Lease: lease, Token: token, Highest: h}).Error(), named(lease, token, h))
 		return false
 	}
 	if h == 0 && p.cfg.Record.Leases() >= p.cfg.MaxLeases {
 		p.refuse(w, r, http.StatusInsufficientStorage, "lease_limit",
-			fmt.Sprintf("the proxy keeps the tokens of %d leases, its limit: %s is not one of them", p.cfg.MaxLeases, lease), nil)
+			fmt.Sprintf("the proxy keeps the tokens of %d leases, its limit: %s is not one of them", p.cfg.MaxLeases, lease), named(lease, token))
 		return false
 	}
 	if token > h && p.cfg.CheckToken != nil {
 		live, err := p.cfg.CheckToken(r.Context(), lease, token)
 		switch {
 		case err != nil:
-			p.refuse(w, r, http.StatusServiceUnavailable, "check_unavailable", fmt.Sprintf("cannot check token %d of %s with the grantors: %v", token, lease, err), nil)
+			p.refuse(w, r, http.StatusServiceUnavailable, "check_unavailable", fmt.Sprintf("cannot check token %d of %s with the grantors: %v", token, lease, err), named(lease, token))
 			return false
 		case !live:
-			p.refuse(w, r, http.StatusConflict, "token_not_live", fmt.Sprintf("token %d is not a live grant of %s at the grantors", token, lease),
-				map[string]string{"lease": lease, "token": strconv.FormatUint(token, 10), "highest": strconv.FormatUint(h, 10)})
+			p.refuse(w, r, http.StatusConflict, "token_not_live", fmt.Sprintf("token %d is not a live grant of %s at the grantors", token, lease), named(lease, token, h))
 			return false
 		}
 	}
 	if err := p.cfg.Record.Admit(lease, token); err != nil {
 		var st *StaleTokenError
 		if errors.As(err, &st) { // cannot happen under the turn; refuse all the same
-			p.refuse(w, r, http.StatusConflict, "stale_token", st.Error(), map[string]string{"lease": lease, "token": strconv.FormatUint(token, 10), "highest": strconv.FormatUint(st.Highest, 10)})
+			p.refuse(w, r, http.StatusConflict, "stale_token", st.Error(), named(lease, token, st.Highest))
 			return false
 		}
-		p.refuse(w, r, http.StatusInternalServerError, "record_failed", err.Error(), nil)
+		p.refuse(w, r, http.StatusInternalServerError, "record_failed", err.Error(), named(lease, token))
 		return false
 	}
 	return true
@@ -301,8 +317,12 @@ type ProxyError struct {
 	// lease_limit, path_not_canonical, backend_unavailable.
 	Error   string `json:"error"`
 	Message string `json:"message"`
-	// Lease, Token and Highest (decimal strings) name the tokens of a
-	// stale_token or token_not_live refusal.
+	// Lease and Token (a decimal string) name the refused request's
+	// lease and token once the proxy has read them (every refusal but
+	// fence_required, bad_lease, bad_token and path_not_canonical, and
+	// backend_unavailable of an unfenced request); Highest the highest
+	// token seen for the lease, of a stale_token or token_not_live
+	// refusal.
 	Lease   string `json:"lease,omitempty"`
 	Token   string `json:"token,omitempty"`
 	Highest string `json:"highest,omitempty"`

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -308,4 +309,50 @@ func TestProxyConfigValidate(t *testing.T) {
 			t.Errorf("%s: %v, want an error saying %q", tt.name, err, tt.says)
 		}
 	}
+}
+
+// A fenced request the backend does not answer is refused 502 naming its
+// lease and token, in the body and in the log line (issue 24: the log
+// said lease="" token=""); an unfenced one names none.
+func TestProxyBackendDownNamesTheRequest(t *testing.T) {
+	b := newBackend(t)
+	var logs strings.Builder
+	var mu sync.Mutex
+	srv, _ := startProxy(t, b, filepath.Join(t.TempDir(), "p.fence"), func(c *ProxyConfig) {
+		c.Logger = slog.New(slog.NewTextHandler(&lockedWriter{mu: &mu, w: &logs}, nil))
+	})
+	b.srv.Close() // the backend is gone
+	for _, tc := range []struct {
+		name, method, lease, token string
+		want                       string
+	}{
+		{name: "fenced", method: "PUT", lease: "jobs/k", token: "7", want: `lease=jobs/k token=7`},
+		{name: "unfenced", method: "GET", want: `lease="" token=""`},
+	} {
+		mu.Lock()
+		logs.Reset()
+		mu.Unlock()
+		status, pe, _ := send(t, srv, tc.method, "/k", tc.lease, tc.token, "v")
+		if status != http.StatusBadGateway || pe.Error != "backend_unavailable" || pe.Lease != tc.lease || pe.Token != tc.token {
+			t.Fatalf("%s: %d %+v, want 502 backend_unavailable naming lease %q token %q", tc.name, status, pe, tc.lease, tc.token)
+		}
+		mu.Lock()
+		line := logs.String()
+		mu.Unlock()
+		if !strings.Contains(line, "error=backend_unavailable") || !strings.Contains(line, tc.want) {
+			t.Fatalf("%s: log %q, want %s", tc.name, line, tc.want)
+		}
+	}
+}
+
+// lockedWriter is a writer shared by the proxy's handlers and the test.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
