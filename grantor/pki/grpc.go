@@ -54,5 +54,14 @@ var errUnexpectedAuth = errors.New("pki: unexpected gRPC auth info")
 // ClientCredentials returns gRPC transport credentials for dialing a
 // grantor: ClientConfig(ALPNgRPC) wanting a grantor certificate.
 func (c *Configurator) ClientCredentials() credentials.TransportCredentials {
-	return credentials.NewTLS(c.ClientConfig(ALPNgRPC, Peer{Roles: []string{RoleGrantor}}))
+	return c.GrantorCredentials(nil)
+}
+
+// GrantorCredentials is ClientCredentials taking only a grantor whose
+// certificate's name matches one of names (globs, path.Match; none: any
+// name). A sidecar that finds its grantors by gossip, where whoever has
+// the key can claim to be one, gives the names of its cluster's grantors:
+// a grantor certificate of another name is then no grantor to it.
+func (c *Configurator) GrantorCredentials(names []string) credentials.TransportCredentials {
+	return credentials.NewTLS(c.ClientConfig(ALPNgRPC, Peer{Roles: []string{RoleGrantor}, Names: names}))
 }

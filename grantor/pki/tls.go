@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -171,6 +173,9 @@ func verify(pool *x509.CertPool, leaf *x509.Certificate, rest [][]byte, usage x5
 type Peer struct {
 	Roles []string
 	Name  string
+	// Names, when not empty, are globs (path.Match) one of which the
+	// peer's name must match.
+	Names []string
 }
 
 // check reports whether id is acceptable.
@@ -180,6 +185,9 @@ func (p Peer) check(id Identity) error {
 	}
 	if p.Name != "" && id.Name != p.Name {
 		return fmt.Errorf("pki: peer %s: expected %s/%s", id, id.Role, p.Name)
+	}
+	if len(p.Names) > 0 && !slices.ContainsFunc(p.Names, func(g string) bool { ok, _ := path.Match(g, id.Name); return ok }) {
+		return fmt.Errorf("pki: peer %s: its name matches none of %s, the names taken here", id, strings.Join(p.Names, ", "))
 	}
 	return nil
 }

@@ -4,7 +4,9 @@
 // measure it at full scale: Watch streams adding distinct names, Releases
 // of unheld names under fresh sessions, and Releases under sessions that
 // never existed. Victim is the well-behaved sidecar that goes on
-// renewing and acquiring meanwhile.
+// renewing and acquiring meanwhile. Impostor is the red team's grantor
+// that is no member: a grantor certificate and the gossip key, serving
+// sidecars.
 package attack
 
 import (

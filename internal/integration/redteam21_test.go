@@ -4,9 +4,12 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/leaseside/leaseside/grantor/gossip"
 	"github.com/leaseside/leaseside/grantor/grantorpb"
+	"github.com/leaseside/leaseside/internal/attack"
 )
 
 // Red team of issue 21 on real processes: attacks by the holder of one
@@ -75,4 +78,45 @@ func TestRedTeamNonMemberGrantorCertJoinsOnlyByJoinRule(t *testing.T) {
 	writeRules("*  acquire  *\n*/*  acquire  *\ngrantor/g[1-3]  join\ngrantor/evil  join\n")
 	hupAll(t, c)
 	c.nodes[leader].proc.waitLine(t, mark, "promoting a grantor that answers to voter", "node_id=evil")
+}
+
+// A grantor certificate of a name in no configuration and the gossip
+// key, used against sidecars instead of grantors: the attack program
+// serves the Grantor API under that certificate and gossips itself as the
+// leader from four members, outvoting the real leader's three claims. A
+// sidecar that finds the grantors by gossip sends it its acquire of a
+// name another sidecar holds at the real cluster. Without
+// --grantor-names it was granted (token 2^60, while the holder held token
+// 1); with the names of its cluster's grantors, the impostor's
+// certificate is no grantor to it, and the acquire is refused as held.
+func TestRedTeamImpostorGrantorServesNoSidecar(t *testing.T) {
+	p := newClusterPKI(t)
+	c := newTLSCluster(t, p)
+	holder := startSidecar(t, "sidecar holder", nil, append(p.cert("sidecar", "holder", false), "--grantors", c.rpcAddrs())...)
+	held := acquireCLI(t, holder, "redteam/primary", "--ttl", "60s", "--detached")
+
+	p.cert("grantor", "evil", false)
+	keys, err := gossip.LoadKeyFile(p.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, err := attack.StartImpostor(tctx(t), "evil", p.configurator("grantor", "evil").ServerCredentials(), keys,
+		[]string{c.nodes[0].gossipAddr()}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { im.Close() })
+
+	victim := startSidecar(t, "sidecar victim", nil, append(p.cert("sidecar", "victim", false),
+		"--join", c.gossipAddrs(), "--gossip-addr", "127.0.0.1:0", "--gossip-key-file", p.key, "--grantor-names", "g[1-3]")...)
+	victim.waitLine(t, 0, "grantor names: this sidecar takes only grantor certificates named")
+	r := cli(t, victim.socket, "acquire", "redteam/primary", "--json", "--detached", "--ttl", "60s")
+	if r.code == 0 {
+		t.Fatalf("the victim sidecar was granted redteam/primary (%s) while holder holds it with token %s; the impostor answered %d acquires",
+			strings.TrimSpace(r.stdout), held.Token, im.Acquires.Load())
+	}
+	if n := im.Acquires.Load(); n > 0 || !strings.Contains(r.stderr, "holder") {
+		t.Fatalf("victim: exit %d: %s; the impostor answered %d acquires; want refused as held by holder, and none at the impostor", r.code, strings.TrimSpace(r.stderr), n)
+	}
+	t.Logf("victim: exit %d: %s", r.code, strings.TrimSpace(r.stderr))
 }

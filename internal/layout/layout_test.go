@@ -81,7 +81,7 @@ func TestDependencyDirection(t *testing.T) {
 		"internal/netlab":            {},
 		"internal/stores":            {},
 		"internal/stranger":          {},
-		"internal/attack":            {"grantor/grantorpb"},
+		"internal/attack":            {"grantor/grantorpb", "grantor/gossip", "clockwatch"},
 		"internal/connlimit":         {},
 		"internal/safefs":            {},
 		"internal/chaos":             {"internal/netlab", "internal/chaos/workload", "fence", "ipc", "clockwatch", "fence/pgfence", "internal/stores"},

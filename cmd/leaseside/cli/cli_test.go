@@ -106,6 +106,7 @@ func TestUsageErrors(t *testing.T) {
 		{name: "members remove without grantors", args: []string{"members", "remove", "g2"}, want: "needs --grantors"},
 		{name: "bench without grantors", args: []string{"bench"}, want: "bench needs --grantors"},
 		{name: "daemon without grantors", args: []string{"daemon"}, want: "give --join (gossip) or --grantors"},
+		{name: "grantor names without TLS", args: []string{"daemon", "--grantors", "127.0.0.1:1", "--grantor-names", "g1"}, want: "--grantor-names needs TLS"},
 		{name: "elect without --value", args: []string{"elect", "x", "--", "true"}, want: "missing --value"},
 		{name: "elect without a command", args: []string{"elect", "x", "--value", "v"}, want: "missing '-- CMD'"},
 		{name: "watch --holders without a name", args: []string{"watch", "--holders"}, want: "--holders needs NAME"},

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path"
 	"strings"
 	"syscall"
 	"time"
@@ -33,6 +34,9 @@ type daemonOptions struct {
 	gossipAddr string
 	gossipKey  string
 	stateDir   string
+	// grantorNames are the globs a grantor's certificate name must match
+	// (--grantor-names); none: any.
+	grantorNames []string
 	// gossipAddrSet: the config file gave gossip_addr.
 	gossipAddrSet bool
 	tls           tlsFlags
@@ -71,6 +75,8 @@ It logs "leaseside daemon ready" once the socket serves, and tells systemd
 	fs.StringVar(&o.stateDir, "state-dir", "", "directory (only this user's) where the daemon keeps what a restart resumes: its sessions and leases "+
 		"(default: SOCKET.state beside the socket; off: keep nothing, a restart drops every lease)")
 	fs.StringVar(&o.gossipKey, "gossip-key-file", "", "file with the cluster's gossip keyring (base64 keys, one per line, the first encrypts; leaseside tls gossip-key)")
+	fs.StringSliceVar(&o.grantorNames, "grantor-names", nil, "comma-separated globs of the grantor certificate names this sidecar takes as its cluster's grantors, "+
+		"such as g[1-5] (with TLS; default: any grantor certificate of the CA, a name in no raft configuration too: see SECURITY.md)")
 	o.tls.register(fs, true)
 	return cmd
 }
@@ -91,6 +97,9 @@ func runDaemon(ctx context.Context, e *env, o *daemonOptions) error {
 		return usagef("give --join (gossip) or --grantors, or grantors in the config file")
 	}
 	if err := o.checkSecurity(&cfg); err != nil {
+		return err
+	}
+	if err := o.checkGrantorNames(); err != nil {
 		return err
 	}
 	log, err := newLogger(e, sf.logFlags)
@@ -122,7 +131,12 @@ func runDaemon(ctx context.Context, e *env, o *daemonOptions) error {
 	}
 	if tlsConf != nil {
 		logTLS(tlsConf, log)
-		cfg.Credentials = tlsConf.ClientCredentials()
+		cfg.Credentials = tlsConf.GrantorCredentials(o.grantorNames)
+		if len(o.grantorNames) == 0 {
+			log.Warn("grantor names: none given (--grantor-names): this sidecar takes any grantor certificate of the cluster CA as a grantor, one of a name in no raft configuration too (SECURITY.md)")
+		} else {
+			log.Info("grantor names: this sidecar takes only grantor certificates named", "grantor_names", o.grantorNames)
+		}
 	}
 	reload := reloader{tls: tlsConf, log: log}
 	if o.join != "" {
@@ -210,6 +224,9 @@ func (o *daemonOptions) gossipFromFile() {
 	if fg.KeyFile != "" && !o.flags.Changed("gossip-key-file") {
 		o.gossipKey = fg.KeyFile
 	}
+	if len(fg.GrantorNames) > 0 && !o.flags.Changed("grantor-names") {
+		o.grantorNames = fg.GrantorNames
+	}
 }
 
 // checkSecurity settles the TLS files (flags over the config file) and
@@ -290,4 +307,18 @@ func joinGossip(ctx context.Context, seeds, bind, keyFile, name string, log *slo
 		log.Warn("no gossip seed answers yet; serving, and retrying the join in the background", "seeds", join, "err", err)
 	}
 	return m, nil
+}
+
+// checkGrantorNames refuses --grantor-names without TLS (no certificate
+// then names a grantor) and a glob path.Match cannot read.
+func (o *daemonOptions) checkGrantorNames() error {
+	if len(o.grantorNames) > 0 && !o.tls.files.Enabled() {
+		return usagef("--grantor-names needs TLS (--tls-ca, --tls-cert, --tls-key): without it no certificate names a grantor")
+	}
+	for _, g := range o.grantorNames {
+		if _, err := path.Match(g, ""); err != nil || g == "" {
+			return usagef("--grantor-names: %q is not a glob of grantor names (path.Match: * ? [...])", g)
+		}
+	}
+	return nil
 }

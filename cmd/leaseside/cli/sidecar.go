@@ -39,9 +39,10 @@ type sidecarFlags struct {
 
 // fileGossip is the gossip part of the sidecar's config file.
 type fileGossip struct {
-	Join    []string
-	Addr    string
-	KeyFile string
+	Join         []string
+	Addr         string
+	KeyFile      string
+	GrantorNames []string
 }
 
 func (s *sidecarFlags) register(fs *pflag.FlagSet) {
@@ -95,6 +96,8 @@ type fileConfig struct {
 	Join          []string `json:"join"`
 	GossipAddr    string   `json:"gossip_addr"`
 	GossipKeyFile string   `json:"gossip_key_file"`
+	// GrantorNames is the daemon's --grantor-names.
+	GrantorNames []string `json:"grantor_names"`
 	// LogFormat is --log-format's key.
 	LogFormat string `json:"log_format"`
 	// MetricsAddr is --metrics-addr's key.
@@ -141,7 +144,7 @@ func (s *sidecarFlags) config() (daemon.Config, error) {
 		cfg.Grantors = fc.Grantors
 		cfg.ACL = fc.ACL
 		s.fileTLS = pki.Files{CA: fc.TLSCA, Cert: fc.TLSCert, Key: fc.TLSKey}
-		s.fileGossip = fileGossip{Join: fc.Join, Addr: fc.GossipAddr, KeyFile: fc.GossipKeyFile}
+		s.fileGossip = fileGossip{Join: fc.Join, Addr: fc.GossipAddr, KeyFile: fc.GossipKeyFile, GrantorNames: fc.GrantorNames}
 		s.fileStateDir = fc.StateDir
 		cfg.Limits.ConnsPerUID, cfg.Limits.InFlightPerUID, cfg.Limits.QueueBytes = fc.MaxConnectionsPerUID, fc.MaxRequestsPerUID, fc.SocketQueueBytes
 		if fc.MaxLeasesPerUID != 0 {
