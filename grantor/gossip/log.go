@@ -42,6 +42,9 @@ const (
 	refusedLogKeys = 256
 )
 
+// closedConn is the text of net.ErrClosed: a socket this process closed.
+const closedConn = "use of closed network connection"
+
 func newLogWriter(l *slog.Logger) *logWriter {
 	return &logWriter{l: l, now: time.Now, seen: map[string]*heldBack{}}
 }
@@ -67,6 +70,13 @@ func (w *logWriter) Write(p []byte) (int, error) {
 		}
 	}
 	line = strings.TrimPrefix(line, "memberlist: ")
+	if level >= slog.LevelWarn && strings.Contains(line, closedConn) {
+		// memberlist's gossip and probes still running when Shutdown
+		// closes its sockets fail at ERROR ("Failed to send gossip to
+		// ...: use of closed network connection"): on every clean
+		// shutdown, and only then (only this process closes them).
+		level = slog.LevelDebug
+	}
 	var args []any
 	if msg, from, ok := strings.Cut(line, " from="); ok && level >= slog.LevelWarn {
 		w.refused.Add(1)
