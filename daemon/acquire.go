@@ -201,22 +201,24 @@ func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*i
 func (d *Daemon) granted(ctx context.Context, l *lease, resp *grantorpb.AcquireResponse, t0 clockwatch.Instant) (*ipc.Grant, *ipc.Error) {
 	d.metrics.grants.Add(1)
 	d.learnTiming(resp.Rho, resp.EpsilonNs)
+	timing := d.timing()
+	// Under d.mu: the owner's end (ownerEndedEarly) steps l meanwhile.
+	d.mu.Lock()
 	if resp.TtlNs > 0 {
 		l.ttl = time.Duration(resp.TtlNs)
 	}
 	l.token = resp.Token
 	l.holders = int(resp.Holders)
 	l.t0 = t0
-	l.deadline = d.timing().HolderDeadline(t0, l.ttl) // rule 3
+	l.deadline = timing.HolderDeadline(t0, l.ttl) // rule 3
 	l.scheduleRenewal(t0)
+	now := d.clock.Now()
 	// A grant that came after a wait in the queue, or after slow retries,
 	// was made at an unknown point after t0: its deadline may be short or
 	// already gone. Such a grant is pending: nobody is told it is valid,
 	// and it is not expired, until a renewal sent after the grant gives it
 	// a deadline of its own (below).
-	short := clockwatch.Until(d.clock, l.deadline) < 2*l.ttl/3
-	d.mu.Lock()
-	now := d.clock.Now()
+	short := l.deadline.Sub(now) < 2*l.ttl/3
 	switch old := d.leases[l.tableKey()]; {
 	case l.state == stateReleasing || ctx.Err() != nil:
 		why := l.why
