@@ -302,7 +302,13 @@ func (d *Daemon) settleAcquire(l *lease, ua *unansweredError, done func()) {
 	defer d.bg.Done()
 	defer done()
 	resp, err := ua.settle(d.life)
-	if err != nil || !resp.Granted {
+	if err != nil {
+		if d.life.Err() == nil {
+			d.log.Warn("an acquire that had given up got no answer while its request id could still be answered; what became of it stays unknown", "lease", l.name, "err", err)
+		}
+		return
+	}
+	if !resp.Granted {
 		return
 	}
 	d.mu.Lock()

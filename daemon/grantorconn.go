@@ -46,6 +46,9 @@ type grantorConn struct {
 	onContact func(addr string, err error)
 	creds     credentials.TransportCredentials                // Config.Credentials
 	dialer    func(context.Context, string) (net.Conn, error) // Config.Dialer
+	// idHorizon bounds the attempts of an acquire's request id (the
+	// constant idHorizon; tests shorten it). Guarded by mu.
+	idHorizon time.Duration
 }
 
 func newGrantorConn(addrs []string) (*grantorConn, error) {
@@ -54,11 +57,12 @@ func newGrantorConn(addrs []string) (*grantorConn, error) {
 		return nil, err
 	}
 	return &grantorConn{
-		session:  hex.EncodeToString(b[:]),
-		sessions: map[time.Duration]*gsession{},
-		addrs:    append([]string(nil), addrs...),
-		conns:    map[string]*grpc.ClientConn{},
-		probes:   map[string]*leaderProbe{},
+		session:   hex.EncodeToString(b[:]),
+		sessions:  map[time.Duration]*gsession{},
+		idHorizon: idHorizon,
+		addrs:     append([]string(nil), addrs...),
+		conns:     map[string]*grpc.ClientConn{},
+		probes:    map[string]*leaderProbe{},
 	}, nil
 }
 
@@ -320,7 +324,13 @@ func (g *grantorConn) acquire(ctx context.Context, s *gsession, name, owner stri
 			done()
 		}
 	}()
-	waitUntil := time.Now().Add(wait)
+	g.mu.Lock()
+	h := g.idHorizon
+	g.mu.Unlock()
+	start := time.Now()
+	waitUntil, horizon := start.Add(wait), start.Add(h)
+	ctx, hcancel := context.WithDeadline(ctx, horizon)
+	defer hcancel()
 	call := func(ctx context.Context, api grantorpb.GrantorClient, wait time.Duration) (*grantorpb.AcquireResponse, error) {
 		attempts.Add(1)
 		return api.Acquire(ctx, &grantorpb.AcquireRequest{Id: id, Lease: name, Owner: owner, TtlNs: int64(ttl), WaitNs: int64(max(wait, 0)),
@@ -356,20 +366,30 @@ func (g *grantorConn) acquire(ctx context.Context, s *gsession, name, owner stri
 	handedOn = true
 	return nil, &unansweredError{err: err, settle: func(ctx context.Context) (*grantorpb.AcquireResponse, error) {
 		defer done()
-		return retry(ctx, g, callOpts{attempt: attemptTimeout, leader: true, patience: time.Now().Add(settlePatience)}, noWait)
+		ctx, cancel := context.WithDeadline(ctx, horizon)
+		defer cancel()
+		return retry(ctx, g, callOpts{attempt: attemptTimeout, leader: true, patience: horizon}, noWait)
 	}}
 }
 
-// settlePatience is how long settling an unanswered acquire waits for a
-// grantor to be known again, if none is.
-const settlePatience = time.Hour
+// idHorizon bounds how long after an acquire's first attempt any attempt
+// of its request id is sent: the call's own (its wait, at most an hour,
+// and the request timeout) and settling's after it. The grantor keeps the
+// record of a quiet session that remembers a grant or a release for
+// SessionIdleTimeout (an hour) plus the longest wait (an hour) after it
+// last saw the session, which it cannot have seen before this first
+// attempt was sent (grantor/expiry.go, outcomeKeep): every attempt finds
+// the outcome its request id has, and none is judged afresh, which would
+// answer one id twice (chaos seed 506290559812: a grant, then "held by"
+// the next holder). A settle that reaches no grantor within it gives up.
+const idHorizon = 90 * time.Minute
 
 // unansweredError is an acquire that got no answer. Settle retries its
 // request id, without wait, until the grantor answers it (the grantor
 // answers every call of an id with the id's one outcome, so a late
-// attempt grants nothing new after that), and must be called once; until
-// it returns, the id stays unacknowledged, so the grantor keeps its
-// outcome.
+// attempt grants nothing new after that) or idHorizon after the first
+// attempt, and must be called once; until it returns, the id stays
+// unacknowledged, so the grantor keeps its outcome.
 type unansweredError struct {
 	err    error
 	settle func(context.Context) (*grantorpb.AcquireResponse, error)

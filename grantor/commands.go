@@ -39,6 +39,7 @@ const (
 	cmdWithdraw                      // 22: acquireCmd withdrawn: never granted; answered the request's outcome, or refused for good (outcome.go)
 	cmdRevoke2                       // 23: revokeCmd of an operator (By): the name stays delayed for the grant's term plus its lock-delay (revoke.go)
 	cmdEndGrant                      // 24: endGrantCmd, proposed by the leader for a grant a keepalive names untold or owner-ended (untold.go)
+	cmdCloseSession2                 // 25: closeSessionCmd applied only to a session that holds nothing and whose record remembers no grant or release, unless Kept (expiry.go)
 )
 
 // Which command types a grantor may propose (versions.go). A grantor that
@@ -47,7 +48,7 @@ const (
 // that it applies it.
 const (
 	// newestCmd is the newest type this binary applies.
-	newestCmd = cmdEndGrant
+	newestCmd = cmdCloseSession2
 	// baselineCmd is what a server that registered nothing is taken to
 	// apply: the types of grantors built before registration.
 	baselineCmd = cmdRegisterNode
@@ -103,6 +104,8 @@ func (t cmdType) String() string {
 		return "revoke2"
 	case cmdEndGrant:
 		return "end-grant"
+	case cmdCloseSession2:
+		return "close-session2"
 	}
 	return fmt.Sprintf("cmd(%d)", uint8(t))
 }
@@ -180,6 +183,10 @@ type revokeCmd struct {
 
 type closeSessionCmd struct {
 	Session string `json:"session"`
+	// Kept says the leader kept the record for outcomeKeep after the
+	// session was last seen (expiry.go): a cmdCloseSession2 then closes it
+	// even if it remembers a grant or a release.
+	Kept bool `json:"kept,omitempty"`
 }
 
 type registerNodeCmd struct {
@@ -294,7 +301,7 @@ func decodeCmd(data []byte) (cmdType, any, error) {
 		body = &proclaimCmd{}
 	case cmdRevoke, cmdRevoke2:
 		body = &revokeCmd{}
-	case cmdCloseSession:
+	case cmdCloseSession, cmdCloseSession2:
 		body = &closeSessionCmd{}
 	case cmdRegisterNode:
 		body = &registerNodeCmd{}

@@ -146,7 +146,8 @@ type Config struct {
 	// records of a session that holds no lease and has sent nothing when
 	// it has not seen the session's term (a session opened under an
 	// earlier leader); one whose term it knows is closed after that term
-	// (expiry.go).
+	// (expiry.go). A record that remembers a grant or a release is kept
+	// SessionIdleTimeout plus MaxWait (outcome.go).
 	SessionIdleTimeout time.Duration
 }
 

@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"errors"
 	"slices"
+	"time"
 
 	"github.com/leaseside/leaseside/clockwatch"
 )
@@ -34,7 +35,8 @@ type revokeJob struct {
 // one that holds nothing and has not been seen for its own term since it
 // last held something or was last seen (as its grants would run:
 // GrantorExpiry from then), or for sessionIdle when this office has not
-// seen its term (opened under an earlier leader, and quiet since).
+// seen its term (opened under an earlier leader, and quiet since); one
+// whose record remembers a grant or a release not before outcomeKeep.
 func (l *lessor) expiryLoop(o *office) {
 	defer l.wg.Done()
 	t := l.clock.NewTimer(maxExpirySleep)
@@ -59,9 +61,9 @@ func (l *lessor) expiryLoop(o *office) {
 			l.wg.Add(1)
 			go l.revoke(o, j)
 		}
-		for _, s := range closes {
+		for _, c := range closes {
 			l.wg.Add(1)
-			go l.closeSession(o, s)
+			go l.closeSession(o, c)
 		}
 		d := next.Sub(now)
 		if d <= 0 {
@@ -84,7 +86,7 @@ func (l *lessor) expiryLoop(o *office) {
 // Sessions come off the due heap in order, so a scan costs what is due:
 // renewals move expiries later without touching the heap, and an entry
 // that surfaces early is put back at the session's current due instant.
-func (l *lessor) scan(o *office, now clockwatch.Instant) (expires []expireJob, revokes []revokeJob, closes []string, next clockwatch.Instant) {
+func (l *lessor) scan(o *office, now clockwatch.Instant) (expires []expireJob, revokes []revokeJob, closes []closeSessionCmd, next clockwatch.Instant) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	next = now.Add(maxExpirySleep)
@@ -180,17 +182,37 @@ func (l *lessor) scan(o *office, now clockwatch.Instant) (expires []expireJob, r
 			next = minInstant(next, idleAt)
 			continue
 		}
+		kept := false
+		if keepAt := s.last.Add(l.outcomeKeep()); now.Before(keepAt) && l.fsm.remembersAnswer(id) {
+			// A retry of a request it was answered may still come
+			// (outcome.go): judged afresh, it would get a second answer.
+			next = minInstant(next, keepAt)
+			l.test(testEvent{what: "outcomes kept", lease: id})
+			continue
+		} else if !now.Before(keepAt) {
+			kept = true
+		}
 		delete(o.sessions, id)
 		if l.fsm.holdsLeases(id) {
 			// Still in use; a later request adds it back.
 			continue
 		}
 		if l.fsm.hasSession(id) {
-			closes = append(closes, id)
+			closes = append(closes, closeSessionCmd{Session: id, Kept: kept})
 		}
 	}
 	return expires, revokes, closes, next
 }
+
+// outcomeKeep is how long after a quiet session was last seen the leader
+// keeps its record while the record remembers a grant or a release
+// (outcome.go): SessionIdleTimeout plus the longest wait an Acquire may
+// ask for (2 h by default). A sidecar sends no attempt of a request id
+// later than 90 minutes after its first (daemon: idHorizon), and the
+// grantor cannot have seen the session after an attempt before that first
+// one was sent: every retry finds its outcome. A session whose record
+// remembers only refusals is forgotten after its own term (review R8-2).
+func (l *lessor) outcomeKeep() time.Duration { return l.sessionIdle + MaxWait }
 
 // expire proposes one entry that ends j's grants and hands each lease
 // with waiters to its first waiter.
@@ -293,10 +315,19 @@ func (l *lessor) finishDecisionLocked(o *office, session string, s *sessionState
 	return true
 }
 
-func (l *lessor) closeSession(o *office, session string) {
+// closeSession proposes the end of an idle session's record: a
+// cmdCloseSession2, which every replica applies only while the session
+// holds nothing and its record remembers no grant or release (unless
+// c.Kept), when every server applies it; else a cmdCloseSession.
+func (l *lessor) closeSession(o *office, c closeSessionCmd) {
 	defer l.wg.Done()
-	if _, err := l.prop.apply(encodeCmd(cmdCloseSession, closeSessionCmd{Session: session})); err != nil {
-		l.log.Debug("grantor: closing idle session failed", "session", session, "err", err)
+	t := cmdCloseSession2
+	if l.prop.allowed() < cmdCloseSession2 {
+		t = cmdCloseSession
+		c.Kept = false
+	}
+	if _, err := l.prop.apply(encodeCmd(t, c)); err != nil {
+		l.log.Debug("grantor: closing idle session failed", "session", c.Session, "err", err)
 	}
 }
 

@@ -272,7 +272,9 @@ func (f *fsm) Apply(l *raft.Log) any {
 	case *endGrantCmd:
 		res = f.applyEndGrant(c)
 	case *closeSessionCmd:
-		f.deleteSession(c.Session)
+		if t == cmdCloseSession || f.closable(c) {
+			f.deleteSession(c.Session)
+		}
 	case *registerNodeCmd:
 		f.st.Nodes[c.NodeID] = c.RPCAddr
 		if c.MaxCmd > baselineCmd {

@@ -186,7 +186,8 @@ type sessionState struct {
 	// term is the largest term this office has seen the session use
 	// (its grants, its Acquires, its keepalives); 0 when it has seen
 	// none. A session that holds nothing is forgotten a term after it
-	// was last seen (expiry.go).
+	// was last seen, or outcomeKeep after it when its record remembers a
+	// grant or a release (expiry.go).
 	term time.Duration
 }
 

@@ -2,6 +2,7 @@ package grantor
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 )
@@ -350,18 +351,32 @@ func TestLessorResignFailsWaiters(t *testing.T) {
 // own term (as its grants would run, from when it was last seen), not
 // after SessionIdleTimeout; a session whose term this office never saw
 // (opened under an earlier leader) after SessionIdleTimeout. A session
-// that holds a lease is kept.
+// that holds a lease is kept. Issue 22: a record that remembers a grant
+// or a release its sidecar has not acknowledged is kept outcomeKeep after
+// the session was last seen (a retry of that request may still come),
+// whichever of the two it is.
 func TestLessorForgetsIdleSessionsAfterTheirTerm(t *testing.T) {
 	h := newHarness(t)
 	h.takeOffice()
-	r := h.acquire(acq("idle", 1, "a", time.Minute))
 	h.acquire(acq("holder", 1, "b", time.Minute))
+	// idle acknowledged the grant and the release it was answered (its
+	// next request's first_unacked): it remembers a refusal only.
+	r := h.acquire(acq("idle", 1, "a", time.Minute))
 	h.l.release(h.ctx(), releaseCmd{ID: requestID{Session: "idle", Seq: 2}, Lease: "a", Owner: "o", Token: r.Token})
+	refused := acq("idle", 3, "b", time.Minute)
+	refused.ID.FirstUnacked = 3
+	if r := h.acquire(refused); r.Granted || !r.Final {
+		t.Fatalf("%+v, want refused for good", r)
+	}
+	// unacked did not: its release's reply may have been lost.
+	u := h.acquire(acq("unacked", 1, "c", time.Minute))
+	h.l.release(h.ctx(), releaseCmd{ID: requestID{Session: "unacked", Seq: 2}, Lease: "c", Owner: "o", Token: u.Token})
 	closeAt := h.l.timing.GrantorExpiry(h.clock.Now(), time.Minute)
+	keepAt := h.clock.Now().Add(h.l.outcomeKeep())
 	// A session the FSM knows and this office has not seen: its term is
 	// unknown here.
 	h.fsm.mu.Lock()
-	h.fsm.putSession("unseen", &sessionRecord{Outcomes: map[uint64]outcome{1: {Kind: cmdRelease, Lease: "c"}}})
+	h.fsm.putSession("unseen", &sessionRecord{Outcomes: map[uint64]outcome{1: {Kind: cmdAcquire, Lease: "c", Refused: true}}})
 	h.fsm.mu.Unlock()
 	o, _ := h.l.await(h.ctx())
 	h.l.mu.Lock()
@@ -370,7 +385,7 @@ func TestLessorForgetsIdleSessionsAfterTheirTerm(t *testing.T) {
 	m := h.events.mark()
 	renewHolder := func() {
 		t.Helper()
-		if res, err := h.l.renew(h.ctx(), o, "holder", []leaseRef{{Lease: "b", Token: 2}}); err != nil || len(res.renewed) != 1 {
+		if res, err := h.l.renew(h.ctx(), o, "holder", []leaseRef{{Lease: "b", Token: 1}}); err != nil || len(res.renewed) != 1 {
 			t.Fatalf("renew: %+v %v", res, err)
 		}
 	}
@@ -380,17 +395,34 @@ func TestLessorForgetsIdleSessionsAfterTheirTerm(t *testing.T) {
 		t.Fatal("the idle session was forgotten before its term ran out")
 	}
 	h.advanceTo(closeAt)
-	h.events.wait(t, m, "close-session", func(e testEvent) bool { return e.what == "applied close-session" })
-	if h.fsm.hasSession("idle") || !h.fsm.hasSession("unseen") {
-		t.Fatalf("after the idle session's term: idle kept %v, unseen kept %v; want only unseen", h.fsm.hasSession("idle"), h.fsm.hasSession("unseen"))
+	h.events.wait(t, m, "close-session", func(e testEvent) bool { return strings.HasPrefix(e.what, "applied close-session") })
+	if h.fsm.hasSession("idle") || !h.fsm.hasSession("unseen") || !h.fsm.hasSession("unacked") {
+		t.Fatalf("after the idle session's term: idle kept %v, unseen kept %v, unacked kept %v; want unseen and unacked only",
+			h.fsm.hasSession("idle"), h.fsm.hasSession("unseen"), h.fsm.hasSession("unacked"))
 	}
 	for h.clock.Now().Before(closeAt.Add(h.l.sessionIdle)) {
 		h.advanceTo(h.clock.Now().Add(20 * time.Second))
 		renewHolder()
 	}
-	h.advanceTo(h.clock.Now().Add(time.Minute))
+	h.advanceTo(h.clock.Now().Add(20 * time.Second))
+	renewHolder()
 	if h.fsm.hasSession("unseen") {
-		h.events.wait(t, m, "close-session", func(e testEvent) bool { return e.what == "applied close-session" && !h.fsm.hasSession("unseen") })
+		h.events.wait(t, m, "close-session", func(e testEvent) bool {
+			return strings.HasPrefix(e.what, "applied close-session") && !h.fsm.hasSession("unseen")
+		})
+	}
+	if !h.fsm.hasSession("unacked") {
+		t.Fatal("a record that remembers a release was forgotten before outcomeKeep")
+	}
+	for h.clock.Now().Before(keepAt) {
+		h.advanceTo(h.clock.Now().Add(20 * time.Second))
+		renewHolder()
+	}
+	h.advanceTo(h.clock.Now().Add(time.Minute))
+	if h.fsm.hasSession("unacked") {
+		h.events.wait(t, m, "close-session", func(e testEvent) bool {
+			return strings.HasPrefix(e.what, "applied close-session") && !h.fsm.hasSession("unacked")
+		})
 	}
 	if !h.fsm.hasSession("holder") {
 		t.Fatal("session that holds a lease was forgotten")

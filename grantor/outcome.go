@@ -35,6 +35,17 @@ import "fmt"
 // the session's record lasts; the leader ends such a session after its
 // own term (sessions.go), so a caller polling under made-up sessions
 // leaves no lasting records (review R8-2).
+//
+// A record that remembers a grant or a release outlasts its session's
+// quiet term: a sidecar cut off from the leader for longer than the term
+// retries, after the heal, a request whose reply it lost, and judged
+// afresh that retry got a second answer (chaos seed 506290559812: a
+// grant, then "held by" the next holder; or a second grant). The leader
+// keeps such a record until outcomeKeep after the session was last seen
+// (expiry.go), longer than any sidecar retries one id (daemon: idHorizon),
+// and the close is an entry (cmdCloseSession2) that every replica applies
+// only to a session that holds nothing and whose record remembers no
+// grant or release, unless the leader kept it that long.
 
 // outcomeCmd is the command type from which every outcome is an entry's:
 // cmdAcquire8 (Final) and cmdWithdraw, which one binary applies together.
@@ -121,4 +132,33 @@ func (f *fsm) standingLocked(c acquireCmd) (*acquireResult, error) {
 		return nil, &LimitMismatchError{Lease: c.Lease, Asked: max(c.MaxHolders, 1), InForce: inForce}
 	}
 	return f.refusalLocked(c.Lease), nil
+}
+
+// remembersAnswer reports whether session's record remembers an outcome
+// other than a refusal: a grant or a release its sidecar has not
+// acknowledged, which a retry could still ask for.
+func (f *fsm) remembersAnswer(session string) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.remembersAnswerLocked(session)
+}
+
+func (f *fsm) remembersAnswerLocked(session string) bool {
+	if s := f.st.Sessions[session]; s != nil {
+		for _, o := range s.Outcomes {
+			if !o.Refused {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// closable says whether a cmdCloseSession2 closes c's session: only one
+// that holds nothing, and whose record remembers no grant or release
+// unless the leader kept it for outcomeKeep (c.Kept). Whatever the leader
+// decided, an entry applied between its decision and the close (a retry
+// that came just then) cannot lose its answer.
+func (f *fsm) closable(c *closeSessionCmd) bool {
+	return f.bySession[c.Session] == nil && (c.Kept || !f.remembersAnswerLocked(c.Session))
 }
