@@ -16,6 +16,7 @@ import (
 
 	"github.com/leaseside/leaseside/grantor/gossip"
 	"github.com/leaseside/leaseside/grantor/grantorpb"
+	"github.com/leaseside/leaseside/grantor/pki"
 )
 
 // Discovery: how a grantor uses gossip.
@@ -540,7 +541,7 @@ func (n *Node) tryBootstrap(ctx context.Context, say func(string, ...any)) bool 
 		if v.Meta.NodeID == n.cfg.NodeID {
 			continue
 		}
-		resp, err := n.peerMembers(ctx, v.Meta.RPCAddr)
+		resp, err := n.membersOf(ctx, v.Meta.NodeID, v.Meta.RPCAddr)
 		if err != nil {
 			say("grantor: bootstrap-expect: a grantor does not answer yet", "node_id", v.Meta.NodeID, "rpc", v.Meta.RPCAddr, "err", err)
 			return false
@@ -591,25 +592,19 @@ func clusterExists(resp *grantorpb.MembersResponse) bool {
 	return false
 }
 
-// peerMembers asks the grantor at rpcAddr for its Members.
-func (n *Node) peerMembers(ctx context.Context, rpcAddr string) (*grantorpb.MembersResponse, error) {
-	var resp *grantorpb.MembersResponse
-	err := n.callPeer(ctx, rpcAddr, func(ctx context.Context, c grantorpb.GrantorClient) (err error) {
-		resp, err = c.Members(ctx, &grantorpb.MembersRequest{})
-		return err
-	})
-	return resp, err
-}
-
-// callPeer calls another grantor over gRPC, within peerTimeout.
-func (n *Node) callPeer(ctx context.Context, rpcAddr string, call func(context.Context, grantorpb.GrantorClient) error) error {
-	return n.callPeerWith(ctx, rpcAddr, n.dialCredentials(), call)
-}
-
-// callPeerWith is callPeer dialing with creds.
-func (n *Node) callPeerWith(ctx context.Context, rpcAddr string, creds credentials.TransportCredentials, call func(context.Context, grantorpb.GrantorClient) error) error {
+// callPeer calls grantor id at rpcAddr over gRPC, within peerTimeout.
+// With TLS the server there must present the grantor certificate of id:
+// the address may come from gossip, which anyone with the gossip key can
+// write, and without the name check any grantor certificate (of a name in
+// no configuration too) could answer for id: take a Leave's
+// RemoveServer, a registration, or a bootstrap's question.
+func (n *Node) callPeer(ctx context.Context, id, rpcAddr string, call func(context.Context, grantorpb.GrantorClient) error) error {
 	if rpcAddr == "" {
 		return errors.New("no gRPC address known")
+	}
+	creds := n.dialCredentials()
+	if n.cfg.TLS != nil {
+		creds = credentials.NewTLS(n.cfg.TLS.ClientConfig(pki.ALPNgRPC, pki.Peer{Roles: []string{pki.RoleGrantor}, Name: id}))
 	}
 	conn, err := grpc.NewClient(rpcAddr, grpc.WithTransportCredentials(creds))
 	if err != nil {

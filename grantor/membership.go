@@ -284,7 +284,7 @@ func (n *Node) leaveRaft(ctx context.Context) (outcome string, err error) {
 			}
 			continue
 		}
-		err := n.callPeer(ctx, addr, func(ctx context.Context, c grantorpb.GrantorClient) error {
+		err := n.callPeer(ctx, leaderID, addr, func(ctx context.Context, c grantorpb.GrantorClient) error {
 			_, err := c.RemoveServer(ctx, &grantorpb.RemoveServerRequest{NodeId: n.cfg.NodeID})
 			return err
 		})

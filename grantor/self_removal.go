@@ -8,12 +8,10 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	"google.golang.org/grpc/credentials"
 
 	"github.com/leaseside/leaseside/clockwatch"
 	"github.com/leaseside/leaseside/grantor/gossip"
 	"github.com/leaseside/leaseside/grantor/grantorpb"
-	"github.com/leaseside/leaseside/grantor/pki"
 )
 
 // removal is what tells a node it was removed from the raft
@@ -247,19 +245,14 @@ func (n *Node) askRemoval(ctx context.Context, c raft.Configuration) removalRoun
 	return r
 }
 
-// membersOf asks the grantor at rpcAddr for its Members, requiring (with
-// TLS) that it present the grantor certificate of id: the address comes
-// from gossip, which anyone with the gossip key can write, and the answer
-// names its own sender (AnsweredBy) as it pleases, so without the name
-// check a grantor certificate of any name could answer for a voter and
-// stop a member that is catching up.
+// membersOf asks grantor id at rpcAddr for its Members, requiring (with
+// TLS) that it present the grantor certificate of id (callPeer): the
+// answer names its own sender (AnsweredBy) as it pleases, so without the
+// name check a grantor certificate of any name could answer for a voter
+// and stop a member that is catching up.
 func (n *Node) membersOf(ctx context.Context, id, rpcAddr string) (*grantorpb.MembersResponse, error) {
-	creds := n.dialCredentials()
-	if n.cfg.TLS != nil {
-		creds = credentials.NewTLS(n.cfg.TLS.ClientConfig(pki.ALPNgRPC, pki.Peer{Roles: []string{pki.RoleGrantor}, Name: id}))
-	}
 	var resp *grantorpb.MembersResponse
-	err := n.callPeerWith(ctx, rpcAddr, creds, func(ctx context.Context, c grantorpb.GrantorClient) (err error) {
+	err := n.callPeer(ctx, id, rpcAddr, func(ctx context.Context, c grantorpb.GrantorClient) (err error) {
 		resp, err = c.Members(ctx, &grantorpb.MembersRequest{})
 		return err
 	})

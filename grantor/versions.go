@@ -129,7 +129,7 @@ func (n *Node) registerWithLeader() error {
 		case <-ctx.Done():
 		}
 	}()
-	return n.callPeer(ctx, addr, func(ctx context.Context, c grantorpb.GrantorClient) error {
+	return n.callPeer(ctx, id, addr, func(ctx context.Context, c grantorpb.GrantorClient) error {
 		_, err := c.RegisterNode(ctx, &grantorpb.RegisterNodeRequest{
 			NodeId: n.cfg.NodeID, RpcAddr: n.RPCAddr(), MaxCommand: uint32(newestCmd),
 		})
