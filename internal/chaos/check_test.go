@@ -331,6 +331,13 @@ func TestRegressionHistories(t *testing.T) {
 		// F4: a granted acquire whose reply was lost, answered
 		// lease_held on retry (seed 12).
 		{"f4-seed12-lost-grant-answered-held.json", CheckLinear},
+		// Issue 22: a session's record closed while its sidecar
+		// still retried a request whose reply it lost; the retry,
+		// judged afresh, was granted again (seed 506290559812, r7:
+		// s1c1.1.6 granted 20 and 27) or refused as held by the
+		// next holder (r6: s2c1.1.2 granted 12, answered held by 21).
+		{"i22-seed506290559812-one-id-two-grants.json", CheckLinear},
+		{"i22-seed506290559812-one-id-granted-then-held.json", CheckLinear},
 	}
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
