@@ -94,7 +94,7 @@ func New(cfg Config) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	g.creds, g.dialer = cfg.Credentials, cfg.Dialer
+	g.clock, g.creds, g.dialer = cfg.Clock, cfg.Credentials, cfg.Dialer
 	if g.creds == nil {
 		g.creds = insecure.NewCredentials()
 	}
@@ -114,7 +114,7 @@ func New(cfg Config) (*Daemon, error) {
 		uids:     map[int]*perUID{},
 		watchers: map[*ipc.Conn]string{},
 		kick:     make(chan struct{}, 1),
-		hw:       newHolderWatch(g, cfg.Logger),
+		hw:       newHolderWatch(g, cfg.Clock, cfg.Logger),
 	}
 	d.floor.set(cfg.Timing)
 	d.reach.firstOK = make(chan struct{})

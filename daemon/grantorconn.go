@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
+	"github.com/leaseside/leaseside/clockwatch"
 	"github.com/leaseside/leaseside/grantor/grantorpb"
 )
 
@@ -29,6 +30,9 @@ type grantorConn struct {
 	// session is this daemon start's random id; grantor sessions are
 	// named after it and their term (sessionFor).
 	session string
+	// clock is the daemon's (Config.Clock): what a call waits for, and
+	// how long, is read on it.
+	clock clockwatch.Clock
 
 	mu       sync.Mutex
 	sessions map[time.Duration]*gsession
@@ -58,6 +62,7 @@ func newGrantorConn(addrs []string) (*grantorConn, error) {
 	}
 	return &grantorConn{
 		session:   hex.EncodeToString(b[:]),
+		clock:     clockwatch.System,
 		sessions:  map[time.Duration]*gsession{},
 		idHorizon: idHorizon,
 		addrs:     append([]string(nil), addrs...),
@@ -247,10 +252,10 @@ type callOpts struct {
 	// grantor (leader.go), and an answer counts as contact with the
 	// leader.
 	leader bool
-	// patience is how long to keep trying while no grantor is known at
-	// all (none configured and none found by gossip yet); zero gives up
-	// at once.
-	patience time.Time
+	// patience is until when to keep trying while no grantor is known
+	// at all (none configured and none found by gossip yet); zero gives
+	// up at once.
+	patience clockwatch.Instant
 }
 
 // retry calls f on the likely leader, with the same request id, until it
@@ -279,17 +284,31 @@ func retry[T any](ctx context.Context, g *grantorConn, o callOpts, f func(contex
 				return v, err
 			}
 			g.failed(addr, err)
-		} else if errors.Is(err, errNoGrantorKnown) && !time.Now().Before(o.patience) {
+		} else if errors.Is(err, errNoGrantorKnown) && !g.clock.Now().Before(o.patience) {
 			var zero T
 			return zero, err
 		}
-		select {
-		case <-ctx.Done():
+		if !backOff(ctx, jitter(backoff)) {
 			var zero T
 			return zero, fmt.Errorf("%w: %w", errGrantorUnavailable, err)
-		case <-time.After(jitter(backoff)):
 		}
 		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// backOff waits d, a backoff between attempts, and reports false if ctx
+// ended first. It is a wake-up on Go's own monotonic timer, not the
+// daemon's clock: no decision reads it (what a call may still wait for
+// and until when it keeps trying are read on g.clock), and a daemon on a
+// fake clock retries without a test moving it.
+func backOff(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 
@@ -327,9 +346,9 @@ func (g *grantorConn) acquire(ctx context.Context, s *gsession, name, owner stri
 	g.mu.Lock()
 	h := g.idHorizon
 	g.mu.Unlock()
-	start := time.Now()
+	start := g.clock.Now()
 	waitUntil, horizon := start.Add(wait), start.Add(h)
-	ctx, hcancel := context.WithDeadline(ctx, horizon)
+	ctx, hcancel := context.WithTimeout(ctx, h)
 	defer hcancel()
 	call := func(ctx context.Context, api grantorpb.GrantorClient, wait time.Duration) (*grantorpb.AcquireResponse, error) {
 		attempts.Add(1)
@@ -349,7 +368,7 @@ func (g *grantorConn) acquire(ctx context.Context, s *gsession, name, owner stri
 		}
 	}()
 	resp, err := retry(actx, g, callOpts{attempt: wait + attemptTimeout, leader: true, patience: waitUntil}, func(ctx context.Context, api grantorpb.GrantorClient) (*grantorpb.AcquireResponse, error) {
-		return call(ctx, api, time.Until(waitUntil))
+		return call(ctx, api, clockwatch.Until(g.clock, waitUntil))
 	})
 	select {
 	case <-abandon:
@@ -366,7 +385,9 @@ func (g *grantorConn) acquire(ctx context.Context, s *gsession, name, owner stri
 	handedOn = true
 	return nil, &unansweredError{err: err, settle: func(ctx context.Context) (*grantorpb.AcquireResponse, error) {
 		defer done()
-		ctx, cancel := context.WithDeadline(ctx, horizon)
+		// What is left of the horizon, on the daemon's clock: a suspend
+		// since the first attempt counts.
+		ctx, cancel := context.WithTimeout(ctx, clockwatch.Until(g.clock, horizon))
 		defer cancel()
 		return retry(ctx, g, callOpts{attempt: attemptTimeout, leader: true, patience: horizon}, noWait)
 	}}

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/leaseside/leaseside/clockwatch"
 	"github.com/leaseside/leaseside/grantor/grantorpb"
 	"github.com/leaseside/leaseside/ipc"
 )
@@ -52,8 +53,9 @@ const (
 
 // holderWatch is the daemon's side of cluster-wide watches.
 type holderWatch struct {
-	g   *grantorConn
-	log *slog.Logger
+	g     *grantorConn
+	clock clockwatch.Clock
+	log   *slog.Logger
 
 	mu      sync.Mutex
 	names   map[string]*watchedName
@@ -85,8 +87,8 @@ type watchSub struct {
 	observe bool
 }
 
-func newHolderWatch(g *grantorConn, log *slog.Logger) *holderWatch {
-	return &holderWatch{g: g, log: log, names: map[string]*watchedName{}, perConn: map[*ipc.Conn]int{}, wake: make(chan struct{}, 1)}
+func newHolderWatch(g *grantorConn, clock clockwatch.Clock, log *slog.Logger) *holderWatch {
+	return &holderWatch{g: g, clock: clock, log: log, names: map[string]*watchedName{}, perConn: map[*ipc.Conn]int{}, wake: make(chan struct{}, 1)}
 }
 
 // subscribe makes c a subscriber of name; it is told the holders at once
@@ -148,20 +150,18 @@ func (hw *holderWatch) run(ctx context.Context) {
 		if !hw.waitForNames(ctx) {
 			return
 		}
-		began := time.Now()
+		began := hw.clock.Now()
 		err := hw.stream(ctx)
 		hw.unsync()
 		if ctx.Err() != nil {
 			return
 		}
 		hw.log.Debug("holder watch stream ended; opening another", "err", err)
-		if time.Since(began) > 10*time.Second {
+		if hw.clock.Now().Sub(began) > 10*time.Second {
 			backoff = 50 * time.Millisecond // it served a while: not a loop of failures
 		}
-		select {
-		case <-ctx.Done():
+		if !backOff(ctx, jitter(backoff)) {
 			return
-		case <-time.After(jitter(backoff)):
 		}
 		backoff = min(2*backoff, time.Second)
 	}
@@ -223,6 +223,8 @@ func (hw *holderWatch) stream(ctx context.Context) error {
 			}
 		}
 	}()
+	// A wake-up (see backOff): a grantor that another replaced as leader
+	// is left within a second of real time, whatever a fake clock does.
 	tick := time.NewTicker(leaderCheckInterval)
 	defer tick.Stop()
 	for {

@@ -136,7 +136,7 @@ func TestObserverGetsReplyThenFirstEvent(t *testing.T) {
 // snapshot), so the new subscriber would wait for its first event until
 // the name's holders changed.
 func TestRewatchedNameIsAddedAfterItsRemoval(t *testing.T) {
-	hw := newHolderWatch(nil, slog.New(slog.DiscardHandler))
+	hw := newHolderWatch(nil, clockwatch.System, slog.New(slog.DiscardHandler))
 	a, b := &ipc.Conn{}, &ipc.Conn{}
 	if err := hw.subscribe(a, "svc/x", true); err != nil {
 		t.Fatal(err)

@@ -34,7 +34,7 @@ var errUnconfirmed = status.Error(codes.Unavailable, "the grantor did not confir
 // the requests in flight to it.
 type leaderProbe struct {
 	mu sync.Mutex // held during a probe: concurrent askers wait for it
-	at time.Time
+	at clockwatch.Instant
 	ok bool
 }
 
@@ -50,6 +50,7 @@ func (g *grantorConn) confirmWhile(ctx context.Context, cancel context.CancelFun
 	var unconfirmed atomic.Bool
 	go func() {
 		defer close(finished)
+		// A wake-up (see backOff): the grantor's answer decides.
 		t := time.NewTimer(g.confirmAfter)
 		defer t.Stop()
 		for {
@@ -88,7 +89,7 @@ func (g *grantorConn) confirm(ctx context.Context, addr string, api grantorpb.Gr
 	g.mu.Unlock()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.ok && time.Since(p.at) < g.confirmAfter/2 {
+	if p.ok && g.clock.Now().Sub(p.at) < g.confirmAfter/2 {
 		return nil, nil
 	}
 	pctx, cancel := context.WithTimeout(ctx, g.confirmAfter)
@@ -101,7 +102,7 @@ func (g *grantorConn) confirm(ctx context.Context, addr string, api grantorpb.Gr
 	case resp.LeaderId != resp.AnsweredBy:
 		err = errors.New("the grantor does not lead: " + resp.LeaderId + " does")
 	}
-	p.at, p.ok = time.Now(), err == nil
+	p.at, p.ok = g.clock.Now(), err == nil
 	g.contacted(addr, err)
 	return resp, err
 }
