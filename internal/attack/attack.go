@@ -88,6 +88,15 @@ func (c *counter) result() Result {
 	return Result{Sent: c.sent.Load(), OK: c.ok.Load(), Refused: c.refused, Limits: c.limits, Elapsed: time.Since(c.start)}
 }
 
+// watchAnswered bounds how long WatchNames waits for the grantor to
+// answer every name a stream added (a SNAPSHOT or DENIED event each) or
+// to end the stream; past it the stream counts as holding its names. The
+// wait ends on those events: it used to be a fixed 2 s after the last
+// request, which a leader under the race detector on a loaded machine
+// took longer than to read them, and a stream over the limit counted as
+// holding its names.
+const watchAnswered = time.Minute
+
 // name returns a distinct lease name of n bytes (at least 16).
 func name(prefix string, i, n int) string {
 	s := fmt.Sprintf("%s/%d/", prefix, i)
@@ -98,7 +107,8 @@ func name(prefix string, i, n int) string {
 // names of nameLen bytes to each, in requests of batch names, reading
 // every event; it returns once every stream has added its names or ended,
 // and keeps the open ones until ctx ends. Sent counts names; a stream
-// ended by an error counts that error.
+// ended by an error counts that error, one whose every name the grantor
+// answered holds its names.
 func WatchNames(ctx context.Context, c grantorpb.GrantorClient, prefix string, streams, names, nameLen, batch int) Result {
 	cnt := newCounter()
 	var wg sync.WaitGroup
@@ -112,11 +122,19 @@ func WatchNames(ctx context.Context, c grantorpb.GrantorClient, prefix string, s
 				return
 			}
 			ended := make(chan error, 1)
+			answered := make(chan struct{}) // closed once every name is
 			go func() {
+				n := 0
 				for {
-					if _, err := st.Recv(); err != nil {
+					ev, err := st.Recv()
+					if err != nil {
 						ended <- err
 						return
+					}
+					if k := ev.GetKind(); k == grantorpb.WatchEvent_SNAPSHOT || k == grantorpb.WatchEvent_DENIED {
+						if n++; n == names {
+							close(answered)
+						}
 					}
 				}
 			}()
@@ -133,7 +151,9 @@ func WatchNames(ctx context.Context, c grantorpb.GrantorClient, prefix string, s
 			select {
 			case err := <-ended:
 				cnt.add(err)
-			case <-time.After(2 * time.Second): // no error came: the stream holds its names
+			case <-answered: // the stream holds its names
+				cnt.add(nil)
+			case <-time.After(watchAnswered):
 				cnt.add(nil)
 			}
 		}()
