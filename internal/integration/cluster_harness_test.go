@@ -172,6 +172,19 @@ func startProcess(t *testing.T, name string, cmd *exec.Cmd) *process {
 	return p
 }
 
+// stopped runs f while p is stopped (SIGSTOP, then SIGCONT), so that what
+// f does happens while p is where its last line said, however long f
+// takes on a loaded machine: an example that works for a few seconds
+// after a line is still at work when another caller ends its lease.
+func (p *process) stopped(t *testing.T, f func()) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatalf("SIGSTOP %s: %v", p.name, err)
+	}
+	defer p.cmd.Process.Signal(syscall.SIGCONT)
+	f()
+}
+
 func (p *process) done() bool {
 	select {
 	case <-p.exited:
