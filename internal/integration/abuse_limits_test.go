@@ -26,6 +26,7 @@ import (
 // root is answered throughout and still acquires, and once root releases
 // the lease and nobody's acquires are answered, nobody may send more.
 func TestAbuseRequestsInFlight(t *testing.T) {
+	t.Parallel()
 	const limit, sent = 8, 20
 	dev := abuseDev(t, fmt.Sprintf(`{"max_requests_per_uid": %d}`, limit))
 	cli(t, dev.socket, "acquire", "jobs/held", "--detached").must(t, 0)
@@ -85,6 +86,7 @@ sys.stdin.read()
 // root is answered throughout and still acquires, and nobody's status
 // shows its leases.
 func TestAbuseLeasesPerUID(t *testing.T) {
+	t.Parallel()
 	const limit, sent = 50, 300
 	dev := abuseDev(t, fmt.Sprintf(`{"max_leases_per_uid": %d}`, limit))
 	measure := answerTimes(t, dev.socket)
@@ -123,6 +125,7 @@ sys.stdin.read()
 // With no ACL every socket user may use every name, and still status and
 // watch show a user only the leases it acquired; root sees all.
 func TestAbuseVisibilityWithoutACL(t *testing.T) {
+	t.Parallel()
 	dev := abuseDev(t, `{}`)
 	watch := nobodyWatch(t, dev.socket)
 	measure := answerTimes(t, dev.socket)
@@ -225,6 +228,7 @@ func names(t *testing.T, r result) []string {
 // the bytes queued; the daemon's resident set is logged here, not
 // bounded: dev's in-memory raft log grows with the churn itself.)
 func TestAbuseNonReadingWatchers(t *testing.T) {
+	t.Parallel()
 	const watchers = 20
 	dev := abuseDev(t, `{"socket_queue_bytes": 65536, "socket_stall_timeout": "10m"}`)
 	rss0 := rss(t, dev.pid())

@@ -160,6 +160,7 @@ func answerTimes(t *testing.T, socket string) (stop func() (median, slowest time
 // get one resource_exhausted line each and are closed, the others are
 // served, and root is answered throughout.
 func TestAbuseConnectionsPerUID(t *testing.T) {
+	t.Parallel()
 	dev := abuseDev(t, `{"max_connections_per_uid": 20}`)
 	measure := answerTimes(t, dev.socket)
 	out, stop := pyAbuser(t, dev.socket, `
@@ -206,6 +207,7 @@ sys.stdin.read()
 // timeout they are closed with a logged reason; root is answered
 // throughout.
 func TestAbuseNonReadingClients(t *testing.T) {
+	t.Parallel()
 	dev := abuseDev(t, `{"socket_queue_bytes": 65536, "socket_stall_timeout": "5s"}`)
 	rss0 := rss(t, dev.pid())
 	measure := answerTimes(t, dev.socket)
@@ -287,6 +289,7 @@ func rss(t *testing.T, pid int) int64 {
 // connected before, and accepts again once fds free. (It used to exit:
 // "accept4: too many open files".)
 func TestAbuseFileDescriptors(t *testing.T) {
+	t.Parallel()
 	dev := abuseDev(t, `{"max_connections_per_uid": 100000}`, "prlimit", "--nofile=64:256", "--")
 	if lim := nofile(t, dev.pid()); !strings.HasPrefix(lim, "256 256") {
 		t.Fatalf("the daemon's open files limit is %q, want 256 (soft raised to hard)", lim)
@@ -342,6 +345,7 @@ func nofile(t *testing.T, pid int) string {
 // (resource_exhausted, nothing changes); status, check and watch show
 // nobody only its own leases and those the ACL names it for, and root all.
 func TestAbuseLeasesAndVisibility(t *testing.T) {
+	t.Parallel()
 	dev := abuseDev(t, `{"max_leases_per_uid": 3, "acl": [{"uids": [65534], "prefixes": ["jobs/", "shared/"]}]}`)
 	watch := nobodyWatch(t, dev.socket)
 	cli(t, dev.socket, "acquire", "root/private", "--detached").must(t, 0)
@@ -386,6 +390,7 @@ func TestAbuseLeasesAndVisibility(t *testing.T) {
 // leases, so nobody's check of root's lease says not held (exit 3, no
 // token), while root's check of it, and nobody's of its own, say held.
 func TestAbuseCheckVisibility(t *testing.T) {
+	t.Parallel()
 	dev := abuseDev(t, `{}`)
 	cli(t, dev.socket, "acquire", "jobs/root", "--detached").must(t, 0)
 	nobodyCLI(t, dev.socket, "acquire", "jobs/mine", "--detached").must(t, 0)
@@ -409,6 +414,7 @@ func TestAbuseCheckVisibility(t *testing.T) {
 // refuse to start, exit 1, naming it; with --socket-group, a directory
 // shared with other files keeps its group.
 func TestAbuseSquattedSocketDir(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ours := filepath.Join(dir, "ours")
 	if err := os.Mkdir(ours, 0o700); err != nil {

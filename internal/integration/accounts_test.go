@@ -32,7 +32,8 @@ import (
 // By default the floods are small and the limits lowered to meet them;
 // LEASESIDE_ATTACK_FULL=1 runs them at the scale against the
 // default limits (256 streams x 4,096 names, 60 s each of (b) and (c)),
-// for the figures in docs/limits.md.
+// for the figures in docs/limits.md. Not parallel: the floods take the
+// machine's CPU, and the figures are of the flood alone.
 func TestAccountFloods(t *testing.T) {
 	full := os.Getenv("LEASESIDE_ATTACK_FULL") == "1"
 	type scale struct {

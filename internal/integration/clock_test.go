@@ -18,6 +18,7 @@ import (
 // namespace) would hand out wrong deadlines: `leaseside dev` refuses to
 // start there, at once, and says why.
 func TestDevRefusesBoottimeBehindMonotonic(t *testing.T) {
+	t.Parallel()
 	if out, err := exec.Command("unshare", "--time", "--fork", "true").CombinedOutput(); err != nil {
 		t.Skipf("unshare --time unavailable: %v: %s", err, out)
 	}

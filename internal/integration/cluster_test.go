@@ -79,6 +79,7 @@ func acquireCLI(t *testing.T, s *sidecar, name string, args ...string) ipc.Grant
 // stay valid, and `leaseside check` passes with the same tokens after the
 // failover. Tokens granted after it are larger than all before.
 func TestClusterLeaderKilledLeasesSurvive(t *testing.T) {
+	t.Parallel()
 	const term = 12 * time.Second
 	c := newLoopbackCluster(t, 3)
 	c.startAll()
@@ -240,6 +241,7 @@ func (w *writer) finish() []writeRec {
 // and no holder wrote after its own deadline. Meanwhile a holder on
 // sidecar B, on the majority side, keeps its lease across the failover.
 func TestClusterPartitionedLeader(t *testing.T) {
+	t.Parallel()
 	const (
 		cutTerm  = 6 * time.Second  // the lease held through the cut-off side
 		longTerm = 15 * time.Second // the lease held on the majority side
@@ -422,6 +424,7 @@ func TestClusterPartitionedLeader(t *testing.T) {
 // than the dead holder's last known deadline plus 2(d*rho + eps) plus the
 // lock-delay, and not long after.
 func TestClusterDeadHolderLeaseWaitsOutTerm(t *testing.T) {
+	t.Parallel()
 	const (
 		term       = 5 * time.Second
 		lockDelay  = term // run's default: the term
@@ -514,6 +517,7 @@ func TestClusterDeadHolderLeaseWaitsOutTerm(t *testing.T) {
 // counter: every grant after a restart has a larger token than every
 // grant before, for new names and for names granted before.
 func TestClusterRestartKeepsTokenCounter(t *testing.T) {
+	t.Parallel()
 	const term = 3 * time.Second
 	c := newLoopbackCluster(t, 3)
 	c.startAll()
@@ -566,6 +570,7 @@ func TestClusterRestartKeepsTokenCounter(t *testing.T) {
 // lease, and new grants keep getting larger tokens. `leaseside members`
 // lists all five voters and names the new leader.
 func TestClusterFiveGrantorsLoseTwo(t *testing.T) {
+	t.Parallel()
 	const term = 12 * time.Second
 	c := newLoopbackCluster(t, 5)
 	c.startAll()
@@ -642,6 +647,7 @@ func TestClusterFiveGrantorsLoseTwo(t *testing.T) {
 // cannot join: it exits non-zero and says the key is the problem. So does
 // a sidecar with the wrong key; one with the right key works.
 func TestClusterWrongGossipKeyRefused(t *testing.T) {
+	t.Parallel()
 	c := newLoopbackCluster(t, 3)
 	good, bad := writeGossipKey(t), writeGossipKey(t)
 	c.nodes[0].expect = 1

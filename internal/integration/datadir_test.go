@@ -17,6 +17,7 @@ import (
 // instead of hanging on the raft log's lock. (The timeout only turns a
 // hang into a failure.)
 func TestSecondDevOnDataDirInUseFails(t *testing.T) {
+	t.Parallel()
 	data := t.TempDir()
 	first := startDev(t, tempSocket(t), data)
 
@@ -69,6 +70,7 @@ func runFails(t *testing.T, want []string, args ...string) string {
 // points to keeps its bytes (issue 21: the lock file was truncated and
 // written through the link before any check).
 func TestDataDirAnotherUserControlsIsRefused(t *testing.T) {
+	t.Parallel()
 	const secret = "root's own file\n"
 	victim := filepath.Join(t.TempDir(), "victim")
 	if err := os.WriteFile(victim, []byte(secret), 0o600); err != nil {

@@ -15,6 +15,7 @@ import (
 // ACL. Without --insecure dev refuses to start (exit 2, naming the flag
 // and --insecure), on loopback too.
 func TestDevRPCAddrNeedsInsecure(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "dev", "--socket", tempSocket(t), "--data-dir", t.TempDir(), "--rpc-addr", "127.0.0.1:0")
@@ -34,6 +35,7 @@ func TestDevRPCAddrNeedsInsecure(t *testing.T) {
 // as anyone who reaches an --insecure --rpc-addr may make it), dev stops
 // too, exit 1, instead of serving a socket whose grantor is gone.
 func TestDevStopsWithItsGrantor(t *testing.T) {
+	t.Parallel()
 	rpc := "127.0.0.1:" + strconv.Itoa(freeLoopbackPorts(t, 1)[0])
 	p := startDev(t, tempSocket(t), t.TempDir(), "--rpc-addr", rpc, "--insecure")
 	leave := exec.Command(bin, "grantor", "leave", "--rpc-addr", rpc)

@@ -15,6 +15,7 @@ import (
 // No Markdown file of the repository holds a merge's conflict markers (one
 // landed in packaging/README.md once; Go files with them do not build).
 func TestDocsHaveNoConflictMarkers(t *testing.T) {
+	t.Parallel()
 	// The opening and closing markers: a line of "=" alone is also a
 	// Markdown heading's underline.
 	marker := regexp.MustCompile(`^(<<<<<<<|>>>>>>>) `)
@@ -48,6 +49,7 @@ func TestDocsHaveNoConflictMarkers(t *testing.T) {
 // The shell and Python examples in ipc/PROTOCOL.md run as written against
 // a real daemon, so the protocol document cannot drift from the code.
 func TestProtocolExamplesRun(t *testing.T) {
+	t.Parallel()
 	doc, err := os.ReadFile("../../ipc/PROTOCOL.md")
 	if err != nil {
 		t.Fatal(err)
@@ -79,6 +81,7 @@ func TestProtocolExamplesRun(t *testing.T) {
 // that exists, and a link to a heading (file.md#heading) at a heading that
 // exists: docs that moved leave no link behind.
 func TestDocsLinksResolve(t *testing.T) {
+	t.Parallel()
 	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
 	headings := map[string]map[string]bool{}
 	anchors := func(path string) map[string]bool {

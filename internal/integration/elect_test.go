@@ -44,6 +44,7 @@ type cmdRun struct {
 // nobody during its lock-delay, the second with a larger token, nobody
 // once it resigns.
 func TestClusterElectLeaderKilled(t *testing.T) {
+	t.Parallel()
 	const (
 		term = 6 * time.Second
 		name = "svc/primary"

@@ -33,6 +33,7 @@ const readmeWrite = "leaseside write jobs/report report.txt"
 // with its old token. Through each fence A's write is refused and B's
 // data stays; with a plain write A's write lands over B's.
 func TestPausedWorkerWriteIsFenced(t *testing.T) {
+	t.Parallel()
 	block := docBlock(t, "docs/fencing.md", pausedWorkerHeading, "sh")
 	if !strings.Contains(block, readmeWrite) {
 		t.Fatalf("the block of docs/fencing.md has no %q to swap", readmeWrite)
@@ -177,6 +178,7 @@ func startFenceProxy(t *testing.T, backend, state string) string {
 // refusal ends the program with its message and exit 1, and the store
 // keeps what the newer token wrote.
 func TestFencingExamples(t *testing.T) {
+	t.Parallel()
 	backend := newStoreBackend(t)
 	proxyURL := startFenceProxy(t, backend.srv.URL, filepath.Join(t.TempDir(), "proxy.fence"))
 	const docAddr = "http://127.0.0.1:8081"

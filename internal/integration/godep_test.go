@@ -13,6 +13,7 @@ import (
 // block's commands (offline: GOPROXY=off, every dependency from the
 // module cache) and then builds a program that imports ipc.
 func TestGoClientReplaceDirective(t *testing.T) {
+	t.Parallel()
 	block := docBlock(t, "docs/clients.md", "### Depending on the Go client before it is published", "sh")
 	root, err := filepath.Abs("../..")
 	if err != nil {

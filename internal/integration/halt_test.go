@@ -23,6 +23,7 @@ import (
 // calls it forged or corrupt and points at `grantor recover`, not at an
 // upgrade (issue 21 item 1).
 func TestGrantorHaltsAtUnknownLogEntry(t *testing.T) {
+	t.Parallel()
 	c := newLoopbackCluster(t, 1)
 	c.startAll()
 	c.nodes[0].proc.waitLine(t, 0, "grantor: took office")
@@ -48,6 +49,7 @@ func TestGrantorHaltsAtUnknownLogEntry(t *testing.T) {
 // the data dir, and when that grantor halts, dev stops with 65 too rather
 // than serving a socket whose grantor is gone.
 func TestDevHaltsAtUnknownLogEntry(t *testing.T) {
+	t.Parallel()
 	socket, data := tempSocket(t), t.TempDir()
 	startDev(t, socket, data).stop(t)
 	appendUnknownEntry(t, filepath.Join(data, "grantor", "raft", "wal"))

@@ -20,6 +20,15 @@ import (
 // bin is the leaseside binary built once for the package.
 var bin string
 
+// The tests call t.Parallel: each has processes, directories, sockets and
+// ports (freeLoopbackPorts) of its own, and mostly waits on them (terms,
+// lock-delays, elections, child processes): its processes use about half
+// a core on average. So parallel of them run at once unless
+// -test.parallel says otherwise (GOMAXPROCS, go test's default, is 2 on
+// CI's machine). The few tests that do not call t.Parallel say why; in
+// their time nothing else of the package runs.
+const parallel = 3
+
 func TestMain(m *testing.M) {
 	if socket := os.Getenv(helloEnv); socket != "" {
 		os.Exit(helloChild(socket)) // this binary started again as a client
@@ -31,6 +40,11 @@ func TestMain(m *testing.M) {
 	}
 	bin = filepath.Join(dir, "leaseside")
 	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		flag.Set("test.parallel", strconv.Itoa(parallel))
+	}
 	race := "-race"
 	// Measurements take the binary as shipped: the race detector's
 	// shadow memory alone is hundreds of MiB of a flooded grantor's RSS,

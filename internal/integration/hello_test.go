@@ -65,6 +65,7 @@ func hello(t *testing.T, self, socket string, uid int) map[string]any {
 // sidecar's session wherever the owning identity is not checked. Root
 // still sees it.
 func TestHelloHidesTheSessionFromOtherUsers(t *testing.T) {
+	t.Parallel()
 	const nobody = 65534
 	dir, err := os.MkdirTemp("", "lshello")
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 // that it reached it. Its ready line says how it finds grantors, and it
 // logs when it stops and why.
 func TestSidecarStartsBeforeGrantors(t *testing.T) {
+	t.Parallel()
 	c := newLoopbackCluster(t, 1)
 	seed := c.gossipAddrs()
 	started := boottime()
@@ -76,6 +77,7 @@ func TestSidecarStartsBeforeGrantors(t *testing.T) {
 // second (about an election timeout), where it used to wait out the whole
 // attempt (wait plus 3 s) first.
 func TestClusterAcquireKeepsItsWaitWhileLeaderCutOff(t *testing.T) {
+	t.Parallel()
 	const wait = 6 * time.Second
 	// Hosts 0-2: grantors; 3: the sidecar.
 	lab := netlab.New(t, 4)

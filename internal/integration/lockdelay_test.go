@@ -20,6 +20,7 @@ import (
 // kept lock-delays, the sidecar kept this one, and its death handed the
 // name on a term later.
 func TestLockDelaySurvivesSidecarKillAndLeaderChange(t *testing.T) {
+	t.Parallel()
 	c := newLoopbackCluster(t, 3)
 	c.startAll()
 	first := c.waitOffice(c.marks0())

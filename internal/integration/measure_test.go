@@ -132,7 +132,8 @@ func killLeader(t *testing.T, c *cluster, s *sidecar, leases []*ipc.Lease, term 
 // each lease term of -measure.terms, each kill at a random phase of the
 // renewal cycle, and reports per term the time to a new leader in
 // office, the time until every holder renewed through it, the least
-// margin left before a holder's deadline, and the leases lost.
+// margin left before a holder's deadline, and the leases lost. Not
+// parallel, as no measurement is.
 func TestMeasureFailoverByTerm(t *testing.T) {
 	if !*measureFailover {
 		t.Skip("a measurement: run with -args -measure.failover")
@@ -167,7 +168,8 @@ func TestMeasureFailoverByTerm(t *testing.T) {
 // -measure.hogs, three grantors and a sidecar holding leases of
 // -measure.term for -measure.window, killing the leader -measure.kills
 // times in it, and reports the leader changes per minute besides the
-// kills, the leases lost, and the load average.
+// kills, the leases lost, and the load average. Not parallel, as no
+// measurement is.
 func TestMeasureUnderLoad(t *testing.T) {
 	if !*measureLoad {
 		t.Skip("a measurement: run with -args -measure.load")

@@ -19,6 +19,7 @@ import (
 // good file puts the new rules in force on every grantor. A bad file at
 // start stops a grantor with exit 1, naming the line.
 func TestTrustNameRules(t *testing.T) {
+	t.Parallel()
 	p := newClusterPKI(t)
 	rules := filepath.Join(t.TempDir(), "rules")
 	writeRules := func(text string) {

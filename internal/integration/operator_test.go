@@ -58,6 +58,7 @@ func leasesJSON(t *testing.T, r result) map[string]ipc.ClusterLease {
 // names the operator, and the name goes to a waiter, with a newer token,
 // only after the delay.
 func TestOperatorLeasesAndRevoke(t *testing.T) {
+	t.Parallel()
 	p := newClusterPKI(t)
 	c := newLoopbackCluster(t, 3)
 	for _, n := range c.nodes {

@@ -36,6 +36,7 @@ func errorLines(p *process) []string {
 // sidecar finds the grantors by gossip, and its ready line says so; it
 // says why it stopped.
 func TestClusterFailoverLogsNoErrors(t *testing.T) {
+	t.Parallel()
 	const term = 6 * time.Second
 	c := newLoopbackCluster(t, 3)
 	c.startAll()
@@ -117,6 +118,7 @@ func renewals(t *testing.T, s *sidecar, lease, token string, granted stamped[int
 // before the deadline it extended and no gap between renewals longer
 // than the term, the same tokens valid at the end, and three voters.
 func TestClusterRollingRestartLosesNoLease(t *testing.T) {
+	t.Parallel()
 	const term = 6 * time.Second
 	c := newLoopbackCluster(t, 3)
 	c.startAll()
@@ -207,7 +209,8 @@ func TestClusterRollingRestartLosesNoLease(t *testing.T) {
 
 // SIGTERM on a grantor that has lost its quorum (the two others killed)
 // stops it promptly: it waits for no leader (it used to wait for one to
-// remove it, 10s and more, until a second signal).
+// remove it, 10s and more, until a second signal). Not parallel: it bounds
+// how long the stop takes (stopBound).
 func TestClusterStopWithoutQuorum(t *testing.T) {
 	c := newLoopbackCluster(t, 3)
 	c.startAll()

@@ -14,6 +14,7 @@ import (
 // it: the daemon reports the pause, the owner gets lost, and no answer
 // after the resume carries a deadline from before the pause.
 func TestStoppedDaemonReportsPauseAndLoses(t *testing.T) {
+	t.Parallel()
 	socket := tempSocket(t)
 	dev := startDev(t, socket, t.TempDir())
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)

@@ -69,7 +69,10 @@ type held struct {
 // which the tokens show (the grantor's counter orders its grants). The
 // first three take the slots at once; the five others queue one by one,
 // each after the leader's lessor counts the one before in its queue;
-// then every holder holds a little while and releases.
+// then every holder holds a little while and releases. Not parallel: a
+// waiter keeps its place only while its sidecar keeps its connection (a
+// sidecar whose keepalive goes unanswered on a starved machine moves to
+// another connection, and its waiters' calls queue again at the tail).
 func TestClusterSemaphoreOfThree(t *testing.T) {
 	const (
 		limit      = 3
@@ -188,6 +191,7 @@ func TestClusterSemaphoreOfThree(t *testing.T) {
 // check_token, asked through either host, is false for a superseded token
 // and true for the live one.
 func TestClusterHolderWatchAndCheckToken(t *testing.T) {
+	t.Parallel()
 	const (
 		term = 10 * time.Second
 		name = "svc/standby"
@@ -292,6 +296,7 @@ func (w *holderWatcher) release(t testing.TB, c *ipc.Client, name string) (time.
 // lease is then lost at that deadline, and host B's holder watch sees the
 // grant expire at the grantor.
 func TestClusterJeopardyBeforeLost(t *testing.T) {
+	t.Parallel()
 	const (
 		term = 6 * time.Second
 		name = "jobs/jeopardy"

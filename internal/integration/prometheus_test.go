@@ -164,6 +164,7 @@ type promRule struct {
 // in METRICS.md and has series: a renamed metric fails here. `/` on a
 // metrics port shows an index that links /metrics.
 func TestPrometheusRulesAndDashboard(t *testing.T) {
+	t.Parallel()
 	prom, err := exec.LookPath("prometheus")
 	if err != nil {
 		t.Skip("prometheus not installed (make deps installs Debian's prometheus package)")

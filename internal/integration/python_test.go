@@ -10,6 +10,7 @@ import (
 // The Python client's own tests, run against a real `leaseside dev`, and
 // leaseside_fence's unit tests.
 func TestPythonClient(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Fatal("python3 is needed (make deps installs it)")
 	}

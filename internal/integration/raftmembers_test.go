@@ -65,6 +65,7 @@ func attackAll(t *testing.T, c *cluster, tr *raft.NetworkTransport, hdr raft.RPC
 // it and audits it; none takes the term or halts; the held lease stays
 // and the cluster grants, and again after every grantor restarted.
 func TestRaftNonMemberCertificateRefused(t *testing.T) {
+	t.Parallel()
 	p := newClusterPKI(t)
 	c := newTLSCluster(t, p)
 	s := startSidecar(t, "sidecar s1", nil, append(p.cert("sidecar", "s1", false), "--grantors", c.rpcAddrs())...)
@@ -100,6 +101,7 @@ func TestRaftNonMemberCertificateRefused(t *testing.T) {
 // its own certificate then speaks raft to no one, and the two left keep
 // granting.
 func TestRaftRemovedGrantorStopsAndIsRefused(t *testing.T) {
+	t.Parallel()
 	p := newClusterPKI(t)
 	c := newTLSCluster(t, p)
 	s := startSidecar(t, "sidecar s1", nil, append(p.cert("sidecar", "s1", false), "--grantors", c.rpcAddrs())...)
@@ -157,6 +159,7 @@ func addGrantor(t *testing.T, c *cluster, p *clusterPKI, id string, join ...stri
 // added by the leader (its seed names it) and becomes a voter; the
 // non-member is refused there too, and the cluster of four grants.
 func TestRaftJoiningGrantorFollowsOnlyItsJoinPath(t *testing.T) {
+	t.Parallel()
 	p := newClusterPKI(t)
 	c := newTLSCluster(t, p)
 	s := startSidecar(t, "sidecar s1", nil, append(p.cert("sidecar", "s1", false), "--grantors", c.rpcAddrs())...)

@@ -81,8 +81,10 @@ func checkExample(t *testing.T, p *process, code int, want string) {
 // through its wait (it names that leader's value); it is deposed while
 // leading; no daemon.
 func TestReadmeElectExamples(t *testing.T) {
+	t.Parallel()
 	for lang, argv := range examples(t, "## Elect a leader") {
 		t.Run(lang, func(t *testing.T) {
+			t.Parallel()
 			socket := tempSocket(t)
 			startDev(t, socket, t.TempDir())
 			const name = "svc/api"
@@ -112,8 +114,10 @@ func TestReadmeElectExamples(t *testing.T) {
 // "Run N at once": it gets a slot; both slots are taken; another limit
 // is in force; its slot is lost while it works; no daemon.
 func TestReadmeSemaphoreExamples(t *testing.T) {
+	t.Parallel()
 	for lang, argv := range examples(t, "## Run N at once") {
 		t.Run(lang, func(t *testing.T) {
+			t.Parallel()
 			socket := tempSocket(t)
 			startDev(t, socket, t.TempDir())
 			const name = "pool/encoders"
@@ -148,8 +152,10 @@ func TestReadmeSemaphoreExamples(t *testing.T) {
 // jeopardy, pauses, and stops when the lease is lost; the lease is held
 // elsewhere; no daemon.
 func TestReadmeJeopardyExamples(t *testing.T) {
+	t.Parallel()
 	for lang, argv := range examples(t, "## React before the lease is lost") {
 		t.Run(lang, func(t *testing.T) {
+			t.Parallel()
 			c := newLoopbackCluster(t, 1)
 			c.startAll()
 			g := c.nodes[0].proc
@@ -187,8 +193,10 @@ func TestReadmeJeopardyExamples(t *testing.T) {
 // then released (the standby sees the release and that its token is no
 // longer live); it stays held; no daemon.
 func TestReadmeHolderWatchExamples(t *testing.T) {
+	t.Parallel()
 	for lang, argv := range examples(t, "## Watch holders, check a token") {
 		t.Run(lang, func(t *testing.T) {
+			t.Parallel()
 			socket := tempSocket(t)
 			startDev(t, socket, t.TempDir())
 			const name = "jobs/render-42"

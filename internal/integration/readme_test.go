@@ -78,6 +78,7 @@ func exampleOutcomes(t *testing.T, dir string, argv ...string) {
 
 // docs/clients.md's Go example, built as written, in each outcome.
 func TestReadmeGoExample(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(docBlock(t, "docs/clients.md", "## Go", "go")), 0o644); err != nil {
 		t.Fatal(err)
@@ -95,6 +96,7 @@ func TestReadmeGoExample(t *testing.T) {
 // beyond the standard library, to build or to run); docs/clients.md's Python
 // example then runs with it, from elsewhere, in each outcome.
 func TestReadmePythonExample(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Fatal("python3 is needed (make deps installs it)")
 	}
@@ -124,6 +126,7 @@ func TestReadmePythonExample(t *testing.T) {
 // The README's systemd gate carries what systemd/README.md says it needs,
 // and is the shipped example (systemd/examples/lease-gate.conf).
 func TestReadmeSystemdGate(t *testing.T) {
+	t.Parallel()
 	gate := docBlock(t, "README.md", "## Shell recipes", "ini")
 	for _, want := range []string{"TimeoutStartSec=", "SupplementaryGroups=leaseside", "Environment=LEASESIDE_SOCKET=/run/leaseside/leaseside.sock",
 		"ExecStartPre=/usr/bin/leaseside acquire", "--detached --wait", "--env-file %t/%N-lease/token.env", "RuntimeDirectory=%N-lease",
@@ -202,7 +205,9 @@ func runQuickStart(t *testing.T, block, dir string, uid int, env []string) (star
 // The README's quick start works as written for root, and for a user in
 // no group of ours: root's daemon turns them away with what to do, their
 // own daemon serves them, and root's daemon shared with the leaseside
-// group tells them to join it.
+// group tells them to join it. Not parallel: it uses what is the
+// machine's own (the system socket, /var/lib/leaseside/dev, the group
+// leaseside, nobody's /tmp/leaseside-65534).
 func TestReadmeQuickStart(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: it runs the quick start as root and as another user")

@@ -178,6 +178,7 @@ func minLast(t *testing.T, c *cluster) uint64 {
 // grants of before and grants again with higher tokens, and after it the
 // replicas are still equal.
 func TestGrantorRecoverSkipsTheHaltingEntry(t *testing.T) {
+	t.Parallel()
 	c := newLoopbackCluster(t, 3)
 	c.startAll()
 	s := startSidecar(t, "sidecar", nil, "--grantors", c.rpcAddrs())

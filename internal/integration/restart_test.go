@@ -29,6 +29,7 @@ import (
 // connection leases ended with the connection, and run and elect stopped
 // their children.
 func TestSidecarRestartKeepsLeases(t *testing.T) {
+	t.Parallel()
 	c := newLoopbackCluster(t, 1)
 	c.startAll()
 	socket := tempSocket(t)

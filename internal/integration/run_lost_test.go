@@ -17,6 +17,7 @@ import (
 // SIGSTOP under 20 trials, in two waves of five runs and five elects; the
 // sidecar reports every grant lost, never released.
 func TestRunAndElectExit79WhenGrantorsStop(t *testing.T) {
+	t.Parallel()
 	c := newLoopbackCluster(t, 1)
 	c.startAll()
 	g := c.nodes[0].proc

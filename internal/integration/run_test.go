@@ -15,6 +15,7 @@ import (
 // after the daemon declared the lease lost) sends SIGKILL at once, with
 // no SIGTERM and grace first, then says how late it was, and exits 79.
 func TestRunStalledPastStopTimeKillsFirst(t *testing.T) {
+	t.Parallel()
 	socket := tempSocket(t)
 	dev := startDevInNetns(t, socket, t.TempDir())
 	watch, _ := background(t, exec.Command(bin, "watch", "jobs/stalled", "--json", "--socket", socket))

@@ -21,6 +21,7 @@ import (
 // daemon's pidfd sees it go (not when the term runs out), after the
 // lease's lock-delay if it has one. A waiter queued at the grantor gets it.
 func TestKilledOwnerFreesLease(t *testing.T) {
+	t.Parallel()
 	socket := tempSocket(t)
 	startDev(t, socket, t.TempDir())
 	const term = 60 * time.Second
@@ -67,6 +68,7 @@ func TestKilledOwnerFreesLease(t *testing.T) {
 // anyone else): a command that exits on SIGTERM, and one that ignores it
 // and needs SIGKILL.
 func TestRunStopsCommandWhenGrantorUnreachable(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		script string
@@ -75,6 +77,7 @@ func TestRunStopsCommandWhenGrantorUnreachable(t *testing.T) {
 		{name: "ignores SIGTERM", script: `trap '' TERM; echo $$; ` + aliveLoop},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			socket := tempSocket(t)
 			dev := startDevInNetns(t, socket, t.TempDir())
 			alive := filepath.Join(t.TempDir(), "alive")
@@ -107,6 +110,7 @@ func TestRunStopsCommandWhenGrantorUnreachable(t *testing.T) {
 // The ACL refuses a uid it does not list, and a refused caller changes
 // nothing.
 func TestACLRefusesUnlistedUID(t *testing.T) {
+	t.Parallel()
 	const nobody = 65534
 	dir, err := os.MkdirTemp("", "lsacl")
 	if err != nil {
@@ -148,6 +152,7 @@ func TestACLRefusesUnlistedUID(t *testing.T) {
 // A waiter is woken when the lease frees, without polling: while it waits,
 // no further acquire requests go to the grantor.
 func TestWaiterWokenWithoutPolling(t *testing.T) {
+	t.Parallel()
 	socket := tempSocket(t)
 	addr := freeAddr(t)
 	startDev(t, socket, t.TempDir(), "--metrics-addr", addr)
@@ -177,6 +182,7 @@ func TestWaiterWokenWithoutPolling(t *testing.T) {
 // no longer renewed, lapses at its deadline, and only then goes to the
 // next waiter.
 func TestStoppedOwnerLeaseLapses(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "conf.json")
 	os.WriteFile(conf, []byte(`{"owner_stopped_limit":"1s"}`), 0o644)
@@ -231,6 +237,7 @@ func TestStoppedOwnerLeaseLapses(t *testing.T) {
 // Every kind of bad input gets its specific error code from the real
 // daemon, and the connection keeps working after each.
 func TestBadInputOnRealDaemon(t *testing.T) {
+	t.Parallel()
 	socket := tempSocket(t)
 	startDev(t, socket, t.TempDir())
 	conn, err := net.Dial("unix", socket)

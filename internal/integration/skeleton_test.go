@@ -51,6 +51,7 @@ func shellOwner(t *testing.T, socket, name string) (tok uint64, end func()) {
 // The walking skeleton end to end: tokens grow across owners, releases,
 // `run` and a restart of the whole thing on the same data dir.
 func TestSkeletonEndToEnd(t *testing.T) {
+	t.Parallel()
 	socket, data := tempSocket(t), t.TempDir()
 	dev := startDev(t, socket, data)
 	var seen []uint64

@@ -45,6 +45,7 @@ func asVictim(t *testing.T, sysSocket, tmp string, argv ...string) result {
 // naming the directory's owner, and use the system daemon, where the
 // lease then is (and not at nobody's daemon).
 func TestSquattedUserSocketIsNotUsed(t *testing.T) {
+	t.Parallel()
 	sys := abuseDev(t, `{}`)
 	tmp, err := os.MkdirTemp("", "lssq")
 	if err != nil {

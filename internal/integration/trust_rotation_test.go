@@ -28,6 +28,7 @@ import (
 // certificates and key only, and still nothing is lost. Afterwards the
 // old CA's certificates and the old key are refused, the new ones work.
 func TestTrustRotation(t *testing.T) {
+	t.Parallel()
 	p := newClusterPKI(t)
 	c := newTLSCluster(t, p)
 	s := startSidecar(t, "sidecar s1", nil, append(p.cert("sidecar", "s1", false), "--join", c.gossipAddrs(), "--gossip-key-file", p.key)...)

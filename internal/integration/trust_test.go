@@ -201,6 +201,7 @@ func noForgedTerm(t *testing.T, c *cluster) {
 // with a grantor certificate: it never becomes a member); a grantor on a
 // non-loopback address without TLS, joining the cluster (exit 2).
 func TestTrustStrangersRefused(t *testing.T) {
+	t.Parallel()
 	p := newClusterPKI(t)
 	c := newTLSCluster(t, p)
 	a := startSidecar(t, "sidecar s1 (gossip)", nil, append(p.cert("sidecar", "s1", false), "--join", c.gossipAddrs(), "--gossip-key-file", p.key)...)
@@ -403,6 +404,7 @@ func TestTrustStrangersRefused(t *testing.T) {
 // in clear text: exit 2, naming the address's flag and --insecure; with
 // --insecure it starts, and says so.
 func TestTrustClearTextRefusedOffLoopback(t *testing.T) {
+	t.Parallel()
 	ports := freeLoopbackPorts(t, 3)
 	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(ports[i]) }
 	grantor := []string{"grantor", "--node-id", "g1", "--data-dir", t.TempDir(), "--raft-addr", addr(1), "--gossip-addr", addr(2), "--bootstrap-expect", "1"}
@@ -446,6 +448,7 @@ func TestTrustClearTextRefusedOffLoopback(t *testing.T) {
 // not over the sidecar's socket (0660, root's group). Root, as a control,
 // reaches the grantor's socket with the same probe.
 func TestTrustDevOpensNoPort(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: dev is run as root and probed by nobody")
 	}
@@ -577,6 +580,7 @@ func ssLines(t *testing.T, pid int, flags string) []string {
 // On SIGHUP the file is opened again by its name, so a log rotated away
 // is followed by a new one.
 func TestTrustAuditLog(t *testing.T) {
+	t.Parallel()
 	p := newClusterPKI(t)
 	c := newLoopbackCluster(t, 1)
 	n := c.nodes[0]

@@ -15,6 +15,7 @@ import (
 // tests ran into this: a waiter queued for a dead holder's lease waits a
 // whole term.)
 func TestWaiterOutlastingItsTerm(t *testing.T) {
+	t.Parallel()
 	socket := tempSocket(t)
 	startDev(t, socket, t.TempDir())
 	const name = "jobs/long-wait"
