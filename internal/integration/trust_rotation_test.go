@@ -34,8 +34,10 @@ func TestTrustRotation(t *testing.T) {
 	s := startSidecar(t, "sidecar s1", nil, append(p.cert("sidecar", "s1", false), "--join", c.gossipAddrs(), "--gossip-key-file", p.key)...)
 	ctx := tctx(t)
 	const name = "trust/rotated"
-	// A term long enough for a leader handover on a busy machine.
-	held, err := s.client(t).Acquire(ctx, name, ipc.AcquireOptions{TTL: 8 * time.Second})
+	// A term long enough for a leader handover on a busy machine; a wait,
+	// since the sidecar finds the grantors by gossip, which may take it a
+	// while on a loaded machine ("none found by gossip yet").
+	held, err := s.client(t).Acquire(ctx, name, ipc.AcquireOptions{TTL: 8 * time.Second, Wait: timeout / 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,14 +46,18 @@ func TestTrustRotation(t *testing.T) {
 		procs = append(procs, n.proc)
 	}
 	// intact fails the test unless the lease was never lost and its token
-	// is valid now (and, with renewals, unless no renewal ever failed).
+	// is valid now (and, with renewals, unless no renewal ever failed but
+	// for a leader change: a loaded machine's leader may step down, and
+	// the grantor it was then refuses a keepalive as not the leader).
 	intact := func(step string, renewals bool) {
 		t.Helper()
 		if lost := s.lost(); len(lost) > 0 {
 			t.Fatalf("%s: lost a lease: %+v", step, lost[0].v)
 		}
 		for _, l := range s.out.all() {
-			if renewals && (strings.Contains(l.v, "keepalive failed") || strings.Contains(l.v, "keepalive unanswered")) {
+			failed := strings.Contains(l.v, "keepalive failed") && !strings.Contains(l.v, "code = FailedPrecondition") ||
+				strings.Contains(l.v, "keepalive unanswered")
+			if renewals && failed {
 				t.Fatalf("%s: a renewal failed: %s", step, l.v)
 			}
 		}
