@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -33,23 +34,56 @@ const (
 // debArch is the Debian name of each GOARCH the test knows.
 var debArch = map[string]string{"amd64": "amd64", "arm64": "arm64", "386": "i386", "arm": "armhf", "riscv64": "riscv64"}
 
-// built is what `make package` left in a temporary directory.
+// built is the packages `make package` left in a temporary directory.
 type built struct {
-	dir, deb, rpm string
+	deb, rpm string
 }
 
-// makePackage runs `make package` with every output in a temporary
-// directory, so the test writes nothing into the source tree.
-func makePackage(t *testing.T) built {
+// packages are the packages this run of the tests built, by version, so
+// that TestDeb and TestDebUpgradeUnderLiveLeases build one only once; in
+// directories under packages.dir, which TestMain removes.
+var packages struct {
+	sync.Mutex
+	dir string
+	m   map[string]built
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if packages.dir != "" {
+		os.RemoveAll(packages.dir)
+	}
+	os.Exit(code)
+}
+
+// makePackage runs `make package` of version with every output in a
+// temporary directory, so the test writes nothing into the source tree;
+// the packages are read-only to the tests.
+func makePackage(t *testing.T, version string) built {
 	t.Helper()
 	if _, err := exec.LookPath("dpkg-deb"); err != nil {
 		t.Skip("dpkg-deb not installed")
 	}
-	dir := t.TempDir()
+	packages.Lock()
+	defer packages.Unlock()
+	if b, ok := packages.m[version]; ok {
+		return b
+	}
+	if packages.dir == "" {
+		d, err := os.MkdirTemp("", "leaseside-packages-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		packages.dir, packages.m = d, map[string]built{}
+	}
+	dir, err := os.MkdirTemp(packages.dir, version+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "make", "--no-print-directory", "-C", "..", "package",
-		"PKG_VERSION="+testVersion,
+		"PKG_VERSION="+version,
 		"PKG_ARCH="+runtime.GOARCH,
 		"PKG_BIN="+filepath.Join(dir, "leaseside"),
 		"NFPM="+filepath.Join(dir, "nfpm"),
@@ -59,8 +93,8 @@ func makePackage(t *testing.T) built {
 	if err != nil {
 		t.Fatalf("make package: %v\n%s", err, out)
 	}
-	t.Logf("make package took %v", time.Since(start).Round(time.Millisecond))
-	b := built{dir: dir}
+	t.Logf("make package %s took %v", version, time.Since(start).Round(time.Millisecond))
+	var b built
 	for _, pat := range []struct {
 		glob string
 		dst  *string
@@ -71,6 +105,7 @@ func makePackage(t *testing.T) built {
 		}
 		*pat.dst = m[0]
 	}
+	packages.m[version] = b
 	return b
 }
 
@@ -87,7 +122,7 @@ func run(t *testing.T, name string, args ...string) string {
 }
 
 func TestDeb(t *testing.T) {
-	b := makePackage(t)
+	b := makePackage(t, testVersion)
 
 	if got, want := filepath.Base(b.deb), fmt.Sprintf("leaseside_%s_%s.deb", testDebVersion, debArch[runtime.GOARCH]); debArch[runtime.GOARCH] != "" && got != want {
 		t.Errorf("package file %s, want %s", got, want)
@@ -106,7 +141,7 @@ func TestDeb(t *testing.T) {
 
 	t.Run("contents", func(t *testing.T) { checkDebContents(t, b.deb) })
 
-	ctrl := filepath.Join(b.dir, "control")
+	ctrl := filepath.Join(t.TempDir(), "control")
 	run(t, "dpkg-deb", "-e", b.deb, ctrl)
 	t.Run("conffiles", func(t *testing.T) {
 		got, err := os.ReadFile(filepath.Join(ctrl, "conffiles"))
@@ -136,7 +171,7 @@ func TestDeb(t *testing.T) {
 		}
 	})
 
-	root := filepath.Join(b.dir, "root")
+	root := filepath.Join(t.TempDir(), "root")
 	run(t, "dpkg-deb", "-x", b.deb, root)
 	t.Run("files match the sources", func(t *testing.T) {
 		for dst, src := range map[string]string{
