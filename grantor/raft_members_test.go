@@ -17,11 +17,17 @@ import (
 )
 
 // raftAs returns a raft transport that speaks with the grantor
-// certificate of name, and the header that speaks for it.
+// certificate of name, and the header that speaks for it. It dials from
+// 127.0.0.9, a host of its own: a grantor audits refusals per source
+// address, at most connlimit.MaxReasonsPerSource reasons each per
+// interval and the rest as "(other reasons)", and from 127.0.0.1 the
+// refusals of the test's grantors starting and joining (a grantor without
+// a configuration refuses its peers' first RPCs) could leave the attack's
+// unnamed.
 func raftAs(t *testing.T, p *testPKI, name string) (*raft.NetworkTransport, raft.RPCHeader) {
 	t.Helper()
 	cfg := p.conf(pki.RoleGrantor, name).ClientConfig(pki.ALPNRaft, pki.Peer{Roles: []string{pki.RoleGrantor}})
-	tr := stranger.Raft(t, cfg)
+	tr := stranger.RaftFrom(t, cfg, "127.0.0.9")
 	return tr, raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(name), Addr: []byte(tr.LocalAddr())}
 }
 
@@ -442,7 +448,14 @@ func TestRefusedByAMajorityAsNonMemberStops(t *testing.T) {
 			return false
 		}
 	}
-	waitRaft(t, "the follower knows the leader", func() bool { return f[0].removal.hadLeader.Load() }, f[0])
+	// A majority is counted against the configuration each follower
+	// holds: both must hold the one of three voters (the third's AddVoter
+	// may commit before one of them stored it). A follower stores it as it
+	// answers the leader, whose contacts wake the wait.
+	three := []string{"n1=Voter", "n2=Voter", "n3=Voter"}
+	waitRaft(t, "the followers know the leader and the three voters", func() bool {
+		return f[0].removal.hadLeader.Load() && slices.Equal(servers(f[0]), three) && slices.Equal(servers(f[1]), three)
+	}, l, f[0], f[1])
 	f[0].refusedAsNonMember(raft.ServerID(l.cfg.NodeID))
 	if stopped(f[0]) {
 		t.Fatal("one refusal of three voters stopped the grantor")
