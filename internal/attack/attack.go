@@ -6,7 +6,8 @@
 // never existed. Victim is the well-behaved sidecar that goes on
 // renewing and acquiring meanwhile. Impostor is the red team's grantor
 // that is no member: a grantor certificate and the gossip key, serving
-// sidecars.
+// sidecars; UnfinishedCalls opens calls past the calls limit as fast as a
+// grantor takes them.
 package attack
 
 import (

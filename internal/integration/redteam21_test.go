@@ -1,15 +1,19 @@
 package integration
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/leaseside/leaseside/grantor/gossip"
 	"github.com/leaseside/leaseside/grantor/grantorpb"
+	"github.com/leaseside/leaseside/grantor/pki"
 	"github.com/leaseside/leaseside/internal/attack"
 )
 
@@ -166,4 +170,81 @@ func TestRedTeamRemovedGrantorRestartedIsAddedBack(t *testing.T) {
 		t.Fatalf("the re-added grantor stopped:\n%s", r.proc.tail(30))
 	}
 	t.Logf("%s back as a voter; with it and the leader alone, readd/after was granted token %s", r.id, g.Token)
+}
+
+// The calls limit refuses at the gRPC tap, after grpc-go has taken the
+// stream: measured here. One sidecar certificate opens as many
+// connections as its account allows (32) and on each opens Acquire calls
+// as fast as the grantor takes them, each declaring a request of 256 KiB
+// (max_request_bytes) and sending 1 KiB of it, and never reads an
+// answer. The leader's RSS is measured before, during and after, while
+// another sidecar keeps renewing and acquiring. A measurement that
+// floods the machine's CPU for 20 s: it runs with LEASESIDE_ATTACK_FULL=1
+// (the binary without the race detector), figures in docs/limits.md.
+func TestRedTeamUnfinishedCallsFlood(t *testing.T) {
+	if os.Getenv("LEASESIDE_ATTACK_FULL") != "1" {
+		t.Skip("a measurement: LEASESIDE_ATTACK_FULL=1 runs it")
+	}
+	p := newClusterPKI(t)
+	c := newLoopbackCluster(t, 3)
+	metricsAddr := map[*grantorNode]string{}
+	for _, n := range c.nodes {
+		p.cert("grantor", n.id, false)
+		n.tlsDir, n.keyFile = p.dir, p.key
+		metricsAddr[n] = freeAddr(t)
+		n.extra = []string{"--metrics-addr", metricsAddr[n]}
+	}
+	c.startAll()
+	lnode := c.nodes[c.currentLeader().node]
+	addr := lnode.rpcAddr()
+	pid := lnode.proc.pid()
+	victimCl := grpcClient(t, addr, p.creds("sidecar", "victim"))
+	bctx, bcancel := context.WithTimeout(context.Background(), 20*time.Second)
+	cpu0 := cpuTime(t, pid)
+	base := <-attack.Victim(bctx, victimCl, "victim-0", 3*time.Second, 200*time.Millisecond)
+	bcancel()
+	t.Logf("victim alone for 20 s: %d renewals, %d acquires, slowest %v, failures %v; leader CPU %v",
+		base.Renewals, base.Acquires, base.Slowest, base.Failures, cpuTime(t, pid)-cpu0)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	victim := attack.Victim(ctx, victimCl, "victim-1", 3*time.Second, 200*time.Millisecond)
+
+	p.cert("sidecar", "evil", false)
+	cfg := p.configurator("sidecar", "evil").ClientConfig(pki.ALPNgRPC, pki.Peer{Roles: []string{pki.RoleGrantor}})
+	before := rss(t, pid)
+	peak := peakRSS(t, pid)
+	cpu1 := cpuTime(t, pid)
+	fctx, fcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer fcancel()
+	fl := attack.UnfinishedCalls(fctx, addr, cfg, grantorpb.Grantor_Acquire_FullMethodName, 32, 256<<10, 1<<10)
+	during := peak()
+	goroutines := int64(metric(t, metricsAddr[lnode], "go_goroutines"))
+	t.Logf("flood: %d connections, %d calls opened, %d MiB written in 20 s; leader RSS %d -> peak %d MiB, goroutines %d, CPU %v",
+		fl.Conns, fl.Streams, fl.Written>>20, before>>20, during>>20, goroutines, cpuTime(t, pid)-cpu1)
+	cancel()
+	st := <-victim
+	t.Logf("victim during the flood: %d renewals, %d acquires, slowest %v, failures %v", st.Renewals, st.Acquires, st.Slowest, st.Failures)
+	t.Logf("leader RSS after the flood: %d MiB", rss(t, pid)>>20)
+	if len(st.Failures) > 0 || st.Renewals == 0 || st.Acquires == 0 {
+		t.Errorf("the other sidecar failed during the flood: %v", st.Failures)
+	}
+	if grown := during - before; grown > 160<<20 {
+		t.Errorf("the leader's RSS grew %d MiB under one identity's unfinished calls", grown>>20)
+	}
+}
+
+// cpuTime is the CPU time (user and system) process pid has used.
+func cpuTime(t *testing.T, pid int) time.Duration {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The fields after the command's closing parenthesis: state is the
+	// first, utime and stime the 12th and 13th, in clock ticks (100 a
+	// second on Linux).
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
 }
