@@ -45,6 +45,12 @@ const (
 // closedConn is the text of net.ErrClosed: a socket this process closed.
 const closedConn = "use of closed network connection"
 
+// fallbackPing starts memberlist's ERROR line when a peer did not answer
+// the TCP ping it tries after an unanswered UDP one: a peer that is down
+// or slow, which is what failure detection is for (memberlist suspects
+// it next).
+const fallbackPing = "Failed fallback TCP ping"
+
 func newLogWriter(l *slog.Logger) *logWriter {
 	return &logWriter{l: l, now: time.Now, seen: map[string]*heldBack{}}
 }
@@ -76,6 +82,11 @@ func (w *logWriter) Write(p []byte) (int, error) {
 		// ...: use of closed network connection"): on every clean
 		// shutdown, and only then (only this process closes them).
 		level = slog.LevelDebug
+	}
+	if level > slog.LevelWarn && strings.HasPrefix(line, fallbackPing) {
+		// Routine in every failover, and under load for a live peer
+		// (TestClusterFailoverLogsNoErrors failed on it at load 25).
+		level = slog.LevelWarn
 	}
 	var args []any
 	if msg, from, ok := strings.Cut(line, " from="); ok && level >= slog.LevelWarn {

@@ -164,14 +164,17 @@ func TestLogWriter(t *testing.T) {
 		"Err: Could not set the deadline\n",
 		// After Shutdown closed the sockets (every clean shutdown).
 		"[ERR] memberlist: Failed to send gossip to 127.0.0.1:3: write udp 127.0.0.1:4->127.0.0.1:3: use of closed network connection\n",
+		// A peer down or slow (every failover).
+		"[ERR] memberlist: Failed fallback TCP ping: timeout 1s: read tcp 127.0.0.1:5->127.0.0.1:6: i/o timeout\n",
 	} {
 		if _, err := w.Write([]byte(line)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// The decrypt failure, about what a peer sent, is a warning; a send
-	// on a socket Shutdown closed is routine.
-	want := []slog.Level{slog.LevelDebug, slog.LevelWarn, slog.LevelWarn, slog.LevelInfo, slog.LevelDebug}
+	// on a socket Shutdown closed is routine; a peer that does not answer
+	// a ping is a warning.
+	want := []slog.Level{slog.LevelDebug, slog.LevelWarn, slog.LevelWarn, slog.LevelInfo, slog.LevelDebug, slog.LevelWarn}
 	if len(recs) != len(want) {
 		t.Fatalf("%d records", len(recs))
 	}
