@@ -28,6 +28,9 @@ func (l *lessor) acquire(ctx context.Context, c acquireCmd, wait time.Duration) 
 	if (c.MaxHolders > 1 || c.Value != "") && l.prop.allowed() < cmdAcquire5 {
 		return nil, ErrNotSupported
 	}
+	if c.Shared && l.prop.allowed() < sharedCmd {
+		return nil, ErrSharedNotSupported
+	}
 	if c.LockDelay > 0 && l.prop.allowed() < lockDelayCmd {
 		return nil, ErrLockDelayNotSupported
 	}
@@ -164,7 +167,7 @@ func (l *lessor) lastTry(ctx context.Context, o *office, w *waiter) (*acquireRes
 		l.mu.Unlock()
 		return handedOff(w.res)
 	}
-	try := !w.claimed && l.fsm.hasRoom(w.cmd.Lease) && !l.queuedBehindLocked(o, w.cmd)
+	try := !w.claimed && l.fsm.hasRoomFor(&w.cmd) && !l.queuedBehindLocked(o, w.cmd)
 	w.claimed = w.claimed || try
 	l.mu.Unlock()
 	if !try {

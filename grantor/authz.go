@@ -21,12 +21,13 @@ import (
 // A sidecar's calls are further limited to its own sessions: the FSM
 // refuses a request under a session another identity opened.
 var callRoles = map[string][]Role{
-	grantorpb.Grantor_Acquire_FullMethodName:      {RoleGrantor, RoleSidecar, RoleOperator},
-	grantorpb.Grantor_Release_FullMethodName:      {RoleGrantor, RoleSidecar, RoleOperator},
-	grantorpb.Grantor_KeepAlive_FullMethodName:    {RoleGrantor, RoleSidecar, RoleOperator},
-	grantorpb.Grantor_Members_FullMethodName:      {RoleGrantor, RoleSidecar, RoleOperator},
-	grantorpb.Grantor_RemoveServer_FullMethodName: {RoleGrantor, RoleOperator},
-	grantorpb.Grantor_Leave_FullMethodName:        {RoleGrantor, RoleOperator},
+	grantorpb.Grantor_Acquire_FullMethodName:       {RoleGrantor, RoleSidecar, RoleOperator},
+	grantorpb.Grantor_AcquireShared_FullMethodName: {RoleGrantor, RoleSidecar, RoleOperator},
+	grantorpb.Grantor_Release_FullMethodName:       {RoleGrantor, RoleSidecar, RoleOperator},
+	grantorpb.Grantor_KeepAlive_FullMethodName:     {RoleGrantor, RoleSidecar, RoleOperator},
+	grantorpb.Grantor_Members_FullMethodName:       {RoleGrantor, RoleSidecar, RoleOperator},
+	grantorpb.Grantor_RemoveServer_FullMethodName:  {RoleGrantor, RoleOperator},
+	grantorpb.Grantor_Leave_FullMethodName:         {RoleGrantor, RoleOperator},
 	// A grantor registers itself (the handler refuses another node ID).
 	// Not an operator: it could forge any grantor's address or newest
 	// command type (review R8-8). Without TLS, where grantors call as

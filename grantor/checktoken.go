@@ -98,7 +98,7 @@ func (l *lessor) checkLoop(o *office) {
 				results[i] = checkResult{err: l.prop.notLeader()}
 				continue
 			}
-			_, hs, _ := l.fsm.holders(q.lease)
+			_, _, hs, _ := l.fsm.holders(q.lease)
 			r := checkResult{tokens: make([]uint64, len(hs))}
 			for j, h := range hs {
 				r.tokens[j] = h.Token

@@ -40,6 +40,11 @@ const (
 	cmdRevoke2                       // 23: revokeCmd of an operator (By): the name stays delayed for the grant's term plus its lock-delay (revoke.go)
 	cmdEndGrant                      // 24: endGrantCmd, proposed by the leader for a grant a keepalive names untold or owner-ended (untold.go)
 	cmdCloseSession2                 // 25: closeSessionCmd applied only to a session that holds nothing and whose record remembers no grant or release, unless Kept (expiry.go)
+	cmdAcquire9                      // 26: acquireCmd as cmdAcquire8, with Shared applied (shared.go)
+	cmdRelease7                      // 27: releaseCmd as cmdRelease6, whose Next's Shared is applied
+	cmdExpireSession3                // 28: expireSessionCmd as cmdExpireSession2, whose Next's Shared are applied
+	cmdEndDelay2                     // 29: endDelayCmd as cmdEndDelay, whose Next's Shared is applied
+	cmdEndGrant2                     // 30: endGrantCmd as cmdEndGrant, whose Next's Shared is applied
 )
 
 // Which command types a grantor may propose (versions.go). A grantor that
@@ -48,7 +53,7 @@ const (
 // that it applies it.
 const (
 	// newestCmd is the newest type this binary applies.
-	newestCmd = cmdCloseSession2
+	newestCmd = cmdEndGrant2
 	// baselineCmd is what a server that registered nothing is taken to
 	// apply: the types of grantors built before registration.
 	baselineCmd = cmdRegisterNode
@@ -106,6 +111,16 @@ func (t cmdType) String() string {
 		return "end-grant"
 	case cmdCloseSession2:
 		return "close-session2"
+	case cmdAcquire9:
+		return "acquire9"
+	case cmdRelease7:
+		return "release7"
+	case cmdExpireSession3:
+		return "expire-session3"
+	case cmdEndDelay2:
+		return "end-delay2"
+	case cmdEndGrant2:
+		return "end-grant2"
 	}
 	return fmt.Sprintf("cmd(%d)", uint8(t))
 }
@@ -150,6 +165,10 @@ type acquireCmd struct {
 	// the FSM remembers: a call without wait, or a waiter's last try.
 	// Applied in cmdAcquire8 only (outcome.go).
 	Final bool `json:"final,omitempty"`
+	// Shared asks for a shared grant (read/write locks, shared.go).
+	// Applied in cmdAcquire9 and in the Next of cmdRelease7,
+	// cmdExpireSession3, cmdEndDelay2 and cmdEndGrant2 only.
+	Shared bool `json:"shared,omitempty"`
 }
 
 type releaseCmd struct {
@@ -208,11 +227,16 @@ func encodeCmd(t cmdType, body any) []byte {
 }
 
 // acquireEntry is the log entry of an Acquire, of the newest type that
-// allowed (the newest every server applies) permits: cmdAcquire3, else
+// allowed (the newest every server applies) permits and the Acquire
+// needs (cmdAcquire9 only for a shared one): cmdAcquire3, else
 // cmdAcquire2 when it lists also_received, else cmdAcquire without the
 // list (forgetting is a permission, not an order). A semaphore or a value
 // needs cmdAcquire5; the lessor refuses them before (ErrNotSupported).
 func acquireEntry(c acquireCmd, allowed cmdType) []byte {
+	if c.Shared && allowed >= sharedCmd {
+		return encodeCmd(cmdAcquire9, c)
+	}
+	c.Shared = false
 	if allowed >= outcomeCmd {
 		return encodeCmd(cmdAcquire8, c)
 	}
@@ -244,6 +268,10 @@ func acquireEntry(c acquireCmd, allowed cmdType) []byte {
 
 // releaseEntry is the log entry of a Release (see acquireEntry).
 func releaseEntry(c releaseCmd, allowed cmdType) []byte {
+	if c.Next != nil && c.Next.Shared && allowed >= sharedCmd {
+		return encodeCmd(cmdRelease7, c)
+	}
+	c.Next = unshared(c.Next)
 	if allowed >= lockDelayCmd {
 		return encodeCmd(cmdRelease6, c)
 	}
@@ -287,15 +315,15 @@ func decodeCmd(data []byte) (cmdType, any, error) {
 	t := cmdType(data[0])
 	var body any
 	switch t {
-	case cmdAcquire, cmdAcquire2, cmdAcquire3, cmdAcquire4, cmdAcquire5, cmdAcquire6, cmdAcquire7, cmdAcquire8, cmdWithdraw:
+	case cmdAcquire, cmdAcquire2, cmdAcquire3, cmdAcquire4, cmdAcquire5, cmdAcquire6, cmdAcquire7, cmdAcquire8, cmdWithdraw, cmdAcquire9:
 		body = &acquireCmd{}
-	case cmdRelease, cmdRelease2, cmdRelease3, cmdRelease4, cmdRelease5, cmdRelease6:
+	case cmdRelease, cmdRelease2, cmdRelease3, cmdRelease4, cmdRelease5, cmdRelease6, cmdRelease7:
 		body = &releaseCmd{}
-	case cmdEndDelay:
+	case cmdEndDelay, cmdEndDelay2:
 		body = &endDelayCmd{}
-	case cmdEndGrant:
+	case cmdEndGrant, cmdEndGrant2:
 		body = &endGrantCmd{}
-	case cmdExpireSession, cmdExpireSession2:
+	case cmdExpireSession, cmdExpireSession2, cmdExpireSession3:
 		body = &expireSessionCmd{}
 	case cmdProclaim:
 		body = &proclaimCmd{}
@@ -341,6 +369,10 @@ type acquireResult struct {
 	// Final marks a refusal that is the request's outcome, remembered in
 	// the FSM (outcome.go): waiting or retrying changes nothing.
 	Final bool
+	// Shared says the name is held shared after the entry (shared.go):
+	// a granted Acquire's grant is shared; a refusal's holders or
+	// delays are.
+	Shared bool
 }
 
 // releaseResult is what the FSM returns for a Release.

@@ -207,6 +207,7 @@ func (f *fsm) Apply(l *raft.Log) any {
 	var res any
 	f.evs = f.evs[:0]
 	f.applied = l.Index
+	dropShared(t, body)
 	switch c := body.(type) {
 	case *acquireCmd:
 		if t == cmdAcquire {
@@ -371,6 +372,9 @@ func (f *fsm) applyAcquire(c *acquireCmd, newToken bool) any {
 	if err != nil {
 		return err
 	}
+	if c.Shared || f.sharedLocked(c.Lease) {
+		return f.acquireRW(s, c) // shared.go
+	}
 	if c.MaxHolders > 1 || f.st.Sems[c.Lease] != nil {
 		return f.acquireSlot(s, c) // semaphore.go
 	}
@@ -420,6 +424,9 @@ func (f *fsm) applyAcquire(c *acquireCmd, newToken bool) any {
 // holders now.
 func (f *fsm) endedLocked(lease string, token uint64) *acquireResult {
 	limit, holders := f.inForceLocked(lease)
+	if f.sharedLocked(lease) {
+		return &acquireResult{Ended: true, Token: token, Holders: len(holders), Shared: true}
+	}
 	return &acquireResult{Ended: true, Token: token, Limit: max(limit, 1), Holders: len(holders)}
 }
 

@@ -1,5 +1,7 @@
 package grantor
 
+import "slices"
+
 // A handoff is one raft entry (issue 13 item 2).
 //
 // When a release or a session's expiry frees a lease that has waiters,
@@ -70,7 +72,7 @@ func (f *fsm) handOff(lease string, next *acquireCmd) *handoff {
 		return nil
 	}
 	h := &handoff{Lease: lease}
-	if !f.hasRoomLocked(lease) || next.Lease != lease {
+	if next.Lease != lease || !f.hasRoomForLocked(next) {
 		return h
 	}
 	h.Tried = true
@@ -100,18 +102,25 @@ func (f *fsm) applyExpireSession(c *expireSessionCmd, term uint64) any {
 	return res
 }
 
-// expireEntry is the log entry of a session's expiry: cmdExpireSession2
-// when every server applies it (its waiters' Acquires may be semaphores
-// or carry values), else cmdExpireSession without those.
+// expireEntry is the log entry of a session's expiry: cmdExpireSession3
+// when a waiter's Acquire it carries is shared and every server applies
+// that, else cmdExpireSession2 without it (its waiters' Acquires may be
+// semaphores or carry values), else cmdExpireSession without those.
 func expireEntry(c expireSessionCmd, allowed cmdType) []byte {
-	if allowed >= cmdExpireSession2 {
-		return encodeCmd(cmdExpireSession2, c)
+	if allowed >= sharedCmd && slices.ContainsFunc(c.Next, func(a acquireCmd) bool { return a.Shared }) {
+		return encodeCmd(cmdExpireSession3, c)
 	}
 	next := make([]acquireCmd, len(c.Next))
 	for i, a := range c.Next {
-		oldAcquire(&a)
+		a.Shared = false
+		if allowed < cmdExpireSession2 {
+			oldAcquire(&a)
+		}
 		next[i] = a
 	}
 	c.Next = next
+	if allowed >= cmdExpireSession2 {
+		return encodeCmd(cmdExpireSession2, c)
+	}
 	return encodeCmd(cmdExpireSession, c)
 }

@@ -53,6 +53,7 @@ func (f *fsm) namesWith(prefix, after string) []string {
 // leaseView is one name of a listing as the FSM shows it.
 type leaseView struct {
 	limit   int
+	shared  bool
 	holders []leaseRecord
 	names   []string // holder identity names, by holders' index
 	delays  []delayRecord
@@ -63,7 +64,7 @@ func (f *fsm) view(name string) leaseView {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	limit, hs := f.inForceLocked(name)
-	v := leaseView{limit: limit, holders: slices.Clone(hs), delays: slices.Clone(f.st.Delays[name])}
+	v := leaseView{limit: limit, shared: f.sharedLocked(name), holders: slices.Clone(hs), delays: slices.Clone(f.st.Delays[name])}
 	v.names = make([]string, len(hs))
 	for i, h := range hs {
 		v.names[i] = f.ownerOf(h.Session)
@@ -130,7 +131,7 @@ func (l *lessor) leaseInfo(o *office, name string) *grantorpb.LeaseInfo {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.clock.Now()
-	info := &grantorpb.LeaseInfo{Lease: name, Limit: uint32(v.limit), Waiters: uint32(len(o.queues[name]))}
+	info := &grantorpb.LeaseInfo{Lease: name, Limit: uint32(v.limit), Shared: v.shared, Waiters: uint32(len(o.queues[name]))}
 	for i, h := range v.holders {
 		var remaining time.Duration
 		if s := o.sessions[h.Session]; s != nil && !s.revoking && s.expiry != 0 {

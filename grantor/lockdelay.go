@@ -46,6 +46,9 @@ type delayRecord struct {
 	// Limit is the limit of the semaphore the grant was a slot of; 0 for
 	// an exclusive lease.
 	Limit int `json:"limit,omitempty"`
+	// Shared says the grant was shared (shared.go): the delay keeps
+	// exclusive grants out, not shared ones.
+	Shared bool `json:"shared,omitempty"`
 }
 
 // endDelayCmd ends the lock-delay of Lease started by the end of grant
@@ -79,6 +82,7 @@ var ErrLockDelayNotSupported = errors.New("grantor: not every grantor of the clu
 // The caller holds f.mu, in Apply.
 func (f *fsm) end(lease string, cur leaseRecord, why freeWhy, delay bool) {
 	limit, _ := f.inForceLocked(lease)
+	shared := f.sharedLocked(lease)
 	f.free(lease, cur, why)
 	if !delay || cur.LockDelay <= 0 {
 		return
@@ -87,6 +91,7 @@ func (f *fsm) end(lease string, cur leaseRecord, why freeWhy, delay bool) {
 	if limit > 1 {
 		d.Limit = limit
 	}
+	d.Shared = shared
 	f.st.Delays[lease] = append(f.st.Delays[lease], d)
 	f.chargeDelay(d.Owner, 1)
 	f.event(fsmEvent{Kind: evDelayed, Lease: lease, Rec: cur})
@@ -94,6 +99,9 @@ func (f *fsm) end(lease string, cur leaseRecord, why freeWhy, delay bool) {
 
 // delayedRefusal answers an Acquire of a name in its lock-delay d.
 func delayedRefusal(d delayRecord) *acquireResult {
+	if d.Shared {
+		return &acquireResult{Delayed: true, Token: d.Token, Shared: true}
+	}
 	return &acquireResult{Delayed: true, Token: d.Token, Limit: max(d.Limit, 1)}
 }
 
@@ -205,7 +213,7 @@ func (l *lessor) endDelay(o *office, j delayJob) {
 		next := j.waiter.cmd
 		c.Next = &next
 	}
-	res, err := l.proposeEnd(o, j.waiter, encodeCmd(cmdEndDelay, c), func(res any) *handoff {
+	res, err := l.proposeEnd(o, j.waiter, endDelayEntry(c, l.prop.allowed()), func(res any) *handoff {
 		if r, ok := res.(*endDelayResult); ok && r != nil {
 			return r.Next
 		}

@@ -272,18 +272,19 @@ func (n *Node) SetNameRules(r *NameRules) {
 // stream. A method missing here is refused to every caller, and
 // TestEveryRPCHasANameScope fails until it is added.
 var nameScopes = map[string]NameAccess{
-	grantorpb.Grantor_Acquire_FullMethodName:      AccessAcquire,
-	grantorpb.Grantor_Proclaim_FullMethodName:     AccessAcquire,
-	grantorpb.Grantor_CheckToken_FullMethodName:   AccessRead,
-	grantorpb.Grantor_Watch_FullMethodName:        AccessRead, // each name added (service_prims.go)
-	grantorpb.Grantor_Release_FullMethodName:      AccessNone, // the caller's own grants only
-	grantorpb.Grantor_KeepAlive_FullMethodName:    AccessNone, // the caller's own sessions only
-	grantorpb.Grantor_Members_FullMethodName:      AccessNone,
-	grantorpb.Grantor_RemoveServer_FullMethodName: AccessNone,
-	grantorpb.Grantor_Leave_FullMethodName:        AccessNone,
-	grantorpb.Grantor_RegisterNode_FullMethodName: AccessNone,
-	grantorpb.Grantor_Leases_FullMethodName:       AccessNone, // each name listed is checked for read (leases.go)
-	grantorpb.Grantor_Revoke_FullMethodName:       AccessAcquire,
+	grantorpb.Grantor_Acquire_FullMethodName:       AccessAcquire,
+	grantorpb.Grantor_AcquireShared_FullMethodName: AccessAcquire,
+	grantorpb.Grantor_Proclaim_FullMethodName:      AccessAcquire,
+	grantorpb.Grantor_CheckToken_FullMethodName:    AccessRead,
+	grantorpb.Grantor_Watch_FullMethodName:         AccessRead, // each name added (service_prims.go)
+	grantorpb.Grantor_Release_FullMethodName:       AccessNone, // the caller's own grants only
+	grantorpb.Grantor_KeepAlive_FullMethodName:     AccessNone, // the caller's own sessions only
+	grantorpb.Grantor_Members_FullMethodName:       AccessNone,
+	grantorpb.Grantor_RemoveServer_FullMethodName:  AccessNone,
+	grantorpb.Grantor_Leave_FullMethodName:         AccessNone,
+	grantorpb.Grantor_RegisterNode_FullMethodName:  AccessNone,
+	grantorpb.Grantor_Leases_FullMethodName:        AccessNone, // each name listed is checked for read (leases.go)
+	grantorpb.Grantor_Revoke_FullMethodName:        AccessAcquire,
 }
 
 // leaseRequest is a request that names one lease.

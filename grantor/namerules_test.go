@@ -181,9 +181,10 @@ func TestEveryRPCHasANameScope(t *testing.T) {
 		t.Errorf("nameScopes has %d entries, the service %d methods", len(nameScopes), len(methods))
 	}
 	for m, req := range map[string]any{
-		grantorpb.Grantor_Acquire_FullMethodName:    &grantorpb.AcquireRequest{},
-		grantorpb.Grantor_Proclaim_FullMethodName:   &grantorpb.ProclaimRequest{},
-		grantorpb.Grantor_CheckToken_FullMethodName: &grantorpb.CheckTokenRequest{},
+		grantorpb.Grantor_Acquire_FullMethodName:       &grantorpb.AcquireRequest{},
+		grantorpb.Grantor_AcquireShared_FullMethodName: &grantorpb.AcquireRequest{},
+		grantorpb.Grantor_Proclaim_FullMethodName:      &grantorpb.ProclaimRequest{},
+		grantorpb.Grantor_CheckToken_FullMethodName:    &grantorpb.CheckTokenRequest{},
 	} {
 		if _, ok := req.(leaseRequest); !ok || nameScopes[m] == AccessNone {
 			t.Errorf("%s: checked %v, its request names a lease %v", m, nameScopes[m] != AccessNone, ok)

@@ -128,6 +128,12 @@ func (f *fsm) standing(c acquireCmd) (*acquireResult, error) {
 }
 
 func (f *fsm) standingLocked(c acquireCmd) (*acquireResult, error) {
+	if err := f.mismatchLocked(&c); err != nil {
+		return nil, err
+	}
+	if c.Shared || f.sharedLocked(c.Lease) {
+		return f.refusalLocked(c.Lease), nil
+	}
 	if inForce, _ := f.inForceLocked(c.Lease); inForce != 0 && inForce != max(c.MaxHolders, 1) {
 		return nil, &LimitMismatchError{Lease: c.Lease, Asked: max(c.MaxHolders, 1), InForce: inForce}
 	}

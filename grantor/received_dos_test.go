@@ -33,7 +33,7 @@ func TestAlsoReceivedEntryIsWindowed(t *testing.T) {
 	req := &grantorpb.AcquireRequest{Id: &grantorpb.RequestID{Session: "evil", Seq: seq, FirstUnacked: 1,
 		AlsoReceived: append(scattered(seq, maxAlsoReceived-2), seq+1, seq+100)},
 		Lease: "popular", TtlNs: int64(10 * time.Second)}
-	c, _, err := cfg.validAcquire(req)
+	c, _, err := cfg.validAcquire(req, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -268,7 +268,7 @@ func TestAlsoReceivedValidation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, _, err := cfg.validAcquire(req(tt.also...))
+			c, _, err := cfg.validAcquire(req(tt.also...), false)
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("err = %v, want error: %v", err, tt.wantErr)
 			}
@@ -291,7 +291,7 @@ func TestAlsoReceivedValidation(t *testing.T) {
 	long.Id.Seq = seq
 	want := slices.Clone(many[:alsoReceivedWindow])
 	slices.Reverse(want)
-	if c, _, err := cfg.validAcquire(long); err != nil || !slices.Equal(c.ID.AlsoReceived, want) {
+	if c, _, err := cfg.validAcquire(long, false); err != nil || !slices.Equal(c.ID.AlsoReceived, want) {
 		t.Errorf("a long also_received: err %v, kept %d seqs; want the %d below the request's seq", err, len(c.ID.AlsoReceived), alsoReceivedWindow)
 	}
 	if e := acquireEntry(acqAlso("s", 2, 1, "a"), cmdRelease2); e[0] != byte(cmdAcquire) {

@@ -99,7 +99,7 @@ func TestOperatorRevokeErrorsAndSemaphores(t *testing.T) {
 	if tokens, _, err := h.l.operatorRevoke(ctx, alice, "sem", sem[1]); err != nil || !slices.Equal(tokens, sem[1:2]) {
 		t.Fatalf("revoke of one slot: %v %v", tokens, err)
 	}
-	if _, hs, _ := h.fsm.holders("sem"); len(hs) != 2 || hs[0].Token != sem[0] || hs[1].Token != sem[2] {
+	if _, _, hs, _ := h.fsm.holders("sem"); len(hs) != 2 || hs[0].Token != sem[0] || hs[1].Token != sem[2] {
 		t.Fatalf("holders after one slot's revoke: %+v", hs)
 	}
 	if tokens, _, err := h.l.operatorRevoke(ctx, alice, "sem", 0); err != nil || !slices.Equal(tokens, []uint64{sem[0], sem[2]}) {

@@ -45,7 +45,10 @@ const (
 // semRecord is a semaphore in force: a name its holders were granted with
 // a limit above 1.
 type semRecord struct {
+	// Limit is 0 for shared grants (Shared), which have none.
 	Limit int `json:"limit"`
+	// Shared marks the shared grants of a read/write lock (shared.go).
+	Shared bool `json:"shared,omitempty"`
 	// Holders are its grants, oldest first (tokens increase).
 	Holders []leaseRecord `json:"holders"`
 }
@@ -170,7 +173,7 @@ func (f *fsm) acquireSlot(s *sessionRecord, c *acquireCmd) any {
 // grantedLocked is the result of a granted Acquire of lease.
 func (f *fsm) grantedLocked(lease string, rec leaseRecord) *acquireResult {
 	limit, holders := f.inForceLocked(lease)
-	return &acquireResult{Granted: true, Token: rec.Token, TTL: rec.TTL, Limit: limit, Holders: len(holders)}
+	return &acquireResult{Granted: true, Token: rec.Token, TTL: rec.TTL, Limit: limit, Holders: len(holders), Shared: f.sharedLocked(lease)}
 }
 
 // refusalLocked answers an Acquire that is not granted: the oldest
@@ -184,7 +187,7 @@ func (f *fsm) refusalLocked(lease string) *acquireResult {
 		return &acquireResult{Limit: max(limit, 1)}
 	}
 	r := f.notGranted(holders[0])
-	r.Limit, r.Holders = limit, len(holders)
+	r.Limit, r.Holders, r.Shared = limit, len(holders), f.sharedLocked(lease)
 	return r
 }
 
@@ -272,13 +275,6 @@ func (f *fsm) applyProclaim(c *proclaimCmd) any {
 
 // Read accessors for the lessor, watchers and token checks.
 
-// hasRoom reports whether lease can take one more grant now.
-func (f *fsm) hasRoom(lease string) bool {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return f.hasRoomLocked(lease)
-}
-
 // isSemaphore reports whether lease is a semaphore in force.
 func (f *fsm) isSemaphore(lease string) bool {
 	f.mu.RLock()
@@ -309,9 +305,10 @@ type holderView struct {
 	Session    string // for the leader's own checks; never sent
 }
 
-// holders returns the limit in force for lease (0 when free), its grants
-// oldest first, and the index of the last entry applied.
-func (f *fsm) holders(lease string) (int, []holderView, uint64) {
+// holders returns the limit in force for lease (0 when free or shared),
+// whether its grants are shared, its grants oldest first, and the index
+// of the last entry applied.
+func (f *fsm) holders(lease string) (int, bool, []holderView, uint64) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	limit, hs := f.inForceLocked(lease)
@@ -319,5 +316,5 @@ func (f *fsm) holders(lease string) (int, []holderView, uint64) {
 	for i, r := range hs {
 		out[i] = holderView{Token: r.Token, HolderName: f.ownerOf(r.Session), Value: r.Value, Session: r.Session}
 	}
-	return limit, out, f.applied
+	return limit, f.sharedLocked(lease), out, f.applied
 }

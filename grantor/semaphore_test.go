@@ -205,7 +205,7 @@ func TestProclaimChangesValueKeepsToken(t *testing.T) {
 		return r.Proclaimed
 	}
 	value := func() string {
-		_, hs, _ := h.fsm.holders("leader")
+		_, _, hs, _ := h.fsm.holders("leader")
 		if len(hs) != 1 || hs[0].Token != g.Token {
 			t.Fatalf("holders %+v", hs)
 		}
@@ -265,7 +265,7 @@ func TestFSMOlderAcquireIgnoresSemaphoreFields(t *testing.T) {
 	if r := f.Apply(rlog{2, encodeCmd(cmdAcquire4, c2)}.log()).(*acquireResult); r.Granted {
 		t.Fatal("an older entry made a semaphore")
 	}
-	if _, hs, _ := f.holders("sem"); len(hs) != 1 || hs[0].Value != "" {
+	if _, _, hs, _ := f.holders("sem"); len(hs) != 1 || hs[0].Value != "" {
 		t.Fatalf("holders %+v", hs)
 	}
 }
@@ -293,10 +293,10 @@ func TestSnapshotKeepsSemaphoresAndValues(t *testing.T) {
 	if err := g.Restore(sink); err != nil {
 		t.Fatal(err)
 	}
-	if limit, hs, _ := g.holders("sem"); limit != 2 || len(hs) != 1 {
+	if limit, _, hs, _ := g.holders("sem"); limit != 2 || len(hs) != 1 {
 		t.Fatalf("restored semaphore: %d %+v", limit, hs)
 	}
-	if _, hs, _ := g.holders("leader"); len(hs) != 1 || hs[0].Value != "addr" {
+	if _, _, hs, _ := g.holders("leader"); len(hs) != 1 || hs[0].Value != "addr" {
 		t.Fatalf("restored value: %+v", hs)
 	}
 	if g.sessionLeaseCount("s") != 2 {

@@ -21,7 +21,17 @@ type service struct {
 
 // Acquire implements grantorpb.GrantorServer.
 func (s *service) Acquire(ctx context.Context, req *grantorpb.AcquireRequest) (*grantorpb.AcquireResponse, error) {
-	c, wait, err := s.n.cfg.validAcquire(req)
+	return s.acquire(ctx, req, false)
+}
+
+// AcquireShared implements grantorpb.GrantorServer: Acquire for a shared
+// grant (shared.go).
+func (s *service) AcquireShared(ctx context.Context, req *grantorpb.AcquireRequest) (*grantorpb.AcquireResponse, error) {
+	return s.acquire(ctx, req, true)
+}
+
+func (s *service) acquire(ctx context.Context, req *grantorpb.AcquireRequest, shared bool) (*grantorpb.AcquireResponse, error) {
+	c, wait, err := s.n.cfg.validAcquire(req, shared)
 	if err != nil {
 		s.n.metrics.acquiresFailed.Add(1)
 		return nil, toStatus(err)
@@ -55,6 +65,7 @@ func (s *service) Acquire(ctx context.Context, req *grantorpb.AcquireRequest) (*
 		Holders:       uint32(res.Holders),
 		Ended:         res.Ended,
 		Delayed:       res.Delayed,
+		Shared:        res.Shared,
 		GrantorTimeNs: s.n.cfg.Clock.Now().Nanoseconds(),
 		TtlNs:         int64(res.TTL),
 		Rho:           s.n.cfg.Timing.Rho,
@@ -380,6 +391,7 @@ func toPB(refs []leaseRef) []*grantorpb.LeaseRef {
 //	ErrRevokeNotSupported UNIMPLEMENTED (a Revoke before every grantor applies cmdRevoke2)
 //	ErrNotSupported       UNIMPLEMENTED (semaphores, values, Proclaim before every grantor applies them)
 //	ErrLockDelayNotSupported UNIMPLEMENTED (a lock-delay before every grantor applies them)
+//	ErrSharedNotSupported UNIMPLEMENTED (a shared Acquire before every grantor applies them)
 //	ErrLastVoter          FAILED_PRECONDITION, without a NotLeader detail
 //	ErrShutdown, raft     UNAVAILABLE
 //	context errors        CANCELED / DEADLINE_EXCEEDED
@@ -405,7 +417,7 @@ func toStatus(err error) error {
 		return status.Error(codes.NotFound, err.Error())
 	case errors.Is(err, ErrWrongToken):
 		return status.Error(codes.FailedPrecondition, err.Error())
-	case errors.Is(err, ErrNotSupported), errors.Is(err, ErrLockDelayNotSupported), errors.Is(err, ErrRevokeNotSupported):
+	case errors.Is(err, ErrNotSupported), errors.Is(err, ErrLockDelayNotSupported), errors.Is(err, ErrRevokeNotSupported), errors.Is(err, ErrSharedNotSupported):
 		return status.Error(codes.Unimplemented, err.Error())
 	case errors.Is(err, ErrLastVoter):
 		return status.Error(codes.FailedPrecondition, err.Error())

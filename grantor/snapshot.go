@@ -28,12 +28,17 @@ import (
 //	5: remembered refusals (outcomes with "refused", outcome.go). Written
 //	   only when the state has one; grantors built before it refuse the
 //	   file (they would take a refusal for a grant that ended).
+//	6: shared grants ("sems" with "shared") and shared grants' delays
+//	   (shared.go). Written only when the state has either; grantors built
+//	   before it refuse the file (they would take shared grants for a
+//	   semaphore without a limit).
 const (
 	snapshotFormat1 = 1
 	snapshotFormat2 = 2
 	snapshotFormat3 = 3
 	snapshotFormat4 = 4
-	snapshotFormat  = 5
+	snapshotFormat5 = 5
+	snapshotFormat  = 6
 )
 
 // Snapshot captures the state for raft; Persist writes it. A halted FSM
@@ -121,7 +126,7 @@ func (st *fsmState) clone() fsmState {
 	if len(st.Sems) > 0 {
 		c.Sems = make(map[string]*semRecord, len(st.Sems))
 		for k, v := range st.Sems {
-			c.Sems[k] = &semRecord{Limit: v.Limit, Holders: append([]leaseRecord(nil), v.Holders...)}
+			c.Sems[k] = &semRecord{Limit: v.Limit, Shared: v.Shared, Holders: append([]leaseRecord(nil), v.Holders...)}
 		}
 	}
 	return c
@@ -155,6 +160,9 @@ func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 		format = snapshotFormat4
 	}
 	if s.st.hasRefusals() {
+		format = snapshotFormat5
+	}
+	if s.st.hasShared() {
 		format = snapshotFormat
 	}
 	err := json.NewEncoder(w).Encode(snapshotFile{Format: format, State: s.st})
@@ -218,7 +226,7 @@ func readSnapshot(r io.Reader) (fsmState, error) {
 		}
 	}
 	for name, sem := range st.Sems {
-		if sem == nil || sem.Limit < 2 || len(sem.Holders) == 0 || len(sem.Holders) > sem.Limit {
+		if sem == nil || len(sem.Holders) == 0 || (sem.Shared && sem.Limit != 0) || (!sem.Shared && (sem.Limit < 2 || len(sem.Holders) > sem.Limit)) {
 			return fsmState{}, fmt.Errorf("grantor: snapshot semaphore %q is malformed", name)
 		}
 		if _, both := st.Leases[name]; both {
@@ -275,11 +283,14 @@ func validDelays(name string, ds []delayRecord, st fsmState) error {
 	if len(ds) == 0 {
 		return fmt.Errorf("grantor: snapshot lease %q has an empty list of delays", name)
 	}
-	limit := max(ds[0].Limit, 1)
+	limit, shared := max(ds[0].Limit, 1), ds[0].Shared
 	for _, d := range ds {
-		if d.Token == 0 || d.Token > st.LastToken || d.Delay <= 0 || max(d.Limit, 1) != limit {
-			return fmt.Errorf("grantor: snapshot delay of %q is malformed (token %d, counter %d, delay %v, limit %d)", name, d.Token, st.LastToken, d.Delay, d.Limit)
+		if d.Token == 0 || d.Token > st.LastToken || d.Delay <= 0 || max(d.Limit, 1) != limit || d.Shared != shared || (d.Shared && d.Limit != 0) {
+			return fmt.Errorf("grantor: snapshot delay of %q is malformed (token %d, counter %d, delay %v, limit %d, shared %t)", name, d.Token, st.LastToken, d.Delay, d.Limit, d.Shared)
 		}
+	}
+	if shared {
+		return validSharedDelays(name, st)
 	}
 	holders := 0
 	if _, held := st.Leases[name]; held {
@@ -308,4 +319,32 @@ func (st *fsmState) hasRefusals() bool {
 		}
 	}
 	return false
+}
+
+// hasShared reports whether the state has shared grants or their delays,
+// which grantors that read format 5 at most would misread.
+func (st *fsmState) hasShared() bool {
+	for _, sem := range st.Sems {
+		if sem.Shared {
+			return true
+		}
+	}
+	for _, ds := range st.Delays {
+		if len(ds) > 0 && ds[0].Shared {
+			return true
+		}
+	}
+	return false
+}
+
+// validSharedDelays checks that the name whose delays are shared grants'
+// has no grant beside them but shared ones.
+func validSharedDelays(name string, st fsmState) error {
+	if _, held := st.Leases[name]; held {
+		return fmt.Errorf("grantor: snapshot lease %q is held exclusive beside shared delays", name)
+	}
+	if sem := st.Sems[name]; sem != nil && !sem.Shared {
+		return fmt.Errorf("grantor: snapshot lease %q is a semaphore beside shared delays", name)
+	}
+	return nil
 }

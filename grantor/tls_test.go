@@ -188,6 +188,10 @@ func TestRPCRolesOverTLS(t *testing.T) {
 			}
 			return err
 		},
+		grantorpb.Grantor_AcquireShared_FullMethodName: func(c grantorpb.GrantorClient, who string, _ func() grantorpb.GrantorClient) error {
+			_, err := c.AcquireShared(tctx(t), acqReq("s-"+who, 7, "roles-shared/"+who))
+			return err
+		},
 		grantorpb.Grantor_Release_FullMethodName: func(c grantorpb.GrantorClient, who string, _ func() grantorpb.GrantorClient) error {
 			_, err := c.Release(tctx(t), &grantorpb.ReleaseRequest{Id: &grantorpb.RequestID{Session: "s-" + who, Seq: 2}, Lease: "roles/" + who, Owner: "o", Token: tokens[who]})
 			return err

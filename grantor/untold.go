@@ -98,7 +98,7 @@ func (l *lessor) endGrant(o *office, j endJob) {
 		next := j.waiter.cmd
 		c.Next = &next
 	}
-	res, err := l.proposeEnd(o, j.waiter, encodeCmd(cmdEndGrant, c), func(res any) *handoff {
+	res, err := l.proposeEnd(o, j.waiter, endGrantEntry(c, l.prop.allowed()), func(res any) *handoff {
 		if r, ok := res.(*endGrantResult); ok && r != nil {
 			return r.Next
 		}

@@ -135,7 +135,9 @@ func validWait(ns int64) (time.Duration, error) {
 	return d, nil
 }
 
-func (c Config) validAcquire(req *grantorpb.AcquireRequest) (acquireCmd, time.Duration, error) {
+// validAcquire checks an Acquire, or with shared an AcquireShared, which
+// has no limit above 1.
+func (c Config) validAcquire(req *grantorpb.AcquireRequest, shared bool) (acquireCmd, time.Duration, error) {
 	id, err := validRequestID(req.GetId())
 	if err != nil {
 		return acquireCmd{}, 0, err
@@ -157,6 +159,9 @@ func (c Config) validAcquire(req *grantorpb.AcquireRequest) (acquireCmd, time.Du
 	if l := req.GetLimit(); l > MaxHolders {
 		return acquireCmd{}, 0, invalid("limit", "limit %d is more than %d", l, MaxHolders)
 	}
+	if l := req.GetLimit(); shared && l > 1 {
+		return acquireCmd{}, 0, invalid("limit", "a shared acquire has no limit (got %d): shared grants of a name are unlimited, a semaphore is another kind of lock", l)
+	}
 	if err := validValue("value", req.GetValue()); err != nil {
 		return acquireCmd{}, 0, err
 	}
@@ -165,7 +170,7 @@ func (c Config) validAcquire(req *grantorpb.AcquireRequest) (acquireCmd, time.Du
 		return acquireCmd{}, 0, err
 	}
 	return acquireCmd{ID: id, Lease: req.GetLease(), Owner: req.GetOwner(), TTL: ttl,
-		MaxHolders: int(req.GetLimit()), Value: req.GetValue(), LockDelay: delay}, wait, nil
+		MaxHolders: int(req.GetLimit()), Value: req.GetValue(), LockDelay: delay, Shared: shared}, wait, nil
 }
 
 func validRelease(req *grantorpb.ReleaseRequest) (releaseCmd, error) {

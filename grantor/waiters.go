@@ -209,20 +209,12 @@ func (l *lessor) settle(o *office, w *waiter, h *handoff) {
 	l.wakeIfFreeLocked(o, w.cmd.Lease)
 }
 
-// wakeIfFreeLocked wakes the next waiter if the lease has room now (it is
-// free, or a semaphore below its limit). It closes the gap between a
-// waiter's failed proposal and its enqueue, in which a freeing event finds
-// nobody to wake.
+// wakeIfFreeLocked wakes the next waiter if the lease has room for it now
+// (it is free, a semaphore below its limit, or held shared and the waiter
+// asks shared). It closes the gap between a waiter's failed proposal and
+// its enqueue, in which a freeing event finds nobody to wake.
 func (l *lessor) wakeIfFreeLocked(o *office, lease string) {
-	if l.fsm.hasRoom(lease) {
-		l.wakeHeadLocked(o, lease)
-	}
-}
-
-// wakeHeadLocked wakes only the next waiter of lease (nextWaiterLocked),
-// none when an entry in flight carries the head.
-func (l *lessor) wakeHeadLocked(o *office, lease string) {
-	if w := l.nextWaiterLocked(o, lease); w != nil {
+	if w := l.nextWaiterLocked(o, lease); w != nil && l.fsm.hasRoomFor(&w.cmd) {
 		poke(w.wake)
 	}
 }

@@ -163,9 +163,9 @@ func (w *watchStream) add(names []string) error {
 			continue
 		}
 		delete(fresh, name)
-		limit, hs, index := h.fsm.holders(name)
+		limit, shared, hs, index := h.fsm.holders(name)
 		ev := &grantorpb.WatchEvent{Lease: name, Kind: grantorpb.WatchEvent_SNAPSHOT, Index: index}
-		setHolders(ev, limit, hs)
+		setHolders(ev, limit, shared, hs)
 		w.mu.Lock()
 		w.names[name] = index
 		w.pushLocked(ev, proto.Size(ev))
@@ -338,10 +338,10 @@ func (h *watchHub) publish(ev fsmEvent) {
 	if len(subs) == 0 {
 		return
 	}
-	limit, hs, _ := h.fsm.holders(ev.Lease)
+	limit, shared, hs, _ := h.fsm.holders(ev.Lease)
 	out := &grantorpb.WatchEvent{Lease: ev.Lease, Kind: kind, Token: ev.Rec.Token, HolderName: ev.HolderName,
 		Value: ev.Rec.Value, Replaced: ev.Replaced, Index: ev.Index}
-	setHolders(out, limit, hs)
+	setHolders(out, limit, shared, hs)
 	size := proto.Size(out)
 	for w := range subs {
 		w.mu.Lock()
@@ -359,8 +359,8 @@ func (h *watchHub) streams() int {
 	return h.streamN
 }
 
-func setHolders(ev *grantorpb.WatchEvent, limit int, hs []holderView) {
-	ev.Limit = uint32(limit)
+func setHolders(ev *grantorpb.WatchEvent, limit int, shared bool, hs []holderView) {
+	ev.Limit, ev.Shared = uint32(limit), shared
 	ev.Holders = make([]*grantorpb.Holder, len(hs))
 	for i, x := range hs {
 		ev.Holders[i] = &grantorpb.Holder{Token: x.Token, HolderName: x.HolderName, Value: x.Value}
