@@ -246,24 +246,24 @@ func (p *proc) kill() {
 	<-p.exited
 }
 
-// waitFor waits until the output holds s n times; the process exiting or
-// timeout fails t.
-func (p *proc) waitFor(t *testing.T, s string, n int) {
+// waitFor waits until the output holds s; the process exiting or d
+// passing first fails t.
+func (p *proc) waitFor(t *testing.T, s string, d time.Duration) {
 	t.Helper()
-	deadline := time.After(timeout)
+	deadline := time.After(d)
 	for {
-		if strings.Count(p.output(), s) >= n {
+		if strings.Contains(p.output(), s) {
 			return
 		}
 		select {
 		case <-p.line:
 		case <-p.exited:
-			if strings.Count(p.output(), s) >= n {
+			if strings.Contains(p.output(), s) {
 				return
 			}
 			t.Fatalf("%s exited (%v) before writing %q\n%s", p.name, p.err, s, p.output())
 		case <-deadline:
-			t.Fatalf("%s did not write %q within %v\n%s", p.name, s, timeout, p.output())
+			t.Fatalf("%s did not write %q within %v\n%s", p.name, s, d, p.output())
 		}
 	}
 }

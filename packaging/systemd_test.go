@@ -232,7 +232,7 @@ func (s *service) start(t *testing.T) {
 	s.main = b.start(t, s.name, env, opts, args...)
 	b.write(t, "/run/mock-systemd/"+s.name+".pid", strings.NewReader(strconv.Itoa(s.main.pid())), 0o644)
 	if s.get("Type", "simple") == "notify" {
-		s.main.waitFor(t, " ready", 1)
+		s.main.waitFor(t, " ready", timeout)
 	}
 }
 

@@ -86,7 +86,7 @@ func TestDebUpgradeUnderLiveLeases(t *testing.T) {
 	configureCluster(t, b)
 	grantor := b.startService(t, "leaseside-grantor.service")
 	sidecar := b.startService(t, "leaseside.service")
-	sidecar.main.waitFor(t, "reached the grantor leader", 1)
+	sidecar.main.waitFor(t, "reached the grantor leader", timeout)
 	lap("configured and started")
 
 	// Leases of every owner kind, through the installed CLI.
@@ -98,7 +98,7 @@ func TestDebUpgradeUnderLiveLeases(t *testing.T) {
 	pidOwner := b.start(t, "pid owner", nil, nil, "sleep", "3600")
 	want["upgrade/pid"] = acquire(t, b, "upgrade/pid", "--owner-pid", strconv.Itoa(pidOwner.pid()))
 	holder := b.start(t, "leaseside run", nil, nil, "leaseside", "run", "upgrade/run", "--ttl", leaseTTL, "--", "sh", "-c", childScript)
-	holder.waitFor(t, "child started", 1)
+	holder.waitFor(t, "child started", timeout)
 	f := strings.Fields(b.run(t, "cat", "/var/tmp/child.started"))
 	if len(f) != 2 {
 		t.Fatalf("child.started: %q", f)
@@ -154,10 +154,11 @@ func TestDebUpgradeUnderLiveLeases(t *testing.T) {
 	// systemctl restart leaseside: the new binary takes over the leases.
 	lap("upgrade checked")
 	sidecar.restart(t)
-	sidecar.main.waitFor(t, "resumed the previous daemon's leases", 1)
-	sidecar.main.waitFor(t, "a client resumed its lease", 1)
-	lap("restart: from SIGTERM to the run holder's resumed lease")
+	// The daemon logs what it resumed before it is ready; the run holder
+	// has 10 s to resume its lease.
 	checkResumeLine(t, sidecar.main.output(), len(want))
+	sidecar.main.waitFor(t, "a client resumed its lease", time.Minute)
+	lap("restart: from SIGTERM to the run holder's resumed lease")
 	held("systemctl restart leaseside")
 	if strings.Contains(holder.output(), "lost") {
 		t.Errorf("the run holder reported a loss\n%s", holder.output())
@@ -298,7 +299,8 @@ func checkHeld(t *testing.T, b *box, phase string, want map[string]string) {
 var resumeCount = regexp.MustCompile(`\b(leases|lapsed|owner_gone|awaiting_resume)=(\d+)`)
 
 // checkResumeLine checks the new daemon's account of what it resumed: n
-// leases kept, none lapsed or gone, the run holder's awaited.
+// leases kept, none lapsed or gone, the run holder's awaited; anything
+// else fails t at once.
 func checkResumeLine(t *testing.T, log string, n int) {
 	t.Helper()
 	for _, line := range strings.Split(log, "\n") {
@@ -311,9 +313,9 @@ func checkResumeLine(t *testing.T, log string, n int) {
 		}
 		want := map[string]string{"leases": strconv.Itoa(n), "lapsed": "0", "owner_gone": "0", "awaiting_resume": "1"}
 		if !maps.Equal(counts, want) {
-			t.Errorf("resumed %v, want %v: %s", counts, want, line)
+			t.Fatalf("resumed %v, want %v: %s", counts, want, line)
 		}
 		return
 	}
-	t.Errorf("no resume line in the new daemon's log:\n%s", log)
+	t.Fatalf("the new daemon resumed nothing: no resume line in its log:\n%s", log)
 }
