@@ -184,7 +184,13 @@ type proc struct {
 // start starts a process in the box; t's cleanup kills its process group.
 func (b *box) start(t *testing.T, name string, env, chrootOpts []string, args ...string) *proc {
 	t.Helper()
-	p := &proc{name: name, cmd: b.command(env, chrootOpts, args...), line: make(chan struct{}, 1), exited: make(chan struct{})}
+	return startCommand(t, name, b.command(env, chrootOpts, args...))
+}
+
+// startCommand starts cmd (a box's command) as start does.
+func startCommand(t *testing.T, name string, cmd *exec.Cmd) *proc {
+	t.Helper()
+	p := &proc{name: name, cmd: cmd, line: make(chan struct{}, 1), exited: make(chan struct{})}
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package packaging
 
 import (
 	"bufio"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,10 +36,15 @@ import (
 //     and disable --now send SIGTERM to the process group of each named
 //     unit the mock runs and wait for it to exit.
 //
+//   - socket activation: the socket unit's ListenStream= path is bound in
+//     the box (by the test binary itself, chrooted there: TestMain) with
+//     SocketUser=, SocketGroup=, SocketMode= and DirectoryMode=, and the
+//     test holds the listening socket across the service's restarts, as
+//     systemd does, and passes it as fd 3 with LISTEN_FDS, LISTEN_PID and
+//     LISTEN_FDNAMES.
+//
 // Not reproduced: the sandboxing settings (ProtectSystem= and the
-// like), socket activation (leaseside.socket is not started: the daemon
-// makes its socket itself, the unit's other mode), the journal, and the
-// bind mount that lets a DynamicUser= service reach /var/lib/private/NAME
+// like), the journal, and the bind mount that lets a DynamicUser= service reach /var/lib/private/NAME
 // (the mock makes /var/lib/private 0711 instead of 0700).
 
 // mockSystemctl is /usr/local/sbin/systemctl in the box.
@@ -111,8 +117,16 @@ var mockedKeys = []string{"Type", "ExecStart", "ExecReload", "Restart", "Restart
 	"RestrictRealtime", "RestrictSUIDSGID", "LockPersonality", "MemoryDenyWriteExecute", "SystemCallArchitectures",
 	"SystemCallFilter", "SystemCallErrorNumber"}
 
-// readUnit reads /lib/systemd/system/NAME in the box.
+// readUnit reads the [Service] section of /lib/systemd/system/NAME in the
+// box.
 func (b *box) readUnit(t *testing.T, name string) unit {
+	t.Helper()
+	return b.readSection(t, name, "[Service]", mockedKeys)
+}
+
+// readSection reads section of /lib/systemd/system/NAME in the box; a
+// setting not in keys fails t.
+func (b *box) readSection(t *testing.T, name, want string, keys []string) unit {
 	t.Helper()
 	u := unit{name: name, settings: map[string][]string{}}
 	section := ""
@@ -123,12 +137,12 @@ func (b *box) readUnit(t *testing.T, name string) unit {
 		case line == "" || line[0] == '#' || line[0] == ';':
 		case line[0] == '[':
 			section = line
-		case section == "[Service]":
+		case section == want:
 			k, v, ok := strings.Cut(line, "=")
 			if !ok {
 				t.Fatalf("%s: line %q", name, line)
 			}
-			if !slices.Contains(mockedKeys, k) {
+			if !slices.Contains(keys, k) {
 				t.Fatalf("%s sets %s, which the mock of systemd does not do (systemd_test.go)", name, k)
 			}
 			u.settings[k] = append(u.settings[k], v)
@@ -148,8 +162,10 @@ func (u unit) get(key, def string) string {
 // service is a unit the mock runs.
 type service struct {
 	unit
-	b    *box
-	main *proc
+	b       *box
+	main    *proc
+	sockets []*os.File // the socket unit's listening sockets, passed in
+	socket  string     // the socket unit's name (LISTEN_FDNAMES)
 }
 
 // boolSetting is systemd's reading of a boolean setting.
@@ -171,10 +187,14 @@ func (b *box) gid(t *testing.T, name string) string {
 	return f[2]
 }
 
-// startService starts the installed unit name as systemd would.
-func (b *box) startService(t *testing.T, name string) *service {
+// startService starts the installed unit name as systemd would, with the
+// sockets of the socket unit socket ("" for none: the service's own).
+func (b *box) startService(t *testing.T, name, socket string) *service {
 	t.Helper()
-	s := &service{unit: b.readUnit(t, name), b: b}
+	s := &service{unit: b.readUnit(t, name), b: b, socket: socket}
+	if socket != "" {
+		s.sockets = []*os.File{b.listen(t, socket)}
+	}
 	s.start(t)
 	return s
 }
@@ -228,8 +248,14 @@ func (s *service) start(t *testing.T) {
 	} else {
 		opts = append(opts, "--groups="+gid)
 	}
-	args := append([]string{"sh", "-c", `umask "$0" && exec "$@"`, s.get("UMask", "0022")}, exec...)
-	s.main = b.start(t, s.name, env, opts, args...)
+	script := `umask "$0" && exec "$@"`
+	if len(s.sockets) > 0 {
+		env = append(env, "LISTEN_FDS="+strconv.Itoa(len(s.sockets)), "LISTEN_FDNAMES="+s.socket)
+		script = `umask "$0" && LISTEN_PID=$$ && export LISTEN_PID && exec "$@"`
+	}
+	cmd := b.command(env, opts, append([]string{"sh", "-c", script, s.get("UMask", "0022")}, exec...)...)
+	cmd.ExtraFiles = s.sockets // from fd 3, as systemd passes them
+	s.main = startCommand(t, s.name, cmd)
 	b.write(t, "/run/mock-systemd/"+s.name+".pid", strings.NewReader(strconv.Itoa(s.main.pid())), 0o644)
 	if s.get("Type", "simple") == "notify" {
 		s.main.waitFor(t, " ready", timeout)

@@ -36,10 +36,11 @@ while :; do sleep 1; done`
 // TestDebUpgradeUnderLiveLeases installs the .deb of oldVersion in a box
 // (a throwaway overlay copy of this machine), configures a one-grantor
 // TLS cluster in /etc/leaseside as an admin would, starts the grantor and
-// the sidecar as the installed units tell systemd to (the mock:
-// systemd_test.go), and holds leases of each owner kind through the
-// installed CLI: a `leaseside run` holder, detached leases and a lease
-// owned by a pid. Then:
+// the sidecar (socket-activated, as `systemctl enable leaseside` sets it
+// up) as the installed units tell systemd to (the mock: systemd_test.go),
+// and holds leases of each owner kind through the installed CLI: a
+// `leaseside run` holder, detached leases and a lease owned by a pid.
+// Then:
 //
 //   - dpkg -i of newVersion's .deb: the maintainer scripts neither stop nor
 //     restart the sidecar (the same process still runs, and the scripts
@@ -47,9 +48,9 @@ while :; do sleep 1; done`
 //     stay, and every lease is held with its token;
 //   - `systemctl restart leaseside` (the mock: the unit's KillSignal to its
 //     process group, RuntimeDirectory kept or removed as the unit says,
-//     ExecStart again, now the new binary): the new daemon resumes every
-//     lease with its token, the run holder's connection resumes its lease,
-//     and its child got no signal;
+//     ExecStart again, now the new binary, on the same listening socket):
+//     the new daemon resumes every lease with its token, the run holder's
+//     connection resumes its lease, and its child got no signal;
 //   - in each state, the grantor lists each lease once with the same
 //     token, the sidecar lists the same, and another acquire of each name
 //     is refused: nothing lost, nothing granted twice;
@@ -84,8 +85,9 @@ func TestDebUpgradeUnderLiveLeases(t *testing.T) {
 	b.run(t, "dpkg", "-i", "/var/tmp/pkg/old.deb")
 	lap("dpkg -i " + oldVersion)
 	configureCluster(t, b)
-	grantor := b.startService(t, "leaseside-grantor.service")
-	sidecar := b.startService(t, "leaseside.service")
+	grantor := b.startService(t, "leaseside-grantor.service", "")
+	sidecar := b.startService(t, "leaseside.service", "leaseside.socket")
+	checkServes(t, sidecar.main.pid(), sidecar.sockets[0])
 	sidecar.main.waitFor(t, "reached the grantor leader", timeout)
 	lap("configured and started")
 
@@ -154,6 +156,7 @@ func TestDebUpgradeUnderLiveLeases(t *testing.T) {
 	// systemctl restart leaseside: the new binary takes over the leases.
 	lap("upgrade checked")
 	sidecar.restart(t)
+	checkServes(t, sidecar.main.pid(), sidecar.sockets[0])
 	// The daemon logs what it resumed before it is ready; the run holder
 	// has 10 s to resume its lease.
 	checkResumeLine(t, sidecar.main.output(), len(want))
