@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"log/slog"
+	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -36,13 +37,20 @@ import (
 // local subscriber that does not read its events is disconnected by the
 // socket server like any slow client, and can watch again.
 //
-// Bounds: a connection watches at most maxConnWatches names, the daemon at
-// most maxWatchedNames (the grantor's limit for one stream).
+// Bounds: a connection watches at most maxConnWatches names, a local user
+// other than root and the daemon's own at most maxUIDWatches over all its
+// connections (so that no one user takes the whole host's share), the
+// daemon at most maxWatchedNames (the grantor's limit for one stream).
 
 const (
 	// maxConnWatches is the most names one connection may watch or
 	// observe.
 	maxConnWatches = 1024
+	// maxUIDWatches is the most names one local user other than root
+	// and the daemon's own uid may watch or observe over all its
+	// connections: a quarter of the daemon's, so that one user filling
+	// its share leaves the others theirs.
+	maxUIDWatches = maxWatchedNames / 4
 	// maxWatchedNames is the most names the daemon watches at once.
 	maxWatchedNames = 4096
 	// leaderCheckInterval is how often the stream loop checks that its
@@ -60,6 +68,11 @@ type holderWatch struct {
 	mu      sync.Mutex
 	names   map[string]*watchedName
 	perConn map[*ipc.Conn]int
+	// perUID counts the subscriptions of each capped local user (see
+	// maxUIDWatches).
+	perUID map[int]int
+	// ownUID is the daemon's own uid, which is not capped per user.
+	ownUID int
 	// removed are names no longer watched that the current stream still
 	// carries.
 	removed []string
@@ -88,7 +101,7 @@ type watchSub struct {
 }
 
 func newHolderWatch(g *grantorConn, clock clockwatch.Clock, log *slog.Logger) *holderWatch {
-	return &holderWatch{g: g, clock: clock, log: log, names: map[string]*watchedName{}, perConn: map[*ipc.Conn]int{}, wake: make(chan struct{}, 1)}
+	return &holderWatch{g: g, clock: clock, log: log, names: map[string]*watchedName{}, perConn: map[*ipc.Conn]int{}, perUID: map[int]int{}, ownUID: os.Geteuid(), wake: make(chan struct{}, 1)}
 }
 
 // subscribe makes c a subscriber of name; it is told the holders at once
@@ -106,6 +119,10 @@ func (hw *holderWatch) subscribe(c *ipc.Conn, name string, observe bool) *ipc.Er
 	if hw.perConn[c] >= maxConnWatches {
 		return ipc.Errorf(ipc.CodeResourceExhausted, "this connection watches %d names, the most one may", maxConnWatches)
 	}
+	capped := hw.cappedUID(c)
+	if capped && hw.perUID[c.Cred.UID] >= maxUIDWatches {
+		return ipc.Errorf(ipc.CodeResourceExhausted, "uid %d watches %d names over its connections, the most one user may (a quarter of the host's %d)", c.Cred.UID, maxUIDWatches, maxWatchedNames)
+	}
 	if wn == nil {
 		if len(hw.names) >= maxWatchedNames {
 			return ipc.Errorf(ipc.CodeResourceExhausted, "this host watches %d names, the most a daemon may", maxWatchedNames)
@@ -115,11 +132,31 @@ func (hw *holderWatch) subscribe(c *ipc.Conn, name string, observe bool) *ipc.Er
 		poke(hw.wake)
 	}
 	hw.perConn[c]++
+	if capped {
+		hw.perUID[c.Cred.UID]++
+	}
 	wn.subs[sub] = false
 	if wn.synced {
 		hw.tellLocked(name, wn, sub)
 	}
 	return nil
+}
+
+// cappedUID says whether c's user is held to maxUIDWatches: every user
+// but root and the daemon's own.
+func (hw *holderWatch) cappedUID(c *ipc.Conn) bool {
+	return c.Cred.UID != 0 && c.Cred.UID != hw.ownUID
+}
+
+// uncountLocked takes n ended subscriptions of c off its user's count.
+// The caller holds hw.mu.
+func (hw *holderWatch) uncountLocked(c *ipc.Conn, n int) {
+	if !hw.cappedUID(c) {
+		return
+	}
+	if hw.perUID[c.Cred.UID] -= n; hw.perUID[c.Cred.UID] <= 0 {
+		delete(hw.perUID, c.Cred.UID)
+	}
 }
 
 // dropConn ends every subscription of c (its connection closed).
@@ -129,6 +166,7 @@ func (hw *holderWatch) dropConn(c *ipc.Conn) {
 	if hw.perConn[c] == 0 {
 		return
 	}
+	hw.uncountLocked(c, hw.perConn[c])
 	delete(hw.perConn, c)
 	for name, wn := range hw.names {
 		delete(wn.subs, watchSub{c, true})
@@ -329,6 +367,7 @@ func (hw *holderWatch) apply(ev *grantorpb.WatchEvent) {
 func (hw *holderWatch) refusedLocked(name string, wn *watchedName) {
 	delete(hw.names, name)
 	for sub := range wn.subs {
+		hw.uncountLocked(sub.c, 1)
 		if hw.perConn[sub.c]--; hw.perConn[sub.c] <= 0 {
 			delete(hw.perConn, sub.c)
 		}
