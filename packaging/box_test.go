@@ -77,7 +77,7 @@ ip link set lo up
 echo ready
 exec cat >/dev/null`
 	cmd := exec.Command("unshare", "--mount", "--net", "--propagation", "private", "--", "sh", "-c", script, "sh", root, upper, work)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = boxProcAttr()
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	stdin, err := cmd.StdinPipe()
@@ -122,8 +122,17 @@ func (b *box) command(env, chrootOpts []string, args ...string) *exec.Cmd {
 		env = []string{"PATH=" + boxPath, "LANG=C.UTF-8"}
 	}
 	cmd.Env = env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = boxProcAttr()
 	return cmd
+}
+
+// boxProcAttr puts a box's process in a process group of its own, and
+// kills it if the test dies without its cleanups (a -timeout panic, a
+// kill): the box's namespaces end with their last process.
+// (A setuid, as chroot --userspec does, clears the death signal: those
+// processes are only ended by the cleanups.)
+func boxProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }
 
 // try runs args in the box as root with stdin (nil: none) and returns
