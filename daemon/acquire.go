@@ -99,14 +99,14 @@ func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*i
 	// goes first: a release landing after the new grant could end it.
 	d.sendReleases(rctx, id, req.Lease)
 
-	limit, value := req.LimitValue(), req.ValueString()
-	key := slotKey(req.Lease, limit, id)
+	limit, value, shared := req.LimitValue(), req.ValueString(), req.Shared
+	key := slotKey(req.Lease, limit, shared, id)
 	now := d.checkSuspend()
 	d.mu.Lock()
-	if l := d.validLocked(cmp.Or(key, req.Lease), now); l != nil && l.ownerID == id && l.uid == c.Cred.UID {
+	if l := d.ownLeaseLocked(req.Lease, key, id, c.Cred.UID, now); l != nil {
 		defer d.mu.Unlock()
-		if l.ttl != ttl || l.lockDelay != req.LockDelay() || l.noRenew != req.NoRenew || l.limit != limit || l.value != value {
-			return nil, ipc.Errorf(ipc.CodeBadRequest, "this owner holds %q already, with other options (ttl, lock_delay, no_renew, limit, value); release it first (or proclaim a new value)", req.Lease)
+		if l.ttl != ttl || l.lockDelay != req.LockDelay() || l.noRenew != req.NoRenew || l.limit != limit || l.value != value || l.shared != shared {
+			return nil, ipc.Errorf(ipc.CodeBadRequest, "this owner holds %q already, with other options (ttl, lock_delay, no_renew, limit, shared, value); release it first (or proclaim a new value)", req.Lease)
 		}
 		return d.ownGrant(l, now), nil // this owner holds it already: a no-op
 	}
@@ -118,7 +118,7 @@ func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*i
 	}
 	defer reserved()
 
-	l := &lease{name: req.Lease, key: key, limit: limit, value: value, ttl: ttl, sess: sess, owner: owner, ownerID: id, ownerPID: req.OwnerPID, uid: c.Cred.UID,
+	l := &lease{name: req.Lease, key: key, limit: limit, value: value, shared: shared, ttl: ttl, sess: sess, owner: owner, ownerID: id, ownerPID: req.OwnerPID, uid: c.Cred.UID,
 		conn: c, lockDelay: req.LockDelay(), noRenew: req.NoRenew, renewed: make(chan struct{}), stopWatch: func() {},
 		resume: d.newResumeSecret(owner)}
 	// abandon is closed when nobody can take the grant any more: the
@@ -149,7 +149,7 @@ func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*i
 	gctx, gcancel := context.WithDeadline(d.life, deadline)
 	defer gcancel()
 	t0 := d.clock.Now() // rule 1: read before the request is sent
-	resp, gerr := d.g.acquire(gctx, l.sess, req.Lease, id, limit, value, l.lockDelay, req.Wait(), &d.metrics.acquireRPCs, abandon)
+	resp, gerr := d.g.acquire(gctx, l.sess, acquireAsk{name: req.Lease, owner: id, limit: limit, value: value, shared: shared, lockDelay: l.lockDelay}, req.Wait(), &d.metrics.acquireRPCs, abandon)
 	var ua *unansweredError
 	if errors.As(gerr, &ua) {
 		turnHandedOn = true
@@ -169,17 +169,15 @@ func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*i
 		d.metrics.refusals.Add(1)
 		if resp.Delayed {
 			e := ipc.Errorf(ipc.CodeLeaseHeld, "lease %q is in the lock-delay of its grant token %d, which ended without a release; the grantor grants it to nobody before the delay is over", req.Lease, resp.Token)
+			if resp.Shared && shared {
+				// Only a shared grant's delays stand: what keeps this
+				// shared acquire out is a writer waiting ahead of it.
+				e = ipc.Errorf(ipc.CodeLeaseHeld, "lease %q is in the lock-delay of shared grant token %d and an exclusive acquire waits for it ahead of this one (waiting writers keep new readers out); use wait_ms to queue", req.Lease, resp.Token)
+			}
 			e.HolderToken = strconv.FormatUint(resp.Token, 10)
 			return fail(e)
 		}
-		by := "another owner"
-		if resp.HolderName != "" {
-			by = "another owner (sidecar " + strconv.Quote(resp.HolderName) + ")"
-		}
-		e := ipc.Errorf(ipc.CodeLeaseHeld, "lease %q is held by %s with token %d", req.Lease, by, resp.Token)
-		if resp.Limit > 1 {
-			e = ipc.Errorf(ipc.CodeLeaseHeld, "semaphore %q has all its %d holders; the oldest is %s with token %d", req.Lease, resp.Limit, by, resp.Token)
-		}
+		e := heldError(req.Lease, shared, resp)
 		e.HolderToken = strconv.FormatUint(resp.Token, 10)
 		if resp.HolderName != insecureIdentity {
 			e.Holder = resp.HolderName
@@ -187,6 +185,41 @@ func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*i
 		return fail(e)
 	}
 	return d.granted(ctx, l, resp, t0)
+}
+
+// ownLeaseLocked returns the grant of name that owner id (of uid) holds
+// already, valid now: under key (its slot, "" for the name), or as a
+// shared grant or an exclusive one, whichever it asks for now (a request
+// with other options is then refused). The caller holds d.mu.
+func (d *Daemon) ownLeaseLocked(name, key, id string, uid int, now clockwatch.Instant) *lease {
+	for _, k := range []string{cmp.Or(key, name), name, slotKey(name, 1, true, id)} {
+		if l := d.validLocked(k, now); l != nil && l.ownerID == id && l.uid == uid {
+			return l
+		}
+	}
+	return nil
+}
+
+// heldError is the lease_held error of an acquire of name (shared, or
+// not) that resp refused while others hold the name.
+func heldError(name string, shared bool, resp *grantorpb.AcquireResponse) *ipc.Error {
+	by := "another owner"
+	if resp.HolderName != "" {
+		by = "another owner (sidecar " + strconv.Quote(resp.HolderName) + ")"
+	}
+	switch {
+	case resp.Limit > 1:
+		return ipc.Errorf(ipc.CodeLeaseHeld, "semaphore %q has all its %d holders; the oldest is %s with token %d", name, resp.Limit, by, resp.Token)
+	case resp.Shared && shared:
+		// Shared holders and a shared acquire refused: an acquire waits
+		// ahead of it, an exclusive one somewhere in the queue.
+		return ipc.Errorf(ipc.CodeLeaseHeld, "lease %q is held shared (%d holders, the oldest %s with token %d) and an exclusive acquire waits for it ahead of this one (waiting writers keep new readers out); use wait_ms to queue", name, resp.Holders, by, resp.Token)
+	case resp.Shared:
+		return ipc.Errorf(ipc.CodeLeaseHeld, "lease %q is held shared by %d holders (the oldest %s with token %d); an exclusive acquire waits until every shared holder is gone", name, resp.Holders, by, resp.Token)
+	case shared:
+		return ipc.Errorf(ipc.CodeLeaseHeld, "lease %q is held exclusively by %s with token %d", name, by, resp.Token)
+	}
+	return ipc.Errorf(ipc.CodeLeaseHeld, "lease %q is held by %s with token %d", name, by, resp.Token)
 }
 
 // granted enters the grant of resp, whose request left at t0, as lease l
@@ -315,4 +348,16 @@ func (d *Daemon) settleAcquire(l *lease, ua *unansweredError, done func()) {
 	d.untoldLocked(l.sess, l.name, resp.Token)
 	d.mu.Unlock()
 	d.log.Info("ending a grant whose acquire had given up before its answer came", "lease", l.name, "token", resp.Token)
+}
+
+// acquireAsk is what an acquire asks the grantor for: name for owner,
+// with a semaphore's limit, a value, shared (a read/write lock's shared
+// grant, asked with AcquireShared, which a grantor too old for it refuses
+// UNIMPLEMENTED) and a lock-delay.
+type acquireAsk struct {
+	name, owner string
+	limit       int
+	value       string
+	shared      bool
+	lockDelay   time.Duration
 }

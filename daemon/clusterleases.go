@@ -43,7 +43,7 @@ func ClusterLeasesFromPB(infos []*grantorpb.LeaseInfo) []ipc.ClusterLease {
 	ms := func(ns int64) int64 { return time.Duration(ns).Milliseconds() }
 	out := make([]ipc.ClusterLease, len(infos))
 	for i, in := range infos {
-		cl := ipc.ClusterLease{Lease: in.Lease, Limit: int(in.Limit), Waiters: int(in.Waiters), Holders: []ipc.ClusterHolder{}}
+		cl := ipc.ClusterLease{Lease: in.Lease, Limit: int(in.Limit), Shared: in.Shared, Waiters: int(in.Waiters), Holders: []ipc.ClusterHolder{}}
 		for _, h := range in.Holders {
 			cl.Holders = append(cl.Holders, ipc.ClusterHolder{Token: strconv.FormatUint(h.Token, 10), Holder: h.HolderName,
 				RemainingMs: ms(h.RemainingNs), TTLMs: ms(h.TtlNs), LockDelayMs: ms(h.LockDelayNs)})

@@ -334,7 +334,7 @@ func retryable(err error) bool {
 // unanswered until ctx ended) may have been granted all the same, or may
 // be granted later by an attempt still on its way: it fails with an
 // *unansweredError, whose settle the caller must run.
-func (g *grantorConn) acquire(ctx context.Context, s *gsession, name, owner string, limit int, value string, lockDelay, wait time.Duration, attempts *atomic.Uint64, abandon <-chan struct{}) (*grantorpb.AcquireResponse, error) {
+func (g *grantorConn) acquire(ctx context.Context, s *gsession, ask acquireAsk, wait time.Duration, attempts *atomic.Uint64, abandon <-chan struct{}) (*grantorpb.AcquireResponse, error) {
 	ttl := s.ttl
 	id, done := g.newID(s)
 	handedOn := false
@@ -352,8 +352,12 @@ func (g *grantorConn) acquire(ctx context.Context, s *gsession, name, owner stri
 	defer hcancel()
 	call := func(ctx context.Context, api grantorpb.GrantorClient, wait time.Duration) (*grantorpb.AcquireResponse, error) {
 		attempts.Add(1)
-		return api.Acquire(ctx, &grantorpb.AcquireRequest{Id: id, Lease: name, Owner: owner, TtlNs: int64(ttl), WaitNs: int64(max(wait, 0)),
-			Limit: uint32(max(limit, 0)), Value: value, LockDelayNs: int64(lockDelay)})
+		req := &grantorpb.AcquireRequest{Id: id, Lease: ask.name, Owner: ask.owner, TtlNs: int64(ttl), WaitNs: int64(max(wait, 0)),
+			Limit: uint32(max(ask.limit, 0)), Value: ask.value, LockDelayNs: int64(ask.lockDelay)}
+		if ask.shared {
+			return api.AcquireShared(ctx, req)
+		}
+		return api.Acquire(ctx, req)
 	}
 	noWait := func(ctx context.Context, api grantorpb.GrantorClient) (*grantorpb.AcquireResponse, error) {
 		return call(ctx, api, 0)

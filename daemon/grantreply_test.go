@@ -134,7 +134,7 @@ func TestConcurrentAcquiresComputeWithTheGrantorsTerm(t *testing.T) {
 			t0 := clock.Now()
 			var resps []*grantorpb.AcquireResponse
 			for _, ttl := range tt.terms {
-				resp, err := d.g.acquire(ctxT(t), d.g.sessionFor(ttl), "x", "conn:1", 1, "", 0, 0, &d.metrics.acquireRPCs, nil)
+				resp, err := d.g.acquire(ctxT(t), d.g.sessionFor(ttl), acquireAsk{name: "x", owner: "conn:1", limit: 1}, 0, &d.metrics.acquireRPCs, nil)
 				if err != nil {
 					t.Fatalf("acquire ttl %v: %v", ttl, err)
 				}
@@ -185,7 +185,7 @@ func TestGrantorTimingRaisesTheSidecars(t *testing.T) {
 		t.Fatal("mismatch before any reply")
 	}
 	t0 := clock.Now()
-	resp, err := d.g.acquire(ctxT(t), d.g.sessionFor(10*time.Second), "x", "conn:1", 1, "", 0, 0, &d.metrics.acquireRPCs, nil)
+	resp, err := d.g.acquire(ctxT(t), d.g.sessionFor(10*time.Second), acquireAsk{name: "x", owner: "conn:1", limit: 1}, 0, &d.metrics.acquireRPCs, nil)
 	if err != nil || !resp.Granted {
 		t.Fatalf("acquire: %v %v", resp, err)
 	}

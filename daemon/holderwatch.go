@@ -90,6 +90,7 @@ type watchedName struct {
 	// onStream is set once the current stream was asked for the name.
 	onStream bool
 	limit    int
+	shared   bool // the holders are shared grants of a read/write lock
 	holders  []ipc.Holder
 }
 
@@ -338,7 +339,7 @@ func (hw *holderWatch) apply(ev *grantorpb.WatchEvent) {
 		return
 	}
 	prev, wasKnown := wn.holders, wn.known
-	wn.limit, wn.holders = int(ev.Limit), toHolders(ev.Holders)
+	wn.limit, wn.shared, wn.holders = int(ev.Limit), ev.Shared, toHolders(ev.Holders)
 	wn.known, wn.synced = true, true
 	for sub, told := range wn.subs {
 		switch {
@@ -356,7 +357,7 @@ func (hw *holderWatch) apply(ev *grantorpb.WatchEvent) {
 		default:
 			sub.c.Send(&ipc.Event{Event: ipc.EventHolder, Lease: ev.Lease, Change: changeName(ev.Kind),
 				Token: strconv.FormatUint(ev.Token, 10), Holder: ev.HolderName, Value: ev.Value,
-				Holders: wn.holders, Limit: wn.limit})
+				Holders: wn.holders, Limit: wn.limit, Shared: wn.shared})
 		}
 	}
 }
@@ -381,7 +382,7 @@ func (hw *holderWatch) refusedLocked(name string, wn *watchedName) {
 func (hw *holderWatch) tellLocked(name string, wn *watchedName, sub watchSub) {
 	wn.subs[sub] = true
 	if !sub.observe {
-		sub.c.Send(&ipc.Event{Event: ipc.EventHolder, Lease: name, Change: ipc.ChangeSync, Holders: wn.holders, Limit: wn.limit})
+		sub.c.Send(&ipc.Event{Event: ipc.EventHolder, Lease: name, Change: ipc.ChangeSync, Holders: wn.holders, Limit: wn.limit, Shared: wn.shared})
 		return
 	}
 	sub.c.Send(leaderEvent(name, wn.holders))

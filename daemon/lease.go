@@ -26,6 +26,10 @@ type lease struct {
 	limit   int
 	holders int
 	value   string
+	// shared is set for a shared grant of a read/write lock: several
+	// owners on one host hold shared grants of one name, each a slot
+	// (slotKey), as a semaphore's holders do.
+	shared bool
 	// sess is the grantor session the grant belongs to: the one of its
 	// term, renewed as a whole.
 	sess *gsession
@@ -92,6 +96,9 @@ func (l *lease) grant(now clockwatch.Instant) *ipc.Grant {
 	if l.limit > 1 {
 		g.Limit, g.Holders = l.limit, l.holders
 	}
+	if l.shared {
+		g.Shared, g.Holders = true, l.holders
+	}
 	g.Value = l.value
 	return g
 }
@@ -105,11 +112,11 @@ func (l *lease) tableKey() string {
 }
 
 // slotKey is the table key of an owner's grant of name: the name for an
-// exclusive lease; for a semaphore (limit above 1), whose holders on one
-// host are several owners, the name and the owner. A name cannot contain
-// "#", so no slot key is a name.
-func slotKey(name string, limit int, ownerID string) string {
-	if limit <= 1 {
+// exclusive lease; for a semaphore (limit above 1) or a shared grant,
+// whose holders on one host are several owners, the name and the owner.
+// A name cannot contain "#", so no slot key is a name.
+func slotKey(name string, limit int, shared bool, ownerID string) string {
+	if limit <= 1 && !shared {
 		return ""
 	}
 	return name + "#" + ownerID

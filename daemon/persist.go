@@ -83,6 +83,7 @@ type leaseSnapshot struct {
 	TTLNs       int64  `json:"ttl_ns"`
 	Limit       int    `json:"limit,omitempty"`
 	Holders     int    `json:"holders,omitempty"`
+	Shared      bool   `json:"shared,omitempty"`
 	Value       string `json:"value,omitempty"`
 	SessionID   string `json:"session_id"`
 	Owner       string `json:"owner"`
@@ -177,7 +178,7 @@ func (d *Daemon) snapshot(boot string) *stateRecord {
 			continue
 		}
 		st.Leases = append(st.Leases, leaseSnapshot{Name: l.name, Key: l.key, Token: l.token, TTLNs: int64(l.ttl), Limit: l.limit,
-			Holders: l.holders, Value: l.value, SessionID: l.sess.id, Owner: l.owner, OwnerID: l.ownerID, OwnerPID: l.ownerPID,
+			Holders: l.holders, Shared: l.shared, Value: l.value, SessionID: l.sess.id, Owner: l.owner, OwnerID: l.ownerID, OwnerPID: l.ownerPID,
 			UID: l.uid, LockDelayNs: int64(l.lockDelay), NoRenew: l.noRenew, T0Ns: l.t0.Nanoseconds(), DeadlineNs: l.deadline.Nanoseconds(),
 			Renewals: l.renewals, Resume: l.resume, Lapsing: l.state == stateLapsing})
 	}
@@ -365,7 +366,7 @@ func (d *Daemon) restore(st *stateRecord) {
 				"late", now.Sub(dl).Round(time.Millisecond))
 			continue
 		}
-		l := &lease{name: r.Name, key: r.Key, token: r.Token, ttl: time.Duration(r.TTLNs), limit: r.Limit, holders: r.Holders, value: r.Value,
+		l := &lease{name: r.Name, key: r.Key, token: r.Token, ttl: time.Duration(r.TTLNs), limit: r.Limit, holders: r.Holders, shared: r.Shared, value: r.Value,
 			sess: sess, owner: r.Owner, ownerID: r.OwnerID, ownerPID: r.OwnerPID, uid: r.UID, lockDelay: time.Duration(r.LockDelayNs),
 			noRenew: r.NoRenew, t0: clockwatch.Instant(r.T0Ns), deadline: dl, renewals: r.Renewals, resume: r.Resume,
 			stopWatch: func() {}}

@@ -66,6 +66,11 @@ type AcquireOptions struct {
 	// Limit, above 1, makes the lease a semaphore: up to Limit holders
 	// at once, cluster-wide, each with its own token.
 	Limit int
+	// Shared asks for a shared (read) grant of a read/write lock: any
+	// number of shared holders at once, or one exclusive (without
+	// Shared). A waiting exclusive acquire keeps new shared ones out.
+	// Not with Limit above 1. Needs a daemon of protocol 5.
+	Shared bool
 }
 
 // Lease is a lease this client acquired. Grant is the grant as first
@@ -204,7 +209,7 @@ const WaitForever = time.Duration(math.MaxInt64)
 func (c *Client) Acquire(ctx context.Context, name string, opt AcquireOptions) (*Lease, error) {
 	return waitInTurns(ctx, opt.Wait, func(wait time.Duration) (*Lease, error) {
 		req := &Request{Op: OpAcquire, Lease: name, TTLMs: opt.TTL.Milliseconds(), WaitMs: wait.Milliseconds(),
-			Owner: opt.Owner, OwnerPID: opt.OwnerPID, LockDelayMs: opt.LockDelay.Milliseconds(), NoRenew: opt.NoRenew, Limit: opt.Limit}
+			Owner: opt.Owner, OwnerPID: opt.OwnerPID, LockDelayMs: opt.LockDelay.Milliseconds(), NoRenew: opt.NoRenew, Limit: opt.Limit, Shared: opt.Shared}
 		return c.acquire(ctx, req)
 	})
 }

@@ -10,8 +10,11 @@ import (
 type ClusterLease struct {
 	Lease string `json:"lease"`
 	// Limit is the limit in force: 1 exclusive, more a semaphore; 0 while
-	// nobody holds it (only delays are listed).
+	// nobody holds it (only delays are listed) or it is held shared.
 	Limit int `json:"limit"`
+	// Shared says its holders (or delays) are shared grants of a
+	// read/write lock (protocol 5).
+	Shared bool `json:"shared,omitempty"`
 	// Waiters is how many acquires wait for it at the leader.
 	Waiters int             `json:"waiters"`
 	Holders []ClusterHolder `json:"holders"`

@@ -18,7 +18,7 @@ import (
 var opFields = map[string]struct{ allowed, required []string }{
 	OpHello:    {},
 	OpStatus:   {},
-	OpAcquire:  {allowed: []string{"lease", "ttl_ms", "wait_ms", "owner", "owner_pid", "lock_delay_ms", "no_renew", "limit"}, required: []string{"lease", "ttl_ms"}},
+	OpAcquire:  {allowed: []string{"lease", "ttl_ms", "wait_ms", "owner", "owner_pid", "lock_delay_ms", "no_renew", "limit", "shared"}, required: []string{"lease", "ttl_ms"}},
 	OpRelease:  {allowed: []string{"lease", "token", "reason"}, required: []string{"lease"}},
 	OpRenew:    {allowed: []string{"lease", "token"}, required: []string{"lease"}},
 	OpCheck:    {allowed: []string{"lease", "token"}, required: []string{"lease"}},

@@ -307,6 +307,10 @@ func (w *jsonWriter) grantFields(g *Grant) {
 		w.key("holders")
 		w.i64(int64(g.Holders))
 	}
+	if g.Shared {
+		w.key("shared")
+		w.bool(true)
+	}
 	if g.Value != "" {
 		w.key("value")
 		w.str(g.Value)
@@ -475,6 +479,10 @@ func (w *jsonWriter) event(e *Event) {
 	if e.Limit != 0 {
 		w.key("limit")
 		w.i64(int64(e.Limit))
+	}
+	if e.Shared {
+		w.key("shared")
+		w.bool(true)
 	}
 	w.b = append(w.b, '}')
 }

@@ -7,7 +7,7 @@ import (
 
 // ProtocolVersion is the version of the socket protocol this package speaks.
 // PROTOCOL.md keeps the history.
-const ProtocolVersion = 4
+const ProtocolVersion = 5
 
 // MaxLineBytes is the longest request line the server reads; longer lines
 // are answered with CodeLineTooLong and skipped.
@@ -75,6 +75,9 @@ type Request struct {
 	// Limit, above 1, makes the lease a semaphore of that many holders
 	// (acquire; prims.go).
 	Limit int `json:"limit,omitempty"`
+	// Shared asks for a shared grant of a read/write lock (acquire,
+	// protocol 5): any number of shared holders, or one exclusive.
+	Shared bool `json:"shared,omitempty"`
 	// Value is an election candidate's value (elect, proclaim).
 	Value *string `json:"value,omitempty"`
 	// Holders asks watch for the cluster-wide holders of the named lease
@@ -265,6 +268,10 @@ type Grant struct {
 	// was made.
 	Limit   int `json:"limit,omitempty"`
 	Holders int `json:"holders,omitempty"`
+	// Shared is set for a shared grant of a read/write lock (protocol 5);
+	// Holders is then how many grants of the name, all shared, stood when
+	// this one was made.
+	Shared bool `json:"shared,omitempty"`
 	// Value is the grant's value (elect, proclaim).
 	Value string `json:"value,omitempty"`
 	// Resume is the secret that resumes a lease owned by the connection
@@ -380,10 +387,12 @@ type Event struct {
 	// RatePPM is the observed drift, for drift.
 	RatePPM float64 `json:"rate_ppm,omitempty"`
 	// Change, Holder, Value, Holders and Limit describe a change of a
-	// lease's holders cluster-wide (holder, leader; prims.go).
+	// lease's holders cluster-wide (holder, leader; prims.go); Shared
+	// says the holders are shared grants (protocol 5; Limit is then 0).
 	Change  string   `json:"change,omitempty"`
 	Holder  string   `json:"holder,omitempty"`
 	Value   string   `json:"value,omitempty"`
 	Holders []Holder `json:"holders,omitempty"`
 	Limit   int      `json:"limit,omitempty"`
+	Shared  bool     `json:"shared,omitempty"`
 }

@@ -121,6 +121,9 @@ func (r *Request) validatePrims(seen map[string]bool) *Error {
 	if r.Limit > 1 && r.NoRenew {
 		return Errorf(CodeBadRequest, "no_renew is not for semaphores")
 	}
+	if r.Shared && r.Limit > 1 {
+		return Errorf(CodeBadRequest, "shared and limit %d do not mix: a shared lock has any number of shared holders and no limit; a semaphore (limit) is another kind of lock", r.Limit)
+	}
 	return nil
 }
 

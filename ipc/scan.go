@@ -146,6 +146,8 @@ func setField(req *Request, key string, raw []byte) bool {
 		req.Limit = int(v)
 	case "no_renew":
 		req.NoRenew, ok = plainBool(raw)
+	case "shared":
+		req.Shared, ok = plainBool(raw)
 	case "holders":
 		req.Holders, ok = plainBool(raw)
 	}

@@ -222,6 +222,7 @@ class Lease:
         self.ttl_ms = grant.get("ttl_ms")
         self.limit = grant.get("limit", 1)      # a semaphore's limit; 1: exclusive
         self.holders = grant.get("holders", 1)  # holders when this grant was made
+        self.shared = grant.get("shared", False)  # a shared (read) grant of a read/write lock
         self.value = grant.get("value", "")     # an election's value (campaign, proclaim)
         self.deadline_boottime_ns = grant["deadline_boottime_ns"]
         # The secret that resumes a lease owned by the connection after the
@@ -351,12 +352,16 @@ class Client:
     def hello(self):
         return self.call({"op": "hello"})
 
-    def acquire(self, name, ttl, wait=0, owner=None, owner_pid=None, lock_delay=0, limit=1):
+    def acquire(self, name, ttl, wait=0, owner=None, owner_pid=None, lock_delay=0, limit=1, shared=False):
         """Acquires a lease; ttl, wait and lock_delay are in seconds. wait is
         how long to wait for a held lease (WAIT_FOREVER: without a limit);
         then LeasesideError lease_held. limit above 1 makes it a semaphore:
         up to limit holders at once, cluster-wide, each with its own token
-        (every holder asks with the same limit)."""
+        (every holder asks with the same limit). shared=True takes a shared
+        (read) grant of a read/write lock: any number of shared holders at
+        once, or one holder without shared (a writer); a waiting writer
+        keeps new shared acquires out. Not with limit above 1 (bad_request);
+        needs a daemon of protocol 5."""
         left = wait
         while True:
             turn = min(left, _MAX_WAIT)
@@ -365,6 +370,8 @@ class Client:
             req = self._acquire_request("acquire", name, ttl, turn, owner, owner_pid, lock_delay)
             if limit != 1:
                 req["limit"] = limit
+            if shared:
+                req["shared"] = True
             try:
                 return self._acquire(req, turn)
             except LeasesideError as e:

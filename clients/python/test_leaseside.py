@@ -117,7 +117,7 @@ class ClientTest(unittest.TestCase):
     def test_hello(self):
         h = self.c.hello()
         self.assertEqual(h["server"], "leaseside")
-        self.assertEqual(h["protocol"], 4)
+        self.assertEqual(h["protocol"], 5)
 
     def test_acquire_status_release(self):
         lease = self.c.acquire("py/one", ttl=10)
@@ -215,6 +215,26 @@ class ClientTest(unittest.TestCase):
             self.c.release("py/sem")
             got = third.acquire("py/sem", ttl=10, limit=2, wait=30)
             self.assertGreater(int(got.token), int(second.token))
+
+    def test_shared(self):
+        first = self.c.acquire("py/rw", ttl=10, shared=True)
+        self.assertTrue(first.shared)
+        with Client() as other, Client() as writer:
+            second = other.acquire("py/rw", ttl=10, shared=True)
+            self.assertGreater(int(second.token), int(first.token))
+            self.assertEqual((second.shared, second.holders), (True, 2))
+            with self.assertRaises(LeasesideError) as cm:
+                writer.acquire("py/rw", ttl=10)  # a writer beside readers
+            self.assertEqual(cm.exception.code, "lease_held")
+            self.assertIn("held shared", cm.exception.message)
+            with self.assertRaises(LeasesideError) as cm:
+                writer.acquire("py/rw", ttl=10, shared=True, limit=2)
+            self.assertEqual(cm.exception.code, "bad_request")
+            self.c.release("py/rw")
+            other.release("py/rw")
+            w = writer.acquire("py/rw", ttl=10, wait=30)
+            self.assertFalse(w.shared)
+            self.assertGreater(int(w.token), int(second.token))
 
     def test_campaign_observe_proclaim_resign(self):
         leaders = self.c.observe("py/elect")

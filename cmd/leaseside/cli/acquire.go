@@ -23,6 +23,7 @@ type acquireOptions struct {
 	lockDelay time.Duration
 	quiet     bool
 	limit     int
+	shared    bool
 	envFile   string
 }
 
@@ -49,6 +50,14 @@ hosts, each with its own token (tokens still grow with every grant),
 waiting in line first come, first served. Every holder of a name asks
 with the same --limit; another one is refused (exit 2) naming both.
 
+With --shared (flock -s) it takes a shared (read) lock: any number of
+shared holders at once, on any hosts, each with its own token; an
+acquire without --shared (a writer) waits until no shared holder is left,
+and while a writer waits, new shared acquires wait behind it (writers do
+not starve). Tokens fence writers: a writer's token is above every
+earlier reader's, a reader's above every earlier writer's. Not with
+--limit above 1 (exit 2), nor on a name held as a semaphore.
+
 With --env-file PATH it also writes LEASESIDE_LEASE, LEASESIDE_TOKEN,
 LEASESIDE_DEADLINE_BOOTTIME_NS (this grant's first deadline) and
 LEASESIDE_SOCKET to PATH, for systemd's EnvironmentFile= (a service gated
@@ -58,7 +67,8 @@ and acquire fails.`,
 		Example: `  tok=$(leaseside acquire leader/billing --ttl 15s) || exit
   leaseside acquire leader/billing --wait 5m --detached --env-file /run/leaseside/leader-billing.env   # systemd
   leaseside acquire job/nightly --owner-pid $$ --json
-  leaseside acquire pool/gpu --limit 3 --wait 10m     # one of 3 slots`,
+  leaseside acquire pool/gpu --limit 3 --wait 10m     # one of 3 slots
+  leaseside acquire db/schema --shared --wait 1m      # a reader; writers omit --shared`,
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runAcquire(cmd.Context(), e, &o, args[0])
@@ -74,6 +84,7 @@ and acquire fails.`,
 	fs.DurationVar(&o.lockDelay, "lock-delay", 0, "when the owner ends without releasing, keep the lease this long before releasing it")
 	fs.BoolVarP(&o.quiet, "quiet", "q", false, "do not show who holds the lease while --wait runs (shown on a terminal only)")
 	fs.IntVar(&o.limit, "limit", 1, "a semaphore: up to this many holders of NAME at once, cluster-wide, each with its own token (1 to 256)")
+	fs.BoolVar(&o.shared, "shared", false, "a shared (read) lock: any number of shared holders together, or one holder without --shared (flock -s)")
 	fs.StringVar(&o.envFile, "env-file", "", "also write LEASESIDE_LEASE, LEASESIDE_TOKEN, ... to this file (for systemd's EnvironmentFile=)")
 	return cmd
 }
@@ -85,10 +96,10 @@ func runAcquire(ctx context.Context, e *env, o *acquireOptions, name string) err
 	if o.noRenew && !o.detached {
 		return usagef("--no-renew needs --detached")
 	}
-	if err := cmp.Or(checkRange("lock-delay", o.lockDelay, ipc.MaxLockDelay), checkLimit(o.limit)); err != nil {
+	if err := cmp.Or(checkRange("lock-delay", o.lockDelay, ipc.MaxLockDelay), checkLimit(o.limit), checkShared(o.shared, o.limit)); err != nil {
 		return err
 	}
-	opt := ipc.AcquireOptions{TTL: o.ttl, Wait: o.wait, Owner: ipc.OwnerPID, OwnerPID: o.ownerPID, LockDelay: o.lockDelay, NoRenew: o.noRenew, Limit: o.limit}
+	opt := ipc.AcquireOptions{TTL: o.ttl, Wait: o.wait, Owner: ipc.OwnerPID, OwnerPID: o.ownerPID, LockDelay: o.lockDelay, NoRenew: o.noRenew, Limit: o.limit, Shared: o.shared}
 	switch {
 	case o.detached:
 		opt.Owner, opt.OwnerPID = ipc.OwnerDetached, 0
@@ -109,7 +120,7 @@ func runAcquire(ctx context.Context, e *env, o *acquireOptions, name string) err
 	}
 	l, err := acquireWaiting(ctx, e.stderr, o.quiet, c, name, opt)
 	if err != nil {
-		return o.client.fail(e, err, asked{lease: name, ttl: o.ttl, wait: o.wait, hasWait: true, limit: o.limit})
+		return o.client.fail(e, err, asked{lease: name, ttl: o.ttl, wait: o.wait, hasWait: true, limit: o.limit, shared: o.shared})
 	}
 	if o.envFile != "" {
 		if err := writeEnvFile(o.envFile, grantEnv(name, &l.Grant, c.SocketPath())); err != nil {

@@ -117,6 +117,16 @@ func checkLimit(limit int) error {
 	return nil
 }
 
+// checkShared refuses --shared with --limit above 1: a shared lock has
+// any number of shared holders, a semaphore a limit; they are different
+// kinds of lock on a name.
+func checkShared(shared bool, limit int) error {
+	if shared && limit > 1 {
+		return usagef("--shared and --limit %d exclude each other: a shared (read) lock has any number of shared holders and no limit; --limit makes a semaphore, another kind of lock", limit)
+	}
+	return nil
+}
+
 // parseSignal reads a signal flag: SIGUSR1, USR1, usr1 or 10; "" is none
 // (0).
 func parseSignal(s string) (syscall.Signal, error) {

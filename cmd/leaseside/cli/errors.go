@@ -28,6 +28,7 @@ type asked struct {
 	wait    time.Duration
 	hasWait bool // the command has --wait
 	limit   int  // --limit, for the commands that have it
+	shared  bool // --shared, for the commands that have it
 }
 
 // fail prints why the command failed and returns its exit code: a usage
@@ -140,6 +141,13 @@ func heldMessage(a asked, ie *ipc.Error) string {
 	switch {
 	case a.limit > 1:
 		msg = fmt.Sprintf("all %d holders of lease %s are taken", a.limit, a.lease)
+		if who != "" {
+			msg += " (" + who + " among them)"
+		}
+	case a.shared && strings.Contains(ie.Message, "waits for it ahead"):
+		msg = fmt.Sprintf("a writer waits for lease %s ahead of this shared acquire (waiting writers keep new readers out)", a.lease)
+	case strings.Contains(ie.Message, "held shared by"):
+		msg = fmt.Sprintf("lease %s is held shared (by readers)", a.lease)
 		if who != "" {
 			msg += " (" + who + " among them)"
 		}

@@ -33,8 +33,10 @@ func newLeasesCmd(e *env) *cobra.Command {
 		Short: "list every lease of the cluster: holder, token, remaining term, waiters",
 		Long: `Lists the leases of the whole cluster as the grantor leader sees them: for
 each name its grants (token, the holder's identity, how long the grant runs
-at the leader unless renewed), how many acquires wait for it, and its
-lock-delays (a name nobody may take until the delay ends).
+at the leader unless renewed), how many acquires wait for it, its LIMIT
+(1 exclusive, more a semaphore, 'shared' for the shared grants of a
+read/write lock), and its lock-delays (a name nobody may take until the
+delay ends).
 
 With --grantors it asks the grantors with the certificate of --tls-cert (an
 operator's; the leader is found from any of them). Without it, the local
@@ -110,7 +112,11 @@ func printLeases(w io.Writer, leases []ipc.ClusterLease) {
 	fmt.Fprintln(tw, "LEASE\tTOKEN\tHOLDER\tREMAINING\tTERM\tWAITERS\tLIMIT")
 	for _, l := range leases {
 		for _, h := range l.Holders {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\n", l.Lease, h.Token, dashIfEmpty(h.Holder), ms(h.RemainingMs), ms(h.TTLMs), l.Waiters, l.Limit)
+			limit := strconv.Itoa(l.Limit)
+			if l.Shared {
+				limit = "shared"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", l.Lease, h.Token, dashIfEmpty(h.Holder), ms(h.RemainingMs), ms(h.TTLMs), l.Waiters, limit)
 		}
 		for _, d := range l.Delays {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", l.Lease, d.Token, dashIfEmpty(d.Holder), ms(d.RemainingMs), "lock-delay", l.Waiters, "-")

@@ -38,8 +38,10 @@ type runOptions struct {
 	grace     time.Duration
 	lockDelay time.Duration
 	quiet     bool
-	// limit (run) makes the lease a semaphore.
-	limit int
+	// limit (run) makes the lease a semaphore; shared (run) a shared
+	// grant of a read/write lock.
+	limit  int
+	shared bool
 	// jeopardySignal names the signal CMD gets on jeopardy ("": none).
 	jeopardySignal string
 	// value (elect) is the candidate's value; nil for run.
@@ -79,6 +81,9 @@ host) and how long the wait has run; --quiet hides that.
 
 With --limit N the lease is a semaphore: up to N runs (on any hosts) hold
 it at once, each with its own token; the others wait in line. With
+--shared the run takes a shared (read) lock (flock -s): any number of
+--shared runs hold it together, a run without --shared alone, and a
+waiting writer keeps new readers out. With
 --jeopardy-signal, CMD's process (not its group) gets that signal when
 renewals have failed for a third of the term: the lease is still held,
 but may be lost at its deadline; stderr says when a renewal succeeds
@@ -92,6 +97,7 @@ could not be started; 2 for usage errors.`,
 		Example: `  leaseside run leader/billing --wait 5m -- /usr/bin/billing --serve
   leaseside run job/nightly --ttl 1m -- sh -c 'backup --fence "$LEASESIDE_TOKEN"'
   leaseside run pool/encoders --limit 4 --wait 1h -- ./encode batch-17
+  leaseside run db/main --shared --wait 1m -- ./report   # readers together; a migration omits --shared
   leaseside run leader/billing --jeopardy-signal SIGUSR1 -- ./billing   # USR1: finish up`,
 		Args: commandArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -106,6 +112,7 @@ could not be started; 2 for usage errors.`,
 	o.register(fs)
 	waitFlag(fs, &o.wait, "how long to wait when the lease is held elsewhere (a duration, or forever)")
 	fs.IntVar(&o.limit, "limit", 1, "a semaphore: up to this many holders of NAME at once, cluster-wide (1 to 256)")
+	fs.BoolVar(&o.shared, "shared", false, "a shared (read) lock: any number of --shared runs together, or one run without --shared (flock -s)")
 	fs.BoolVarP(&o.quiet, "quiet", "q", false, "do not show who holds the lease while --wait runs (shown on a terminal only)")
 	return cmd
 }
@@ -120,7 +127,7 @@ func runRun(ctx context.Context, e *env, o *runOptions, name string, argv []stri
 	if _, _, ok := stopMargins(o.ttl, o.margin, o.grace); !ok {
 		return usagef("need --grace < --margin < --ttl, so that SIGKILL lands before the deadline")
 	}
-	if err := cmp.Or(checkRange("lock-delay", o.lockDelay, ipc.MaxLockDelay), checkLimit(o.limit)); err != nil {
+	if err := cmp.Or(checkRange("lock-delay", o.lockDelay, ipc.MaxLockDelay), checkLimit(o.limit), checkShared(o.shared, o.limit)); err != nil {
 		return err
 	}
 	jsig, err := parseSignal(o.jeopardySignal)
@@ -130,10 +137,10 @@ func runRun(ctx context.Context, e *env, o *runOptions, name string, argv []stri
 
 	events := make(chan *ipc.Event, 64)
 	c.Notify(events)
-	opt := ipc.AcquireOptions{TTL: o.ttl, Wait: o.wait, LockDelay: o.lockDelay, Limit: o.limit}
+	opt := ipc.AcquireOptions{TTL: o.ttl, Wait: o.wait, LockDelay: o.lockDelay, Limit: o.limit, Shared: o.shared}
 	l, err := o.take(ctx, e, c, name, opt)
 	if err != nil {
-		return cf.fail(e, err, asked{lease: name, ttl: o.ttl, wait: o.wait, hasWait: true, limit: o.limit})
+		return cf.fail(e, err, asked{lease: name, ttl: o.ttl, wait: o.wait, hasWait: true, limit: o.limit, shared: o.shared})
 	}
 	release := func(limit time.Duration) {
 		rctx, cancel := context.WithTimeout(context.Background(), limit)

@@ -21,7 +21,8 @@ func newStatusCmd(e *env) *cobra.Command {
 holders, owner, value), whether it reaches the grantor leader, then what
 it knows about its clock (as 'leaseside clock'). HOLDERS is holders/limit
 for a semaphore ('acquire --limit'): how many grants of the name stood,
-cluster-wide, when this one was made; '-' for an exclusive lease. VALUE is
+cluster-wide, when this one was made; 'N shared' for a shared lock
+('acquire --shared'); '-' for an exclusive lease. VALUE is
 an election candidate's value ('leaseside elect').`,
 		Example: `  leaseside status
   leaseside status --json | jq '.leases[].lease'`,
@@ -82,9 +83,12 @@ func runStatus(ctx context.Context, e *env, cf *clientFlags) error {
 }
 
 // holdersText is a grant's holders/limit: "2/3" for a semaphore of 3
-// that had 2 holders cluster-wide when this grant was made, "-" for an
-// exclusive lease.
+// that had 2 holders cluster-wide when this grant was made, "2 shared"
+// for a shared grant of a read/write lock, "-" for an exclusive lease.
 func holdersText(g *ipc.Grant) string {
+	if g.Shared {
+		return fmt.Sprintf("%d shared", g.Holders)
+	}
 	if g.Limit <= 1 {
 		return "-"
 	}

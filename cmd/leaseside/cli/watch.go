@@ -153,6 +153,9 @@ func holderLine(ev *ipc.Event) string {
 	if ev.Limit > 1 {
 		count += "/" + strconv.Itoa(ev.Limit)
 	}
+	if ev.Shared {
+		count += " shared"
+	}
 	tokens := make([]string, len(ev.Holders))
 	for i, h := range ev.Holders {
 		tokens[i] = h.Token
