@@ -419,17 +419,6 @@ func (f *fsm) applyAcquire(c *acquireCmd, newToken bool) any {
 	return &acquireResult{Granted: true, Token: cur.Token, TTL: cur.TTL, Limit: 1, Holders: 1}
 }
 
-// endedLocked answers a retried Acquire whose grant (token) was made and
-// has ended since: Ended, with that token and the name's limit and
-// holders now.
-func (f *fsm) endedLocked(lease string, token uint64) *acquireResult {
-	limit, holders := f.inForceLocked(lease)
-	if f.sharedLocked(lease) {
-		return &acquireResult{Ended: true, Token: token, Holders: len(holders), Shared: true}
-	}
-	return &acquireResult{Ended: true, Token: token, Limit: max(limit, 1), Holders: len(holders)}
-}
-
 // notGranted answers an Acquire of a lease cur holds: its token and the
 // identity name of its session, never its session or owner ids.
 func (f *fsm) notGranted(cur leaseRecord) *acquireResult {

@@ -168,3 +168,14 @@ func (f *fsm) remembersAnswerLocked(session string) bool {
 func (f *fsm) closable(c *closeSessionCmd) bool {
 	return f.bySession[c.Session] == nil && (c.Kept || !f.remembersAnswerLocked(c.Session))
 }
+
+// endedLocked answers a retried Acquire whose grant (token) was made and
+// has ended since: Ended, with that token and the name's limit and
+// holders now.
+func (f *fsm) endedLocked(lease string, token uint64) *acquireResult {
+	limit, holders := f.inForceLocked(lease)
+	if f.sharedLocked(lease) {
+		return &acquireResult{Ended: true, Token: token, Holders: len(holders), Shared: true}
+	}
+	return &acquireResult{Ended: true, Token: token, Limit: max(limit, 1), Holders: len(holders)}
+}
