@@ -50,7 +50,14 @@ func (c *Client) call(ctx context.Context, req *Request) (*Response, error) {
 	_, err = conn.Write(append(b, '\n'))
 	c.wmu.Unlock()
 	if err != nil {
-		return nil, fmt.Errorf("ipc: write: %w", err)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		// The daemon's end is gone (EPIPE, ECONNRESET) before this
+		// client read its end: the connection has ended, as readLoop is
+		// about to find; a lease being resumed goes back in line.
+		conn.Close()
+		return nil, fmt.Errorf("%w: write: %w", ErrConnectionClosed, err)
 	}
 	select {
 	case resp := <-ch:
@@ -140,8 +147,11 @@ func (c *Client) readLoop(conn *net.UnixConn, closed chan struct{}) {
 	if start {
 		c.resuming = make(chan struct{})
 	}
-	c.mu.Unlock()
+	// Closed with the leases put in line, under c.mu: a resume that
+	// finds them (resume.go) finds the connection ended too, and dials
+	// again rather than sending them on this one.
 	close(closed)
+	c.mu.Unlock()
 	for _, l := range end {
 		l.end("connection_closed")
 	}

@@ -12,6 +12,10 @@ import (
 // (Grant.Resume). The reply is the grant, with its current deadline.
 const OpResume = "resume"
 
+// resumeRetryMax is the longest a resume waits before it dials the
+// socket again.
+const resumeRetryMax = 500 * time.Millisecond
+
 // resumeSecretLen is the length of a resume secret: 16 bytes in hex.
 const resumeSecretLen = 32
 
@@ -39,6 +43,16 @@ func validSecret(s string) bool {
 // stopped again) puts its leases back in line. The leases' watchdogs keep
 // running meanwhile: a daemon that does not come back in time cannot keep
 // a lease open past its deadline.
+//
+// The bound: a dial is tried again at most resumeRetryMax after the last
+// failed one, and waits at most a second, so a daemon that listens again
+// is reached within resumeRetryMax plus one dial, and each lease is then
+// one round trip; far within the daemon's grace (10 s from its start).
+// A connection that ends while leases are in line (the daemon stopped
+// again, even right after answering a resume) puts them back in line
+// with the connection marked ended at once (readLoop), and a request
+// whose write fails on it counts as its end (call): no lease is ended
+// for want of a connection while its deadline lasts.
 func (c *Client) resume() {
 	path := c.SocketPath() // the one the ended connection was on
 	backoff := 20 * time.Millisecond
@@ -81,7 +95,7 @@ func (c *Client) resume() {
 				c.mu.Unlock()
 				t := time.NewTimer(backoff)
 				<-t.C
-				backoff = min(2*backoff, 500*time.Millisecond)
+				backoff = min(2*backoff, resumeRetryMax)
 				continue
 			}
 			c.mu.Lock()
@@ -104,6 +118,7 @@ func (c *Client) resumeOne(l *Lease) {
 	}
 	c.mu.Lock()
 	_, taken := c.leases[l.Lease]
+	closed := c.closed
 	if !taken && !c.closing {
 		// Listed before the request goes: the daemon's events about it
 		// may come right after its reply, and a connection that ends
@@ -127,6 +142,10 @@ func (c *Client) resumeOne(l *Lease) {
 			c.toResume = append(c.toResume, l)
 		}
 		c.mu.Unlock()
+		// A write that failed may come before readLoop's end of the
+		// connection: once it has ended, the loop dials again rather
+		// than trying this connection once more.
+		<-closed
 		return
 	}
 	if err != nil {
