@@ -19,6 +19,9 @@ import (
 // (listener and every connection closed, as a kill -9 does) and starts it
 // again on the same path. afterResume, when set, is called after each
 // answer to a resume (n counts them from 1): it may stop the daemon there.
+// dropResume, when set, sees each resume request first (n counts them
+// from 1): when it returns true (it stopped the daemon) the request is
+// left unanswered.
 type fakeDaemon struct {
 	t    *testing.T
 	path string
@@ -28,6 +31,8 @@ type fakeDaemon struct {
 	conns       map[net.Conn]bool
 	resumes     int
 	afterResume func(n int)
+	asked       int
+	dropResume  func(n int) bool
 	resumed     chan string
 	wg          sync.WaitGroup
 }
@@ -106,6 +111,13 @@ func (f *fakeDaemon) serve(c net.Conn) {
 			resp.Grant = &Grant{Lease: req.Lease, Token: "7", Owner: OwnerConnection,
 				DeadlineBoottimeNs: boottime() + req.TTLMs*int64(time.Millisecond), Resume: fmt.Sprintf("%032x", len(req.Lease))}
 		case OpResume:
+			f.mu.Lock()
+			f.asked++
+			n, drop := f.asked, f.dropResume
+			f.mu.Unlock()
+			if drop != nil && drop(n) {
+				return // stopped with the request unanswered
+			}
 			resp.Grant = &Grant{Lease: req.Lease, Token: req.Token, Owner: OwnerConnection,
 				DeadlineBoottimeNs: boottime() + int64(time.Minute), Resume: req.Resume}
 			f.resumed <- req.Lease
@@ -217,6 +229,41 @@ func TestResumeDaemonStopsMidResume(t *testing.T) {
 			f.start()
 			<-back
 			// Those resumed before the stop are to be resumed again.
+			for len(f.resumed) > 0 {
+				<-f.resumed
+			}
+			f.start()
+			f.waitResumed(t, names, 10*time.Second)
+			checkHeld(t, leases)
+		})
+	}
+}
+
+// The daemon stops with a resume request in flight (read, never
+// answered): that lease goes back in line with the others, and all are
+// resumed when it is back.
+func TestResumeDaemonStopsWithResumeInFlight(t *testing.T) {
+	for _, at := range []int{1, 10, 20} {
+		t.Run(strconv.Itoa(at), func(t *testing.T) {
+			f := newFakeDaemon(t)
+			f.start()
+			c := &Client{Socket: f.path}
+			defer c.Close()
+			leases, names := acquireN(t, c, 20)
+			back := make(chan struct{})
+			f.mu.Lock()
+			f.dropResume = func(n int) bool {
+				if n != at {
+					return false
+				}
+				f.stop()
+				close(back)
+				return true
+			}
+			f.mu.Unlock()
+			f.stop()
+			f.start()
+			<-back
 			for len(f.resumed) > 0 {
 				<-f.resumed
 			}
