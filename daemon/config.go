@@ -82,8 +82,11 @@ type Config struct {
 	StateDir string
 }
 
-// DefaultMaxLeasesPerUID is the default of Config.MaxLeasesPerUID.
-const DefaultMaxLeasesPerUID = 10000
+// DefaultMaxLeasesPerUID is the default of Config.MaxLeasesPerUID: a
+// quarter of the leases the grantors let one sidecar hold by default
+// (grantor.DefaultMaxLeases, 8,192), so that one local user holding all
+// it may leaves the host's other users room to acquire.
+const DefaultMaxLeasesPerUID = 2048
 
 // DefaultConfig returns a Config with the defaults filled in; Grantors
 // still have to be set.

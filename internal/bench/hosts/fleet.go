@@ -57,6 +57,7 @@ func daemonConfig(cfg Config, i int, creds countingCreds) daemon.Config {
 	dc.Watch.PauseThreshold = time.Second
 	dc.OwnerStoppedLimit = 0
 	dc.MaxTTL = max(dc.MaxTTL, cfg.Term)
+	dc.MaxLeasesPerUID = max(dc.MaxLeasesPerUID, cfg.LeasesPerHost) // one program holds them all
 	return dc
 }
 
