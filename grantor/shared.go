@@ -218,11 +218,29 @@ func (f *fsm) hasRoomForLocked(c *acquireCmd) bool {
 	return f.hasRoomLocked(c.Lease)
 }
 
-// hasRoomFor reports whether c could be granted its lease now.
+// hasRoomFor reports whether c could be granted its lease now, for the
+// leader's wake-ups: the grant c's own holder (same session and owner)
+// has is left out, as acquireRW leaves it out, so a reader waiting to
+// become the writer is woken once the other readers leave. (handOff, in
+// Apply, keeps hasRoomForLocked as it is: replicas must apply alike; a
+// waiter it does not try is woken by this.)
 func (f *fsm) hasRoomFor(c *acquireCmd) bool {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
+	if f.mismatchLocked(c) == nil && (c.Shared || f.sharedLocked(c.Lease)) {
+		return f.rwRoomLocked(c, f.ownTokenLocked(c))
+	}
 	return f.hasRoomForLocked(c)
+}
+
+// ownTokenLocked returns the token of the grant of c's lease that c's
+// session and owner hold, 0 when none.
+func (f *fsm) ownTokenLocked(c *acquireCmd) uint64 {
+	_, holders := f.inForceLocked(c.Lease)
+	if i := slices.IndexFunc(holders, func(r leaseRecord) bool { return r.Session == c.ID.Session && r.Owner == c.Owner }); i >= 0 {
+		return holders[i].Token
+	}
+	return 0
 }
 
 // sharedOf reports whether lease is held shared (watchers, listings).
