@@ -114,6 +114,18 @@ func TestGossipSpoofedSeedAddressDoesNotMisleadAJoiningGrantor(t *testing.T) {
 	}
 }
 
+// starvedRaftTiming gives a test cluster's raft 3 s timeouts instead of
+// the default 1 s, as the handover test's (9caf899): with -race beside
+// CPU hogs on 2 cores a grantor stalls up to 2 s (its clock events say
+// so), a leader that has not heard a quorum within LeaderLeaseTimeout
+// steps down and the followers' elections time out, so that at load 15
+// a 1 s cluster changed leaders every few seconds and went a minute
+// without one in office (no grantor took office, or no leader stayed
+// long enough to promote a joining grantor).
+func starvedRaftTiming(cfg *Config) {
+	cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 3*time.Second, 3*time.Second, 3*time.Second
+}
+
 // Issue 21's remaining gap: the joining grantor's only seed is down, and
 // an impostor (the gossip key and a grantor certificate of a name in no
 // configuration, g9) gossips at the seed's address, alone there now, and
@@ -130,6 +142,7 @@ func TestJoiningGrantorRefusesAnImpostorAtADownSeed(t *testing.T) {
 	for i, id := range []string{"g1", "g2", "g3"} {
 		n := c.add(id, 3, func(cfg *Config) {
 			cfg.TLS = p.conf(pki.RoleGrantor, id)
+			starvedRaftTiming(cfg)
 			if i == 0 {
 				seedCfg = *cfg
 			}
@@ -139,7 +152,16 @@ func TestJoiningGrantorRefusesAnImpostorAtADownSeed(t *testing.T) {
 		}
 	}
 	first := slices.Clone(c.nodes)
-	c.leader()
+	// Each of the three has the configuration before the seed stops: a
+	// grantor that found the cluster bootstrapped without it (it asked
+	// the seed late) waits for the leader's entries, and with its only
+	// seed down its join path names no one, so it refuses the remaining
+	// member's votes and entries and the two of three left cannot elect
+	// (seen under load: "no grantor took office").
+	l0 := c.leader()
+	for _, n := range first {
+		c.waitApplied(n, l0)
+	}
 	seed := first[0]
 	seedCfg.RaftAddr, seedCfg.RPCAddr = seed.RaftAddr(), seed.RPCAddr()
 	seed.stop()
@@ -151,6 +173,7 @@ func TestJoiningGrantorRefusesAnImpostorAtADownSeed(t *testing.T) {
 	j := c.add("g4", 0, func(cfg *Config) {
 		cfg.TLS = p.conf(pki.RoleGrantor, "g4")
 		cfg.Logger = logs.logger()
+		starvedRaftTiming(cfg)
 	})
 	impostorAt(t, "g9", c.seed, tr, j.GossipAddr(), l.GossipAddr())
 	waitGossip(t, j, "the impostor at the seed's address", func() bool { return gossipState(j, "g9") == gossip.StateAlive })

@@ -488,7 +488,10 @@ func TestGossipLeaderClaimDoesNotMisleadAJoiningGrantor(t *testing.T) {
 	p := newTestPKI(t)
 	c := &gossipCluster{t: t, events: map[*running]*eventLog{}}
 	for i, id := range []string{"g1", "g2", "g3"} {
-		n := c.add(id, 3, func(cfg *Config) { cfg.TLS = p.conf(pki.RoleGrantor, id) })
+		n := c.add(id, 3, func(cfg *Config) {
+			cfg.TLS = p.conf(pki.RoleGrantor, id)
+			starvedRaftTiming(cfg)
+		})
 		if i == 0 {
 			c.seed = n.GossipAddr()
 		}
@@ -509,6 +512,7 @@ func TestGossipLeaderClaimDoesNotMisleadAJoiningGrantor(t *testing.T) {
 	j := c.add("g4", 0, func(cfg *Config) {
 		cfg.TLS = p.conf(pki.RoleGrantor, "g4")
 		cfg.Audit = audit.logger()
+		starvedRaftTiming(cfg)
 	})
 	waitGossip(t, j, "the fake leader claim", func() bool { return gossipState(j, "g9") == gossip.StateAlive })
 	waitGossip(t, j, "the seed naming the leader", func() bool { return j.joinPath(false).leader == l.cfg.NodeID })
