@@ -101,7 +101,7 @@ func tlsCluster(t *testing.T, p *testPKI) (*testCluster, []*lineLog) {
 
 // tlsClusterLogged is tlsCluster that also keeps each grantor's log (at
 // debug level) in logs.
-func tlsClusterLogged(t *testing.T, p *testPKI) (c *testCluster, audits, logs []*lineLog) {
+func tlsClusterLogged(t *testing.T, p *testPKI, opts ...func(*Config)) (c *testCluster, audits, logs []*lineLog) {
 	t.Helper()
 	audits, logs = make([]*lineLog, 3), make([]*lineLog, 3)
 	i := 0
@@ -109,6 +109,9 @@ func tlsClusterLogged(t *testing.T, p *testPKI) (c *testCluster, audits, logs []
 		cfg.TLS = p.conf(pki.RoleGrantor, cfg.NodeID)
 		audits[i], logs[i] = newLineLog(), newLineLog()
 		cfg.Audit, cfg.Logger = audits[i].logger(), logs[i].logger()
+		for _, o := range opts {
+			o(cfg)
+		}
 		i++
 	})
 	return c, audits, logs
@@ -420,7 +423,11 @@ func (l *lineLog) waitFrom(t *testing.T, from int, subs ...string) string {
 		select {
 		case <-ch:
 		case <-timer.C:
-			t.Fatalf("timed out waiting for a log line with %q", subs)
+			l.mu.Lock()
+			tail := l.lines[from:]
+			tail = tail[max(0, len(tail)-60):]
+			l.mu.Unlock()
+			t.Fatalf("timed out waiting for a log line with %q; its last lines:\n%s", subs, strings.Join(tail, "\n"))
 		}
 	}
 }
