@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,7 +18,7 @@ import (
 // the test reads as a person sees it.
 type tmuxPane struct {
 	t       *testing.T
-	server  string
+	socket  string        // the tmux server's socket, in the test's own directory (-L would leave /tmp/tmux-UID behind)
 	changed chan struct{} // a value for every chunk the pane's program writes
 	closed  chan struct{} // closed when the pane's program has ended
 }
@@ -30,15 +29,16 @@ func startTmux(t *testing.T, cols, rows int, argv ...string) *tmuxPane {
 	if _, err := exec.LookPath("tmux"); err != nil {
 		t.Fatal("tmux is needed (make deps installs it)")
 	}
-	p := &tmuxPane{t: t, server: fmt.Sprintf("leaseside-test-%d", os.Getpid()), changed: make(chan struct{}, 1), closed: make(chan struct{})}
-	t.Cleanup(func() { exec.Command("tmux", "-L", p.server, "kill-server").Run() })
-	fifo := filepath.Join(t.TempDir(), "pane")
+	dir := t.TempDir()
+	p := &tmuxPane{t: t, socket: filepath.Join(dir, "tmux"), changed: make(chan struct{}, 1), closed: make(chan struct{})}
+	t.Cleanup(func() { exec.Command("tmux", "-S", p.socket, "kill-server").Run() })
+	fifo := filepath.Join(dir, "pane")
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	// The pane starts paused on a wait-for channel, so that the pipe
 	// below sees everything the program writes.
-	script := "tmux -L " + p.server + " wait-for go && exec " + shellQuote(argv)
+	script := "tmux -S " + shellQuote([]string{p.socket}) + " wait-for go && exec " + shellQuote(argv)
 	p.tmux("new-session", "-d", "-s", "t", "-x", strconv.Itoa(cols), "-y", strconv.Itoa(rows), script)
 	p.tmux("pipe-pane", "-t", "t", "-o", "cat >> "+fifo)
 	go func() {
@@ -73,7 +73,7 @@ func shellQuote(argv []string) string {
 
 func (p *tmuxPane) tmux(args ...string) string {
 	p.t.Helper()
-	out, err := exec.Command("tmux", append([]string{"-L", p.server}, args...)...).CombinedOutput()
+	out, err := exec.Command("tmux", append([]string{"-S", p.socket}, args...)...).CombinedOutput()
 	if err != nil {
 		p.t.Fatalf("tmux %v: %v\n%s", args, err, out)
 	}
