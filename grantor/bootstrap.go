@@ -33,15 +33,8 @@ const bootstrapRetry = time.Second
 // them form the cluster. It ends once this node has raft state.
 func (n *Node) bootstrapExpect() {
 	defer n.watchers.Done()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := n.untilStopped()
 	defer cancel()
-	go func() {
-		select {
-		case <-n.done:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	t := time.NewTimer(bootstrapRetry)
 	defer t.Stop()
 	said := ""

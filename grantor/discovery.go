@@ -119,15 +119,8 @@ func (n *Node) startGossip(gc gossip.Config) (*gossip.Member, error) {
 // joinRetry until one does.
 func (n *Node) retryJoin() {
 	defer n.watchers.Done()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := n.untilStopped()
 	defer cancel()
-	go func() {
-		select {
-		case <-n.done:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	t := time.NewTimer(joinRetry)
 	defer t.Stop()
 	for {

@@ -527,3 +527,29 @@ func (n *Node) closeStores() error {
 	}
 	return errors.Join(errs...)
 }
+
+// untilStopped returns a context that ends when the node stops, or when
+// its cancel is called (which the caller must do).
+func (n *Node) untilStopped() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-n.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
+// leaderChanges returns a channel of raft's leader observations (each
+// change of the leader this node knows) and the func that stops them.
+func (n *Node) leaderChanges() (<-chan raft.Observation, func()) {
+	ch := make(chan raft.Observation, 1)
+	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.LeaderObservation)
+		return ok
+	})
+	n.raft.RegisterObserver(obs)
+	return ch, func() { n.raft.DeregisterObserver(obs) }
+}

@@ -117,13 +117,8 @@ func (r removalRound) confirmed() bool {
 // once a majority did (refusedAsNonMember).
 func (n *Node) watchLeaders() {
 	defer n.watchers.Done()
-	ch := make(chan raft.Observation, 1)
-	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
-		_, ok := o.Data.(raft.LeaderObservation)
-		return ok
-	})
-	n.raft.RegisterObserver(obs)
-	defer n.raft.DeregisterObserver(obs)
+	ch, stop := n.leaderChanges()
+	defer stop()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var (

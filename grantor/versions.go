@@ -82,13 +82,8 @@ func (n *Node) registerSelf(ctx context.Context) {
 // registrations wake it.
 func (n *Node) registerLoop() {
 	defer n.watchers.Done()
-	ch := make(chan raft.Observation, 1)
-	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
-		_, ok := o.Data.(raft.LeaderObservation)
-		return ok
-	})
-	n.raft.RegisterObserver(obs)
-	defer n.raft.DeregisterObserver(obs)
+	ch, stop := n.leaderChanges()
+	defer stop()
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
@@ -120,15 +115,8 @@ func (n *Node) registerWithLeader() error {
 	if id == "" || addr == "" {
 		return errors.New("no leader known")
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := n.untilStopped()
 	defer cancel()
-	go func() {
-		select {
-		case <-n.done:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	return n.callPeer(ctx, id, addr, func(ctx context.Context, c grantorpb.GrantorClient) error {
 		_, err := c.RegisterNode(ctx, &grantorpb.RegisterNodeRequest{
 			NodeId: n.cfg.NodeID, RpcAddr: n.RPCAddr(), MaxCommand: uint32(newestCmd),
