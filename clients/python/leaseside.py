@@ -146,6 +146,9 @@ class DaemonUnreachableError(ConnectionError):
             self.hint = ("the daemon's socket is for root and its group: join that group (sudo usermod -aG leaseside $USER, "
                          "then log in again), or run your own daemon with 'leaseside dev'")
             what = "permission denied on the leaseside daemon's socket %s" % path
+        elif isinstance(err, TimeoutError):
+            self.hint = "it may be stopped or overloaded: see 'leaseside status' and its log"
+            what = "the leaseside daemon at %s did not accept the connection in time" % path
         elif isinstance(err, (FileNotFoundError, ConnectionRefusedError)):
             self.hint = "start one with 'leaseside dev', or 'sudo systemctl start leaseside.socket'; LEASESIDE_SOCKET names another"
             what = "no leaseside daemon at %s" % path
@@ -155,15 +158,23 @@ class DaemonUnreachableError(ConnectionError):
         super().__init__(err.errno, "%s: %s" % (what, self.hint))
 
 
-def _connect(path, euid=None):
+# CONNECT_TIMEOUT is how long (seconds) a connect waits for the daemon to
+# accept it: a daemon that is stopped (SIGSTOP) or overloaded leaves
+# connections in its listen queue, and once that is full a connect would
+# block for good.
+CONNECT_TIMEOUT = 10.0
+
+
+def _connect(path, euid=None, timeout=None):
     """A socket connected to the daemon at path. euid set: path is a
     per-user socket the client chose itself for a caller of that uid, and
     a daemon there that runs as neither it nor root is refused, with a
-    warning, for the system daemon's. A socket that cannot be used raises
+    warning, for the system daemon's. A socket that cannot be used, or is
+    not accepted within timeout seconds (CONNECT_TIMEOUT if None), raises
     DaemonUnreachableError naming it."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        sock.connect(path)
+        _connect_within(sock, path, CONNECT_TIMEOUT if timeout is None else timeout)
         why = _untrusted_server(sock, euid) if euid is not None else None
     except OSError as e:
         sock.close()
@@ -176,6 +187,22 @@ def _connect(path, euid=None):
     sock.close()
     _warn_fallback(why)
     return _connect(SYSTEM_SOCKET)
+
+
+def _connect_within(sock, path, timeout):
+    """Connects sock to path, giving up after timeout seconds. A Unix
+    socket's connect cannot be waited on with select (a full listen queue
+    fails a non-blocking connect with EAGAIN at once), but a blocking one
+    waits for room at most the socket's send timeout, then fails with
+    EAGAIN: that is the timeout here, raised as TimeoutError."""
+    sec = int(timeout)
+    tv = struct.pack("ll", sec, int((timeout - sec) * 1e6))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, tv)
+    try:
+        sock.connect(path)
+    except BlockingIOError as e:
+        raise TimeoutError(e.errno, "not accepted within %gs" % timeout) from e
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", 0, 0))
 
 
 def _connect_default():

@@ -22,6 +22,37 @@ from leaseside import Client, Leader, LeasesideError, boottime_ns
 VICTIM, NOBODY = 4242, 65534
 
 
+class ConnectTimeoutTest(unittest.TestCase):
+    """A daemon that does not accept (stopped, or overloaded) leaves
+    connections in its listen queue; once that is full, a connect fails
+    after CONNECT_TIMEOUT, naming the socket, instead of blocking for good."""
+
+    def test_full_listen_queue(self):
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp)
+        path = os.path.join(tmp, "stuck.sock")
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.addCleanup(server.close)
+        server.bind(path)
+        server.listen(0)
+        queued = []
+        self.addCleanup(lambda: [c.close() for c in queued])
+        while True:  # fill the listen queue: the server never accepts
+            c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            c.setblocking(False)
+            try:
+                c.connect(path)
+            except BlockingIOError:
+                c.close()
+                break
+            queued.append(c)
+            self.assertLess(len(queued), 1000, "the listen queue never filled")
+        with self.assertRaises(leaseside.DaemonUnreachableError) as caught:
+            leaseside._connect(path, timeout=0.2)
+        self.assertEqual(caught.exception.path, path)
+        self.assertIn("did not accept the connection in time", str(caught.exception))
+
+
 @unittest.skipUnless(os.geteuid() == 0, "needs root, to give directories and a server to other users")
 class SocketTrustTest(unittest.TestCase):
     """The per-user socket a client picks itself (review R8-6): used only
