@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"strconv"
+
+	"github.com/leaseside/leaseside/internal/connlimit"
 )
 
 // The audit trail: one structured log line for every grant, release,
@@ -30,10 +32,12 @@ import (
 //	                                          one answered PERMISSION_DENIED or
 //	                                          RESOURCE_EXHAUSTED: another identity's
 //	                                          session, a limit)
-//	refused_raft   peer reason count          (inbound raft connections or RPCs; one
-//	                                           line at once for the first of a peer
-//	                                           address and reason, then their count
-//	                                           every 10 s)
+//	refused_raft   peer reason count          (inbound raft connections or RPCs, and
+//	                                           gossip members' claims to be grantors
+//	                                           that reconciliation refuses at every
+//	                                           pass; one line at once for the first
+//	                                           of a peer address and reason, then
+//	                                           their count every 10 s)
 //
 // Lines of calls that change nothing (refused, and release or proclaim
 // that found no grant) are limited, as a caller decides how many it
@@ -50,10 +54,24 @@ type audit struct {
 	// accounts limit the lines of calls that change nothing, per
 	// identity; nil limits nothing.
 	accounts *accounts
+	// claims sums up the refusals of gossip members' claims to be
+	// grantors (refusedClaim), as the raft transport sums up its own: a
+	// pass of reconciliation meets every claim again, and anyone with the
+	// gossip key makes the passes (each gossip change starts one).
+	claims *connlimit.Reporter
 }
 
 func newAudit(l *slog.Logger, nodeID string) *audit {
-	return &audit{log: l, self: Identity{Role: RoleGrantor, Name: nodeID}}
+	a := &audit{log: l, self: Identity{Role: RoleGrantor, Name: nodeID}}
+	a.claims = connlimit.NewReporter(raftRefusalInterval, a.refusedRaft)
+	return a
+}
+
+// close writes the refusals still summed up and stops their timer.
+func (a *audit) close() {
+	if a != nil {
+		a.claims.Close()
+	}
 }
 
 // write logs one audit line at level. A nil *audit (tests of parts
@@ -161,6 +179,18 @@ func (a *audit) memberRemove(who Identity, nodeID string) {
 // to call and reason (the lease, when the call names one).
 func (a *audit) refused(who Identity, call, reason string, attrs ...any) {
 	a.unchanged(slog.LevelWarn, "refused", who, append([]any{"call", call, "reason", reason}, attrs...)...)
+}
+
+// refusedClaim records a gossip member's claim to be grantor refused
+// at peer (its raft address) for reason: a refused_raft line at once
+// for the first of a peer and reason, then their count every
+// raftRefusalInterval; at most 2 lines per pair and connlimit's
+// MaxReportKeys pairs an interval, whatever the passes.
+func (a *audit) refusedClaim(peer, reason string) {
+	if a == nil {
+		return
+	}
+	a.claims.Refused(peer, reason)
 }
 
 // refusedRaft records count inbound raft connections or RPCs refused;

@@ -154,7 +154,7 @@ func (n *Node) admissible(ctx context.Context, id, raftAddr string) bool {
 	if err := t.probe(ctx, id, raftAddr); err != nil {
 		n.log.Warn("grantor: not adding a grantor gossip told of: its raft address does not present a grantor certificate with its name",
 			"node_id", id, "raft_addr", raftAddr, "err", err)
-		n.audit.refusedRaft(raftAddr, fmt.Sprintf("gossip member claims grantor %q: %v", id, err), 1)
+		n.audit.refusedClaim(raftAddr, fmt.Sprintf("gossip member claims grantor %q: %v", id, err))
 		return false
 	}
 	return true

@@ -525,6 +525,7 @@ func (n *Node) closeStores() error {
 	if n.dirLock != nil {
 		errs = append(errs, n.dirLock.Close())
 	}
+	n.audit.close()
 	return errors.Join(errs...)
 }
 
