@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -61,6 +62,8 @@ type scriptedGrantor struct {
 	// acquires receives acquire requests as they arrive (before any
 	// stall), while it has room.
 	acquires chan *grantorpb.AcquireRequest
+	// membersAsked counts the calls of Members (the leader probe).
+	membersAsked atomic.Int64
 }
 
 func (s *scriptedGrantor) Acquire(ctx context.Context, req *grantorpb.AcquireRequest) (*grantorpb.AcquireResponse, error) {
@@ -89,6 +92,7 @@ func (s *scriptedGrantor) Acquire(ctx context.Context, req *grantorpb.AcquireReq
 // this grantor, unless it is set to be a follower; a silent one does not
 // answer.
 func (s *scriptedGrantor) Members(ctx context.Context, req *grantorpb.MembersRequest) (*grantorpb.MembersResponse, error) {
+	s.membersAsked.Add(1)
 	s.mu.Lock()
 	silent, follower := s.silent, s.follower
 	s.mu.Unlock()

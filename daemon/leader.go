@@ -148,6 +148,8 @@ type reach struct {
 	okAddr  string
 	failAt  clockwatch.Instant
 	failErr string
+	// sentAt is the send of the latest keepalive (renewalSent).
+	sentAt clockwatch.Instant
 	// down: the latest exchange failed, and every one since downSince;
 	// lastErr is the latest failure.
 	down      bool
@@ -184,10 +186,26 @@ func (d *Daemon) contact(addr string, err error) {
 	})
 }
 
-// probeInterval is how often an idle daemon (one whose exchanges with
-// the leader went quiet) asks the leader whether it leads, so that status
-// can say whether a leader is reachable.
+// probeInterval is the probe loop's tick: every tick it keeps the
+// connections to every grantor warm, and while the latest exchange with
+// the leader failed (or none was answered yet) it asks the leader again,
+// so that the sidecar finds a new leader as soon as one answers.
 const probeInterval = time.Second
+
+// probeAfterQuiet is how long the exchanges with a leader that answered
+// may go quiet before the sidecar asks it whether it still leads (issue
+// 25 item 1). Renewals stand for the probe: a keepalive is an exchange
+// with the leader, sent every d/3 of a session's term, and its failure
+// tells the sidecar as much as a failed probe. So the bound is d/3 of
+// the default term (15 s) plus one tick: a host renewing leases of that
+// term or a shorter one never probes, however its renewals and the ticks
+// fall; a host with longer terms, or with no lease, probes every 6 s (it
+// probed every second, about 4 calls to the leader for each keepalive at
+// d = 15 s). It is a constant rather than d/3 of the host's own terms so
+// that what status says, and how soon an acquire that may not wait fails
+// fast, stay bounded whatever the terms: a dead leader is noticed within
+// probeAfterQuiet plus a tick and the confirm timeout.
+const probeAfterQuiet = 5*time.Second + probeInterval
 
 // probeLoop keeps the daemon's view of the leader fresh while nothing
 // else talks to it, and its connections to every grantor open (warm),
@@ -202,14 +220,35 @@ func (d *Daemon) probeLoop(ctx context.Context) {
 		case <-t.C():
 		}
 		d.g.warm()
-		d.reach.mu.Lock()
-		quiet := d.clock.Now().Sub(max(d.reach.okAt, d.reach.failAt)) >= probeInterval
-		d.reach.mu.Unlock()
-		if quiet {
+		if d.probeDue(d.clock.Now()) {
 			d.g.probeLeader(ctx)
 		}
 		t.Reset(probeInterval)
 	}
+}
+
+// probeDue says whether the probe loop asks the leader at now: after
+// probeAfterQuiet without an exchange with it, or after a tick while the
+// latest exchange failed or no leader ever answered. A keepalive handed
+// on counts from its send: its answer, its failure or its timeout
+// (renewer.go) ends the quiet.
+func (d *Daemon) probeDue(now clockwatch.Instant) bool {
+	r := &d.reach
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	quiet := now.Sub(max(r.okAt, r.failAt, r.sentAt))
+	if r.down || r.okAt == 0 {
+		return quiet >= probeInterval
+	}
+	return quiet >= probeAfterQuiet
+}
+
+// renewalSent records that a keepalive was handed on at t0: an exchange
+// with the leader began, which stands for the probe until it ends.
+func (d *Daemon) renewalSent(t0 clockwatch.Instant) {
+	d.reach.mu.Lock()
+	d.reach.sentAt = max(d.reach.sentAt, t0)
+	d.reach.mu.Unlock()
 }
 
 // failFastAfter is how long no grantor leader may have answered the
@@ -233,9 +272,14 @@ func (d *Daemon) leaderUnreachable(now clockwatch.Instant) *ipc.Error {
 		now.Sub(r.downSince).Round(100*time.Millisecond), grantorError(r.lastErr).Message)
 }
 
+// reachableWithin is how recent the latest exchange a leader answered
+// must be for status to call the leader reachable: the probe's quiet, a
+// tick and a confirm timeout of the default second (leader.go).
+const reachableWithin = probeAfterQuiet + 2*probeInterval
+
 // grantorStatus is the status op's view of the way to the leader: a
 // leader is reachable when the latest exchange that needed one succeeded,
-// within the last few probe intervals.
+// within reachableWithin.
 func (d *Daemon) grantorStatus(now clockwatch.Instant) *ipc.GrantorStatus {
 	r := &d.reach
 	r.mu.Lock()
@@ -247,7 +291,7 @@ func (d *Daemon) grantorStatus(now clockwatch.Instant) *ipc.GrantorStatus {
 	if r.okAt != 0 {
 		gs.Leader = r.okAddr
 		gs.SinceContactMs = now.Sub(r.okAt).Milliseconds()
-		gs.LeaderReachable = r.okAt >= r.failAt && now.Sub(r.okAt) < 3*probeInterval
+		gs.LeaderReachable = r.okAt >= r.failAt && now.Sub(r.okAt) < reachableWithin
 	}
 	if r.failAt > r.okAt {
 		gs.Error = r.failErr

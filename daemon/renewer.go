@@ -92,6 +92,7 @@ func (d *Daemon) renewLoop(ctx context.Context) {
 			f.start(b)
 			select {
 			case out <- keepAliveRequest(b.id, due):
+				d.renewalSent(t0) // it stands for the leader probe (leader.go)
 			default:
 				fail(b, now) // the sender is stuck on earlier batches
 			}

@@ -166,8 +166,7 @@ type Member struct {
 type GrantorStatus struct {
 	// LeaderReachable is true when the daemon's latest exchange that
 	// needed the grantor leader (a renewal, a grant, a probe it sends
-	// about once a second when nothing else does) was answered, a few
-	// seconds ago at most.
+	// after 6 s without any other) was answered, 8 s ago at most.
 	LeaderReachable bool `json:"leader_reachable"`
 	// Leader is the address of the grantor that last answered as leader.
 	Leader string `json:"leader,omitempty"`
