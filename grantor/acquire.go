@@ -2,6 +2,7 @@ package grantor
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -73,11 +74,7 @@ func (l *lessor) acquire(ctx context.Context, c acquireCmd, wait time.Duration) 
 			return l.withdraw(o, w)
 		}
 	case behind: // without wait, behind others: refused for good
-		r, err := l.proposeWithdraw(o, c)
-		if err != nil {
-			return nil, err
-		}
-		return handedOff(r)
+		return l.refuseForGood(o, c)
 	default:
 		res, err := l.proposeAcquire(ctx, o, c)
 		if err != nil || res.settled() || wait == 0 {
@@ -86,6 +83,11 @@ func (l *lessor) acquire(ctx context.Context, c acquireCmd, wait time.Duration) 
 			return res, err
 		}
 		w, err = l.enqueue(o, c)
+		if errors.Is(err, errWaitForOwnGrant) {
+			res, err = l.refuseForGood(o, c)
+			l.endProposal(o, c, mine, res, err)
+			return res, err
+		}
 		l.endProposal(o, c, mine, nil, nil) // queued: its other calls join the waiter
 		if err != nil {
 			return nil, err
@@ -214,6 +216,16 @@ func (l *lessor) withdraw(o *office, w *waiter) (*acquireResult, error) {
 		l.mu.Unlock()
 	}
 	return handedOff(w.res)
+}
+
+// refuseForGood answers c, not queued, with a withdrawal entry: refused
+// for good (or the outcome its request id has already).
+func (l *lessor) refuseForGood(o *office, c acquireCmd) (*acquireResult, error) {
+	r, err := l.proposeWithdraw(o, c)
+	if err != nil {
+		return nil, err
+	}
+	return handedOff(r)
 }
 
 // proposeWithdraw proposes c withdrawn (cmdWithdraw) and returns the FSM's

@@ -30,6 +30,14 @@ import (
 // name together, which is the safety rule and never depends on a leader's
 // memory.
 //
+// A reader asking to become the writer (its session and owner ask
+// exclusive while others hold the name shared) waits only at the head of
+// the queue: with others waiting, it is refused at once, for good, and
+// keeps its shared grant (waiters.go, errWaitForOwnGrant). Whoever waits
+// ahead of it waits for its grant to go (a writer; or the first of two
+// readers asking to write), so it would wait for itself and hold every
+// later waiter back until the waits ran out.
+//
 // A shared grant has no limit: --shared with --limit above 1 is refused at
 // the edge (validate.go), and a shared Acquire of a semaphore's name, or a
 // semaphore's Acquire of a name held shared, is refused with a

@@ -1,6 +1,7 @@
 package grantor
 
 import (
+	"errors"
 	"slices"
 	"time"
 )
@@ -91,16 +92,31 @@ func (l *lessor) queuedBehindLocked(o *office, c acquireCmd) bool {
 	return !l.fsm.hasOutcome(c.ID.Session, c.ID.Seq)
 }
 
+// errWaitForOwnGrant says an Acquire of a holder of the name (a reader
+// asking to become the writer) would queue behind others that wait for
+// the name: they wait for its grant to go, so its wait could never end.
+// acquire answers it refused for good instead (a withdrawal).
+var errWaitForOwnGrant = errors.New("grantor: a holder of the name would wait behind waiters that wait for its own grant")
+
 // enqueue adds a waiter for c, with one call, at the tail of the lease's
 // queue; or attaches c to the waiter of its request id, if another call
 // of it queued one meanwhile. err is a *LimitError instead when c's
-// caller has as many waiters as it may.
+// caller has as many waiters as it may, and errWaitForOwnGrant when c's
+// caller holds the name and others wait for it: a holder's Acquire that
+// has no room (a reader asking to write beside other readers) waits only
+// at the head, or two readers asking to write (or one behind a writer)
+// would each wait for the other's grant to go, and every later waiter of
+// the name with them, until their waits ran out.
 func (l *lessor) enqueue(o *office, c acquireCmd) (*waiter, error) {
 	l.mu.Lock()
 	w := l.waiterLocked(o, c)
 	if w != nil {
 		w.calls++
 	} else {
+		if len(o.queues[c.Lease]) > 0 && l.fsm.heldBy(c.Lease, c.ID.Session, c.Owner) {
+			l.mu.Unlock()
+			return nil, errWaitForOwnGrant
+		}
 		acct, err := l.accounts.charge(c.caller, limWaiters, 1)
 		if err != nil {
 			l.mu.Unlock()
