@@ -124,6 +124,9 @@ func (s *service) RemoveServer(ctx context.Context, req *grantorpb.RemoveServerR
 	if req.GetNodeId() == "" {
 		return nil, toStatus(invalid("node_id", "node_id is empty"))
 	}
+	if err := s.onlyItself(ctx, "RemoveServer", req.GetNodeId()); err != nil {
+		return nil, err
+	}
 	if err := s.n.RemoveServer(ctx, req.GetNodeId()); err != nil {
 		return nil, toStatus(err)
 	}
@@ -131,10 +134,27 @@ func (s *service) RemoveServer(ctx context.Context, req *grantorpb.RemoveServerR
 	return &grantorpb.RemoveServerResponse{}, nil
 }
 
+// onlyItself refuses a grantor certificate's RemoveServer or Leave of
+// any server but its own (PERMISSION_DENIED, audited by the interceptor):
+// a grantor leaves by its own Leave, whose RemoveServer at the leader
+// names itself, and only an operator removes another. Any grantor
+// certificate of the CA may make these calls, one of a name in no
+// configuration too (red team, issue 21: such a certificate removed a
+// member of a running cluster, and could remove all but the leader).
+func (s *service) onlyItself(ctx context.Context, call, nodeID string) error {
+	if id := IdentityFrom(ctx); s.n.cfg.TLS != nil && id.Role == RoleGrantor && id.Name != nodeID {
+		return status.Errorf(codes.PermissionDenied, "grantor: %s of grantor %q by %v refused: a grantor certificate takes only its own grantor out of the cluster (an operator's takes any)", call, nodeID, id)
+	}
+	return nil
+}
+
 // Leave implements grantorpb.GrantorServer: this node leaves the cluster
 // (Node.Leave, within the caller's deadline) and then stops; Run returns
 // nil once it has. A second call while one is under way is refused.
 func (s *service) Leave(ctx context.Context, req *grantorpb.LeaveRequest) (*grantorpb.LeaveResponse, error) {
+	if err := s.onlyItself(ctx, "Leave", s.n.cfg.NodeID); err != nil {
+		return nil, err
+	}
 	if !s.n.leaving.CompareAndSwap(false, true) {
 		return nil, status.Error(codes.FailedPrecondition, "grantor: already leaving")
 	}

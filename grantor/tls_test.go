@@ -161,8 +161,15 @@ func TestEveryRPCHasRoles(t *testing.T) {
 
 // tlsNode starts a single TLS node n1 under p, its audit trail in audit.
 func tlsNode(t *testing.T, p *testPKI, audit *lineLog) *running {
+	return tlsNodeNamed(t, p, audit, "n1")
+}
+
+// tlsNodeNamed starts a single TLS node under p with the grantor
+// certificate of name, its audit trail in audit.
+func tlsNodeNamed(t *testing.T, p *testPKI, audit *lineLog, name string) *running {
 	cfg := fastConfig(t, t.TempDir())
-	cfg.TLS = p.conf(pki.RoleGrantor, "n1")
+	cfg.NodeID = name
+	cfg.TLS = p.conf(pki.RoleGrantor, name)
 	if audit != nil {
 		cfg.Audit = audit.logger()
 	}
@@ -212,7 +219,9 @@ func TestRPCRolesOverTLS(t *testing.T) {
 			return err
 		},
 		grantorpb.Grantor_RemoveServer_FullMethodName: func(c grantorpb.GrantorClient, who string, _ func() grantorpb.GrantorClient) error {
-			_, err := c.RemoveServer(tctx(t), &grantorpb.RemoveServerRequest{NodeId: "nobody"})
+			// A grantor certificate removes only its own server
+			// (TestGrantorCertificateRemovesOnlyItself): who is none.
+			_, err := c.RemoveServer(tctx(t), &grantorpb.RemoveServerRequest{NodeId: who})
 			if status.Code(err) == codes.NotFound {
 				return nil // allowed, and answered: there is no such server
 			}
@@ -268,7 +277,9 @@ func TestRPCRolesOverTLS(t *testing.T) {
 		name := r.String() + "-1"
 		creds := p.conf(r.String(), name).ClientCredentials()
 		c := dialWith(t, n.RPCAddr(), creds)
-		fresh := func() grantorpb.GrantorClient { return dialWith(t, tlsNode(t, p, audit).RPCAddr(), creds) }
+		// Leave's fresh node has the caller's name: a grantor
+		// certificate makes only its own grantor leave.
+		fresh := func() grantorpb.GrantorClient { return dialWith(t, tlsNodeNamed(t, p, audit, name).RPCAddr(), creds) }
 		for _, method := range []string{grantorpb.Grantor_Acquire_FullMethodName, grantorpb.Grantor_Proclaim_FullMethodName,
 			grantorpb.Grantor_Watch_FullMethodName, grantorpb.Grantor_CheckToken_FullMethodName, grantorpb.Grantor_Release_FullMethodName,
 			grantorpb.Grantor_KeepAlive_FullMethodName, grantorpb.Grantor_Members_FullMethodName, grantorpb.Grantor_RemoveServer_FullMethodName,
