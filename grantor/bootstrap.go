@@ -96,6 +96,9 @@ func (n *Node) tryBootstrap(ctx context.Context, say func(string, ...any)) bool 
 			return false
 		}
 		if clusterExists(resp) {
+			if n.seedProofs.provesID(v.Meta.NodeID) {
+				n.learnSeedVoters(v.Meta.NodeID, resp)
+			}
 			say("grantor: bootstrap-expect: a cluster exists; waiting to join it (its leader adds this node)",
 				"asked", v.Meta.NodeID, "leader_id", resp.GetLeaderId())
 			return false

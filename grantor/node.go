@@ -64,6 +64,9 @@ type Node struct {
 	// seedProofs holds the seed claims proven at their address
 	// (seed_proof.go).
 	seedProofs seedProofs
+	// seedVoters holds the voters proven seeds showed this node while it
+	// had no configuration (seed_voters.go).
+	seedVoters seedVoters
 	raft       *raft.Raft
 	lis        net.Listener
 	rpcAddr    string // advertised

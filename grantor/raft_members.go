@@ -30,7 +30,10 @@ import (
 //     added, or to bootstrap), a server its join path names: with gossip,
 //     the grantors at its --join seed addresses and the leader those
 //     seeds name (without seeds, every alive grantor in gossip and the
-//     leader they agree on); without gossip, Config.JoinServers; or
+//     leader they agree on), and the voters of the configuration a proven
+//     seed showed it (seed_voters.go: they are kept after the seed dies,
+//     so that the voters that bootstrapped a configuration listing this
+//     node can elect with it); without gossip, Config.JoinServers; or
 //   - for AppendEntries and InstallSnapshot only, the leader that this
 //     node's --join seeds agree on: a grantor that was down while a
 //     server was added and then became leader is not in its old
@@ -125,6 +128,9 @@ type joinPath struct {
 	// disagree); it may also send AppendEntries and InstallSnapshot to a
 	// node whose configuration lacks it.
 	leader string
+	// learned are the voters proven seeds showed a node without a
+	// configuration (seed_voters.go); they may speak raft to it.
+	learned []string
 }
 
 // raftGate admits an inbound raft RPC only from a member (see the top of
@@ -167,7 +173,7 @@ func (g *raftGate) check(id string, kind raftRPCKind) error {
 	}
 	jp := g.join(len(servers) > 0)
 	if len(servers) == 0 {
-		if slices.Contains(jp.servers, id) || (id == jp.leader && id != "") {
+		if slices.Contains(jp.servers, id) || (id == jp.leader && id != "") || slices.Contains(jp.learned, id) {
 			return nil
 		}
 		return fmt.Errorf("%s from %q: this grantor has no raft configuration yet, and its join path names %s",
@@ -215,13 +221,21 @@ func (c *cappedConn) Read(p []byte) (int, error) {
 
 // describeJoin says whom a join path names, for a refusal.
 func describeJoin(jp joinPath) string {
+	var s string
 	switch {
-	case len(jp.servers) == 0 && jp.leader == "":
+	case len(jp.servers) == 0 && jp.leader == "" && len(jp.learned) == 0:
 		return "no server"
+	case len(jp.servers) == 0 && jp.leader == "":
+		s = "no seed"
 	case jp.leader == "":
-		return fmt.Sprintf("only %q", jp.servers)
+		s = fmt.Sprintf("only %q", jp.servers)
+	default:
+		s = fmt.Sprintf("only %q and the leader %q", jp.servers, jp.leader)
 	}
-	return fmt.Sprintf("only %q and the leader %q", jp.servers, jp.leader)
+	if len(jp.learned) > 0 {
+		s += fmt.Sprintf(", and the voters %q its seeds showed", jp.learned)
+	}
+	return s
 }
 
 // refusedCount returns the RPCs of kind the gate refused.
@@ -236,7 +250,11 @@ func (n *Node) joinPath(configured bool) joinPath {
 	if configured && len(n.seeds) == 0 {
 		return joinPath{} // without seeds, gossip names nothing to a node with a configuration
 	}
-	return seedsSay(n.gossip.Members(), n.seeds, n.cfg.NodeID, n.seedProven())
+	jp := seedsSay(n.gossip.Members(), n.seeds, n.cfg.NodeID, n.seedProven())
+	if !configured {
+		jp.learned = n.seedVoters.all()
+	}
+	return jp
 }
 
 // seedsSay reads a join path from the gossip members ms: the alive

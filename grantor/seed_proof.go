@@ -86,6 +86,18 @@ func (p *seedProofs) has(addr, id, leader string) bool {
 	return p.proven[seedClaim{addr, id, leader}]
 }
 
+// provesID reports whether some proven claim is grantor id's.
+func (p *seedProofs) provesID(id string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.proven {
+		if c.id == id {
+			return true
+		}
+	}
+	return false
+}
+
 // seedProven returns what seedsSay checks a seed claim with: nil (gossip
 // as said) without TLS, where no certificate names anyone, or without
 // seeds, where there is no address to prove.
@@ -178,11 +190,16 @@ func (n *Node) proveSeeds() {
 }
 
 // proveClaims proves the claims not proven yet (all of them when all),
-// replaces n.seedProofs with the outcome, and logs when this node comes
-// to follow no seed or stops doing so.
+// asks the proven ones for their voters while this node has no raft
+// configuration (seed_voters.go), replaces n.seedProofs with the outcome,
+// and logs when this node comes to follow no seed or stops doing so. The
+// voters are kept before the proofs count: a grantor that a seed's proof
+// lets in (the leader it names) can bring this node a configuration at
+// once, and the seed may die the moment after.
 func (n *Node) proveClaims(ctx context.Context, claims []seedClaim, all bool) {
 	p := &n.seedProofs
 	next := map[seedClaim]bool{}
+	var proven []seedClaim
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var refused []string
@@ -190,6 +207,7 @@ func (n *Node) proveClaims(ctx context.Context, claims []seedClaim, all bool) {
 		if !all && p.has(c.addr, c.id, c.leader) {
 			mu.Lock() // the provers started for earlier claims write next too
 			next[c] = true
+			proven = append(proven, c)
 			mu.Unlock()
 			continue
 		}
@@ -201,12 +219,14 @@ func (n *Node) proveClaims(ctx context.Context, claims []seedClaim, all bool) {
 			defer mu.Unlock()
 			if err == nil {
 				next[c] = true
+				proven = append(proven, c)
 				return
 			}
 			refused = append(refused, c.id+" at "+c.addr+": "+err.Error())
 		}()
 	}
 	wg.Wait()
+	n.askSeedVoters(ctx, proven)
 	slices.Sort(refused)
 	p.mu.Lock()
 	p.proven = next
