@@ -34,6 +34,15 @@ type Limits struct {
 	// behind to be told the truth, and what it costs stays bounded.
 	// Default 256 KiB.
 	QueueBytes int
+	// QueueBytesPerUID is how many bytes of replies and events may wait
+	// for the readers of one uid's connections together. Past it, none
+	// of that uid's connections is read from until its connections are
+	// back under it, and they get only the events they cannot do without;
+	// one of them with something unread when such an event comes while
+	// the uid has twice as much unread is closed, with the reason logged.
+	// What one user can make the server hold is thus this, not
+	// QueueBytes times ConnsPerUID. Default 4 MiB.
+	QueueBytesPerUID int
 	// StallTimeout is how long a client may leave its replies unread,
 	// with some queued, before it is disconnected (and the reason
 	// logged). Default 30s.
@@ -42,10 +51,11 @@ type Limits struct {
 
 // Defaults for Limits.
 const (
-	DefaultConnsPerUID    = 256
-	DefaultInFlightPerUID = 1024
-	DefaultQueueBytes     = 256 << 10
-	DefaultStallTimeout   = 30 * time.Second
+	DefaultConnsPerUID      = 256
+	DefaultInFlightPerUID   = 1024
+	DefaultQueueBytes       = 256 << 10
+	DefaultQueueBytesPerUID = 4 << 20
+	DefaultStallTimeout     = 30 * time.Second
 )
 
 func (l Limits) withDefaults() Limits {
@@ -57,6 +67,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.QueueBytes <= 0 {
 		l.QueueBytes = DefaultQueueBytes
+	}
+	if l.QueueBytesPerUID <= 0 {
+		l.QueueBytesPerUID = DefaultQueueBytesPerUID
 	}
 	if l.StallTimeout <= 0 {
 		l.StallTimeout = DefaultStallTimeout
@@ -72,19 +85,23 @@ type Conn struct {
 	Cred Cred
 
 	budget int
+	uid    *uidBytes // what the uid's connections have queued together
 	log    *slog.Logger
 	nc     *net.UnixConn
 	stall  time.Duration
 	line   []byte // the reader's buffer for the replies it writes itself
 
 	// The output queue, guarded by mu. bytes counts the encoded lines
-	// queued or being written; writing is set while a line is written
+	// queued or being written (and is added to uid's count); settled is
+	// set once the connection ended and its bytes were taken off uid's
+	// count, after which nothing is queued; writing is set while a line is written
 	// (by the writer, or by the reader for a reply it writes itself);
 	// wake tells the writer there is something, space tells the reader
 	// that bytes fell to the budget (both 1-buffered).
 	mu      sync.Mutex
 	queue   []queued
 	bytes   int
+	settled bool
 	writing bool
 	dropped uint64
 	wake    chan struct{}
@@ -100,8 +117,8 @@ type Conn struct {
 	onGone func() // unblocks the reader
 }
 
-func newConn(id uint64, nc *net.UnixConn, lim Limits, log *slog.Logger) *Conn {
-	return &Conn{ID: id, budget: lim.QueueBytes, log: log, nc: nc, stall: lim.StallTimeout,
+func newConn(id uint64, nc *net.UnixConn, lim Limits, uid *uidBytes, log *slog.Logger) *Conn {
+	return &Conn{ID: id, budget: lim.QueueBytes, uid: uid, log: log, nc: nc, stall: lim.StallTimeout,
 		wake: make(chan struct{}, 1), space: make(chan struct{}, 1), gone: make(chan struct{})}
 }
 
@@ -139,18 +156,22 @@ func (c *Conn) enqueue(v any, mayDrop bool) {
 	}
 	q.b = b
 	c.mu.Lock()
-	if mayDrop && c.bytes > c.budget {
+	if c.settled {
+		c.mu.Unlock()
+		return
+	}
+	if mayDrop && (c.bytes > c.budget || c.uid.over(1)) {
 		c.dropped++
 		c.mu.Unlock()
 		return
 	}
 	_, ev := v.(*Event)
-	if ev && c.bytes > 2*c.budget {
+	if ev && (c.bytes > 2*c.budget || c.bytes > 0 && c.uid.over(2)) {
 		c.mu.Unlock()
 		c.overflowed()
 		return
 	}
-	c.bytes += len(q.b)
+	c.addBytesLocked(len(q.b))
 	if ev && c.hold > 0 {
 		c.held = append(c.held, q)
 		c.mu.Unlock()
@@ -206,13 +227,13 @@ func (c *Conn) reply(resp *Response) {
 	if len(c.queue) > 0 || c.writing {
 		b = bytes.Clone(b)
 		c.queue = append(c.queue, queued{v: resp, at: boottime(), b: b})
-		c.bytes += len(b)
+		c.addBytesLocked(len(b))
 		c.mu.Unlock()
 		poke(c.wake)
 		return
 	}
 	c.writing = true
-	c.bytes += len(b)
+	c.addBytesLocked(len(b))
 	c.mu.Unlock()
 	c.write(b, len(b), c.stall)
 }
@@ -254,7 +275,7 @@ func (c *Conn) next() (queued, bool) {
 // what was queued meanwhile is the writer's.
 func (c *Conn) written(n int) {
 	c.mu.Lock()
-	c.bytes -= n
+	c.addBytesLocked(-n)
 	c.writing = false
 	under := c.bytes <= c.budget
 	more := len(c.queue) > 0
@@ -267,18 +288,45 @@ func (c *Conn) written(n int) {
 	}
 }
 
-// waitSpace blocks the reader while more than the budget is unread, and
-// reports whether the connection is still there.
+// addBytesLocked adds n (negative: takes off) to the bytes queued for
+// the connection and its uid. The caller holds c.mu.
+func (c *Conn) addBytesLocked(n int) {
+	if c.settled {
+		return
+	}
+	c.bytes += n
+	c.uid.add(n)
+}
+
+// settle takes what the connection still has queued off its uid's
+// count, once it ended and its writer returned; nothing is queued after.
+func (c *Conn) settle() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.uid.add(-c.bytes)
+	c.bytes, c.settled = 0, true
+	c.queue, c.held = nil, nil
+}
+
+// waitSpace blocks the reader while more than the connection's budget,
+// or its uid's, is unread, and reports whether the connection is still
+// there.
 func (c *Conn) waitSpace() bool {
 	for {
+		under := c.uid.under() // before the check: a fall after it closes this
 		c.mu.Lock()
 		over := c.bytes > c.budget
 		c.mu.Unlock()
-		if !over {
+		uidOver := c.uid.over(1)
+		if !over && !uidOver {
 			return true
+		}
+		if uidOver {
+			c.uid.heldBack(c)
 		}
 		select {
 		case <-c.space:
+		case <-under:
 		case <-c.gone:
 			return false
 		}

@@ -5,13 +5,14 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-// users counts, per uid, the connections open and the requests in flight,
-// for Limits.
+// users counts, per uid, the connections open, the requests in flight
+// and the bytes queued for its connections, for Limits.
 type users struct {
 	mu sync.Mutex
 	m  map[int]*use
@@ -19,7 +20,71 @@ type users struct {
 
 type use struct {
 	conns, inflight int
+	queued          *uidBytes            // set while conns > 0
 	logged          map[string]time.Time // last refusal of each kind logged, so a flood logs little
+}
+
+// uidBytes counts the bytes of replies and events queued for one uid's
+// connections together (Limits.QueueBytesPerUID): each connection adds
+// what it queues and takes off what it wrote, and what was left when it
+// ended. A nil *uidBytes (a Conn a test made) counts nothing.
+type uidBytes struct {
+	uid    int
+	n      atomic.Int64
+	budget int64
+
+	mu     sync.Mutex
+	fell   chan struct{} // closed when n falls to the budget or below, then replaced
+	logged time.Time     // when a connection held back for the uid was last logged
+}
+
+func newUIDBytes(uid, budget int) *uidBytes {
+	return &uidBytes{uid: uid, budget: int64(budget), fell: make(chan struct{})}
+}
+
+// add adds d (negative: takes off), and wakes the readers waiting in
+// under when the count falls to the budget.
+func (u *uidBytes) add(d int) {
+	if u == nil {
+		return
+	}
+	n := u.n.Add(int64(d))
+	if d < 0 && n <= u.budget && n-int64(d) > u.budget {
+		u.mu.Lock()
+		close(u.fell)
+		u.fell = make(chan struct{})
+		u.mu.Unlock()
+	}
+}
+
+// over reports whether more than times the budget is queued.
+func (u *uidBytes) over(times int64) bool { return u != nil && u.n.Load() > times*u.budget }
+
+// under returns a channel closed when the count next falls to the budget
+// or below: take it before looking at the count. Nil for a nil u.
+func (u *uidBytes) under() <-chan struct{} {
+	if u == nil {
+		return nil
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.fell
+}
+
+// heldBack logs, at most once a minute per uid, that c is not read from
+// because its uid's connections have more than their budget unread.
+func (u *uidBytes) heldBack(c *Conn) {
+	u.mu.Lock()
+	now := time.Now()
+	log := now.Sub(u.logged) >= time.Minute
+	if log {
+		u.logged = now
+	}
+	u.mu.Unlock()
+	if log {
+		c.log.Warn("ipc: not reading the requests of a uid whose connections leave more than its budget of replies and events unread",
+			"uid", u.uid, "pid", c.Cred.PID, "conn", c.ID, "queued_bytes", u.n.Load(), "limit_bytes", u.budget)
+	}
 }
 
 func (u *users) get(uid int) *use {
@@ -41,16 +106,20 @@ func (u *users) drop(uid int, x *use) {
 	}
 }
 
-// open counts a connection of uid, unless uid has max open already.
-func (u *users) open(uid, max int) bool {
+// open counts a connection of uid, unless uid has max open already, and
+// returns the count of bytes queued for uid's connections (of budget).
+func (u *users) open(uid, max, budget int) (*uidBytes, bool) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	x := u.get(uid)
 	if x.conns >= max {
-		return false
+		return nil, false
+	}
+	if x.queued == nil {
+		x.queued = newUIDBytes(uid, budget)
 	}
 	x.conns++
-	return true
+	return x.queued, true
 }
 
 func (u *users) closed(uid int) {

@@ -117,7 +117,8 @@ func TestAgedLineLeavesTheCountAtZero(t *testing.T) {
 		conns[i] = nc.(*net.UnixConn)
 		defer nc.Close()
 	}
-	c := newConn(1, conns[0], Limits{}.withDefaults(), slog.New(slog.DiscardHandler))
+	lim := Limits{}.withDefaults()
+	c := newConn(1, conns[0], lim, newUIDBytes(0, lim.QueueBytesPerUID), slog.New(slog.DiscardHandler))
 	resp := &Response{Grant: &Grant{Lease: "a", Token: "1", ValidMs: 10_000}}
 	b, err := marshalLine(resp)
 	if err != nil {
@@ -125,7 +126,7 @@ func TestAgedLineLeavesTheCountAtZero(t *testing.T) {
 	}
 	c.mu.Lock()
 	c.queue = append(c.queue, queued{v: resp, at: boottime() - int64(2*time.Second), b: b})
-	c.bytes += len(b)
+	c.addBytesLocked(len(b))
 	c.mu.Unlock()
 	poke(c.wake)
 	done := make(chan struct{})

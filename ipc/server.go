@@ -107,12 +107,13 @@ func (s *Server) serveConn(ctx context.Context, nc *net.UnixConn) {
 		nc.Close()
 		return
 	}
-	if !s.users.open(cred.UID, lim.ConnsPerUID) {
+	uid, ok := s.users.open(cred.UID, lim.ConnsPerUID, lim.QueueBytesPerUID)
+	if !ok {
 		s.refuseConn(nc, cred, lim.ConnsPerUID)
 		return
 	}
 	defer s.users.closed(cred.UID)
-	c := newConn(s.nextID.Add(1), nc, lim, log)
+	c := newConn(s.nextID.Add(1), nc, lim, uid, log)
 	c.Cred = cred
 
 	cctx, cancel := context.WithCancel(ctx)
@@ -165,6 +166,13 @@ func (s *Server) serveConn(ctx context.Context, nc *net.UnixConn) {
 			release()
 			continue
 		}
+		// Its reply comes later, on the handler's goroutine: while the
+		// uid has more than its budget unread (other connections' replies
+		// came meanwhile), the request waits here, so that the replies in
+		// flight are only those of requests started under it.
+		if !c.waitSpace() {
+			break
+		}
 		if !s.users.start(cred.UID, lim.InFlightPerUID) {
 			s.refuseRequest(c, id, lim.InFlightPerUID)
 			continue
@@ -190,6 +198,7 @@ func (s *Server) serveConn(ctx context.Context, nc *net.UnixConn) {
 	handlers.Wait()
 	s.Handler.Closed(c)
 	<-writerDone
+	c.settle()
 	nc.Close()
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -107,13 +108,27 @@ var bigLeases = func() []Grant {
 	return gs
 }()
 
-// bigHandler answers status with bigLeases.
+// bigMembers is a members reply of a cluster of many hosts: about 30 KB.
+var bigMembers = func() []Member {
+	ms := make([]Member, 200)
+	for i := range ms {
+		ms[i] = Member{Name: fmt.Sprintf("host-%03d.example.internal", i), Role: "sidecar", GossipAddr: fmt.Sprintf("10.1.%d.%d:7946", i/250, i%250),
+			GossipState: "alive", LastContactMs: -1}
+	}
+	return ms
+}()
+
+// bigHandler answers status with bigLeases, members with bigMembers.
 type bigHandler struct{ stubHandler }
 
 func (h *bigHandler) Handle(ctx context.Context, c *Conn, req *Request) *Response {
-	if req.Op == OpStatus {
+	switch req.Op {
+	case OpStatus:
 		gs := append([]Grant(nil), bigLeases...)
 		return &Response{Leases: &gs}
+	case OpMembers:
+		ms := append([]Member(nil), bigMembers...)
+		return &Response{Members: &ms}
 	}
 	return h.stubHandler.Handle(ctx, c, req)
 }
@@ -244,4 +259,113 @@ func mustJSON(t *testing.T, v any) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// One uid's connections together hold at most QueueBytesPerUID of
+// unread replies, not QueueBytes on each (issue 21: 256 connections of
+// 256 KiB let one local user make the daemon hold 64 MiB): 100
+// connections that ask for the members (a reply of 30 KB, answered on a
+// goroutine of its own, as it waits on the network) and read nothing are
+// held back once the uid's budget is unread, whatever each has queued.
+// They leave nothing counted behind them: once they close, the uid is
+// served again.
+func TestOneUIDsUnreadRepliesAreBounded(t *testing.T) {
+	const conns, perConn, perUID = 100, 64 << 10, 512 << 10
+	path := filepath.Join(t.TempDir(), "s.sock")
+	ln, err := Listen(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	srv := &Server{Handler: &bigHandler{stubHandler{done: make(chan struct{})}},
+		Limits: Limits{ConnsPerUID: 2 * conns, InFlightPerUID: 8, QueueBytes: perConn, QueueBytesPerUID: perUID, StallTimeout: 10 * timeoutIPC}}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		srv.Serve(ctx, ln)
+	}()
+	defer func() {
+		cancel()
+		<-served
+	}()
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+
+	// Each connection floods until a write blocks for a second: the
+	// server stopped reading it.
+	line := []byte(`{"id":1,"op":"members"}` + "\n")
+	slow := make([]net.Conn, conns)
+	errs := make(chan error, conns)
+	for i := range slow {
+		nc, err := net.Dial("unix", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		slow[i] = nc
+		go func() {
+			for {
+				nc.SetWriteDeadline(time.Now().Add(time.Second))
+				if _, err := nc.Write(line); err != nil {
+					if errors.Is(err, os.ErrDeadlineExceeded) {
+						err = nil
+					}
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	for range conns {
+		if err := <-errs; err != nil {
+			t.Fatalf("a flood's write failed: %v; want it held back (blocked)", err)
+		}
+	}
+	runtime.GC()
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	grew := int64(after.HeapInuse) - int64(before.HeapInuse)
+	uid := os.Getuid()
+	srv.users.mu.Lock()
+	queued := srv.users.m[uid].queued.n.Load()
+	srv.users.mu.Unlock()
+	t.Logf("%d connections held back, %d KiB queued for the uid (budget %d KiB, %d KiB a connection); the server's heap grew %d KiB",
+		conns, queued>>10, perUID>>10, perConn>>10, grew>>10)
+	// Its budget, the replies of the requests in flight when it was
+	// reached, and what each connection has of its own (a buffered
+	// reader); without the uid's budget, each connection holds 64 KiB of
+	// encoded replies and their values: about 15 MiB.
+	if max := int64(perUID + 8*40<<10 + 10<<10); queued > max {
+		t.Errorf("%d KiB queued for the uid's connections, more than %d KiB", queued>>10, max>>10)
+	}
+	if grew > 8<<20 {
+		t.Errorf("one uid's non-reading connections made the server's heap grow %d MiB", grew>>20)
+	}
+
+	for _, nc := range slow {
+		nc.Close()
+	}
+	// The server counts a connection off once it sees it end; a client of
+	// the uid is served once they all have.
+	for {
+		srv.users.mu.Lock()
+		x := srv.users.m[uid]
+		left := x != nil && x.conns > 0
+		srv.users.mu.Unlock()
+		if !left {
+			break
+		}
+		select {
+		case <-time.After(10 * time.Millisecond): // polling the server's count; nothing to wait on
+		case <-ctx.Done():
+		}
+	}
+	c := &Client{Socket: path}
+	defer c.Close()
+	hctx, hcancel := context.WithTimeout(ctx, timeoutIPC)
+	defer hcancel()
+	if _, err := c.Hello(hctx); err != nil {
+		t.Fatalf("the uid after its non-reading connections closed: %v", err)
+	}
 }

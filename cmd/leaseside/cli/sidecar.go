@@ -108,6 +108,7 @@ type fileConfig struct {
 	MaxRequestsPerUID    int    `json:"max_requests_per_uid"`
 	MaxLeasesPerUID      int    `json:"max_leases_per_uid"`
 	SocketQueueBytes     int    `json:"socket_queue_bytes"`
+	SocketQueueBytesUID  int    `json:"socket_queue_bytes_per_uid"`
 	SocketStallTimeout   string `json:"socket_stall_timeout"`
 	// StateDir is the daemon's --state-dir.
 	StateDir string `json:"state_dir"`
@@ -147,6 +148,7 @@ func (s *sidecarFlags) config() (daemon.Config, error) {
 		s.fileGossip = fileGossip{Join: fc.Join, Addr: fc.GossipAddr, KeyFile: fc.GossipKeyFile, GrantorNames: fc.GrantorNames}
 		s.fileStateDir = fc.StateDir
 		cfg.Limits.ConnsPerUID, cfg.Limits.InFlightPerUID, cfg.Limits.QueueBytes = fc.MaxConnectionsPerUID, fc.MaxRequestsPerUID, fc.SocketQueueBytes
+		cfg.Limits.QueueBytesPerUID = fc.SocketQueueBytesUID
 		if fc.MaxLeasesPerUID != 0 {
 			cfg.MaxLeasesPerUID = fc.MaxLeasesPerUID
 		}
