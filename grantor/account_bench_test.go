@@ -93,3 +93,35 @@ func BenchmarkAccountCostWatchName(b *testing.B) {
 		w.close()
 	}
 }
+
+// The leader's check of an acquire against its identity's account, with
+// that identity holding 10,000 sessions (the hosts bench's one
+// certificate for 10,000 simulated hosts, docs/scale.md): with limits it
+// walks the identity's sessions to count their outcomes; without (the
+// bench's account) it counts nothing.
+// go test -run '^$' -bench BenchmarkCheckRequestManySessions ./grantor/
+func BenchmarkCheckRequestManySessions(b *testing.B) {
+	const sessions = 10000
+	f := newTestFSM()
+	for i := range sessions {
+		f.apply(cmdAcquire6, acquireCmd{ID: requestID{Session: fmt.Sprintf("s%d", i), Seq: 1}, Lease: fmt.Sprintf("l%d", i),
+			Owner: "o", TTL: time.Minute, Identity: "hosts"})
+	}
+	id := Identity{Role: RoleSidecar, Name: "hosts"}
+	for _, tc := range []struct {
+		name   string
+		limits Limits
+	}{
+		{"limited", Limits{Sessions: 2 * sessions, Outcomes: 4 * sessions, Leases: 2 * sessions}},
+		{"unlimited", Limits{}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			a := newAccounts(AccountLimits{Identities: map[string]Limits{id.String(): tc.limits}}, f.fsm, nil)
+			for i := range b.N {
+				if err := a.checkRequest(id, requestID{Session: "new", Seq: uint64(i + 1)}, 0, true); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

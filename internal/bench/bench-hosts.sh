@@ -10,6 +10,7 @@
 #   internal/bench/bench-hosts.sh --hosts 10000 --term 15s --kill-leader 20s
 #
 # LEASESIDE: the binary to use (default: built from this checkout).
+# KEEP_LOGS: a directory to copy the grantors' logs into at the end.
 # BASE_PORT: grantor i uses BASE_PORT+4(i-1) .. +3 for rpc, raft, gossip
 # and metrics (default 17510).
 set -eu
@@ -18,7 +19,7 @@ cd "$(dirname "$0")/../.."
 . internal/bench/cluster.sh
 ulimit -n "${NOFILE:-262144}" 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 work=$(mktemp -d "${TMPDIR:-/tmp}/leaseside-bench.XXXXXX")
-trap 'set +e; cluster_down; rm -rf "$work"' EXIT INT TERM
+trap 'set +e; cluster_down; [ -z "${KEEP_LOGS:-}" ] || cp "$work"/g*.log "$KEEP_LOGS"; rm -rf "$work"' EXIT INT TERM
 bin=${LEASESIDE:-}
 if [ -z "$bin" ]; then
 	bin=$work/leaseside
