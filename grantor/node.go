@@ -480,7 +480,10 @@ func (n *Node) Shutdown() error {
 
 func (n *Node) stopServer() {
 	if !n.running.Load() {
-		return // Serve never ran; closeStores closes the listener
+		// Serve never ran (closeStores closes the listener): Stop
+		// only ends the server's stream workers.
+		n.server.Stop()
+		return
 	}
 	stopped := make(chan struct{})
 	go func() {
