@@ -189,13 +189,23 @@ type gsession struct {
 	received []uint64 // replies in since the last request was numbered
 }
 
-// sessionFor returns the grantor session of the leases of term ttl.
+// sessionFor returns the grantor session of the leases of term ttl. Its
+// id is the daemon's base id, the term, and 64 random bits: a session
+// belongs to the identity that uses it first, and the base is in the
+// daemon's log and every used id in the grantors' audit trail, so an id
+// computable from them could be opened first with another sidecar's
+// certificate, and every acquire of that term refused (red team, issue
+// 21). The base stays its prefix: hideSession relies on it. At most 60
+// bytes (the grantors take 64).
 func (g *grantorConn) sessionFor(ttl time.Duration) *gsession {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	s := g.sessions[ttl]
 	if s == nil {
-		s = &gsession{id: g.session + "-" + strconv.FormatInt(ttl.Milliseconds(), 10) + "ms", ttl: ttl, inflight: map[uint64]struct{}{}}
+		var r [8]byte
+		rand.Read(r[:]) // never fails (crypto/rand, Go 1.24)
+		id := g.session + "-" + strconv.FormatInt(ttl.Milliseconds(), 10) + "ms-" + hex.EncodeToString(r[:])
+		s = &gsession{id: id, ttl: ttl, inflight: map[uint64]struct{}{}}
 		g.sessions[ttl] = s
 	}
 	return s
