@@ -13,6 +13,8 @@ import (
 	"github.com/hashicorp/raft"
 	wal "github.com/hashicorp/raft-wal"
 	"github.com/hashicorp/raft-wal/metadb"
+
+	"github.com/leaseside/leaseside/internal/safefs"
 )
 
 // Recovery of a cluster halted on a raft log entry (docs/operations-recovery.md).
@@ -76,6 +78,14 @@ func openRecoverStores(dataDir string) (*recoverStores, error) {
 	walDir := filepath.Join(dataDir, "raft", "wal")
 	if fi, err := os.Stat(walDir); err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("%w: %s has no raft log (%s)", ErrNotADataDir, dataDir, walDir)
+	}
+	// The grantor's own rule (makeDataDir): recover runs as root or the
+	// grantor's user, and must not read or rewrite a raft log, nor make
+	// its lock file, where another user could swap them.
+	if err := safefs.CheckDir(dataDir); errors.Is(err, safefs.ErrUnsafe) {
+		return nil, fmt.Errorf("%w: %w: recover works only on a data dir of this user's (uid %d) that nobody else may write", ErrUnsafeDataDir, err, os.Geteuid())
+	} else if err != nil {
+		return nil, fmt.Errorf("grantor: data dir %s: %w", dataDir, err)
 	}
 	lock, err := lockDataDir(dataDir)
 	if err != nil {

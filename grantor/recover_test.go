@@ -3,6 +3,7 @@ package grantor
 import (
 	"errors"
 	"os"
+	"strings"
 	"testing"
 	"time"
 )
@@ -81,5 +82,31 @@ func TestRecoverRefusesADirWithoutARaftLog(t *testing.T) {
 	}
 	if left, _ := os.ReadDir(dir); len(left) != 0 {
 		t.Fatalf("recover wrote %v in a dir that is no data dir", left)
+	}
+}
+
+// Rule 5 (SECURITY.md, files nobody else controls): recover, run as the
+// grantor's user or root, takes a data dir only as the grantor would: one
+// writable by others (or another user's, or in another user's directory)
+// is refused with ErrUnsafeDataDir, naming it, before its lock file is
+// made or its raft log read. Before, `grantor recover` (red team, issue
+// 21) replayed, and with --skip-index rewrote, a raft log in a local
+// user's directory as root, and made root's lock file there.
+func TestRecoverRefusesADataDirOthersControl(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(dir+"/raft/wal", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := InspectDataDir(dir, 0); !errors.Is(err, ErrUnsafeDataDir) || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("InspectDataDir of a dir writable by others: %v, want ErrUnsafeDataDir naming it", err)
+	}
+	if _, err := SkipEntry(dir, 1); !errors.Is(err, ErrUnsafeDataDir) {
+		t.Fatalf("SkipEntry in a dir writable by others: %v, want ErrUnsafeDataDir", err)
+	}
+	if _, err := os.Lstat(dir + "/" + lockFileName); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("recover made the lock file in a dir writable by others: %v", err)
 	}
 }
