@@ -47,10 +47,13 @@ import (
 // always written.
 //
 // Config.Audit chooses where they go (`--audit-log FILE` writes them as
-// JSON to a file of their own); by default the node's log.
+// JSON to a file of their own); by default the node's log. Every line is
+// written before the call it records is answered: with Config.AuditFlush,
+// the lines of calls answered at the same time share one write.
 type audit struct {
-	log  *slog.Logger
-	self Identity // who the leader's own actions are attributed to
+	log   *slog.Logger
+	flush func() error // Config.AuditFlush; nil when lines are written as logged
+	self  Identity     // who the leader's own actions are attributed to
 	// accounts limit the lines of calls that change nothing, per
 	// identity; nil limits nothing.
 	accounts *accounts
@@ -61,8 +64,8 @@ type audit struct {
 	claims *connlimit.Reporter
 }
 
-func newAudit(l *slog.Logger, nodeID string) *audit {
-	a := &audit{log: l, self: Identity{Role: RoleGrantor, Name: nodeID}}
+func newAudit(l *slog.Logger, flush func() error, nodeID string) *audit {
+	a := &audit{log: l, flush: flush, self: Identity{Role: RoleGrantor, Name: nodeID}}
 	a.claims = connlimit.NewReporter(raftRefusalInterval, a.refusedRaft)
 	return a
 }
@@ -82,6 +85,16 @@ func (a *audit) write(level slog.Level, event string, who Identity, attrs ...any
 	}
 	a.log.Log(context.Background(), level, "audit",
 		append([]any{"event", event, "role", who.Role.String(), "name", who.Name}, attrs...)...)
+	a.flushed()
+}
+
+// flushed returns once the lines logged so far are written. A write
+// that fails loses the line as the logger's own writes do (slog drops
+// their errors): the call goes on.
+func (a *audit) flushed() {
+	if a.flush != nil {
+		_ = a.flush()
+	}
 }
 
 // grant records a granted Acquire.
@@ -200,4 +213,5 @@ func (a *audit) refusedRaft(peer, reason string, count int) {
 		return
 	}
 	a.log.Warn("audit", "event", "refused_raft", "peer", peer, "reason", reason, "count", count)
+	a.flushed()
 }

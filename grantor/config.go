@@ -52,6 +52,12 @@ type Config struct {
 	MaxConcurrentStreams uint32
 	// Audit receives the audit trail (audit.go); nil means Logger.
 	Audit *slog.Logger
+	// AuditFlush, when set, is called after every audit line is logged,
+	// before the call it records goes on, and returns once the line is
+	// written: Audit's writer may then hold lines back until it is
+	// called, and write the lines of calls answered together in one
+	// write (internal/groupwrite).
+	AuditFlush func() error
 
 	// Gossip, when set, makes the node a member of the gossip cluster
 	// (discovery.go): it gossips its role, addresses, voter flag and the

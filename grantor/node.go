@@ -123,7 +123,7 @@ func New(cfg Config) (n *Node, err error) {
 	}
 	cfg = cfg.withNilDefaults()
 	n = &Node{cfg: cfg, log: cfg.Logger, served: make(chan struct{}), done: make(chan struct{}), left: make(chan struct{}), removal: newRemoval(),
-		metrics: newCounters(), audit: newAudit(cfg.Audit, cfg.NodeID)}
+		metrics: newCounters(), audit: newAudit(cfg.Audit, cfg.AuditFlush, cfg.NodeID)}
 	if cfg.TLS != nil {
 		n.metrics.tls = cfg.TLS.Collector("leaseside_grantor")
 		cfg.TLS.LogExpiries(n.log, time.Now())

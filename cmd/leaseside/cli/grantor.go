@@ -22,6 +22,7 @@ import (
 	"github.com/leaseside/leaseside/grantor"
 	"github.com/leaseside/leaseside/grantor/gossip"
 	"github.com/leaseside/leaseside/grantor/pki"
+	"github.com/leaseside/leaseside/internal/groupwrite"
 )
 
 // grantorOptions are the settings of `leaseside grantor`, from the
@@ -428,7 +429,17 @@ func runGrantor(ctx context.Context, e *env, o grantorOptions, lf logFlags) erro
 	if err := checkExposure(&tlsFlags{files: o.TLS, insecure: o.Insecure}, o.GossipKeyFile != "", exp...); err != nil {
 		return err
 	}
-	log, err := newLogger(e, lf)
+	// The audit trail (a line per grant and release, each written before
+	// its call is answered) shares stderr with the log by default: both
+	// go through one group writer, the log's lines at once and the audit
+	// lines of calls answered together in one write (internal/groupwrite).
+	journal := isJournal(e.stderr)
+	stderr := groupwrite.New(e.stderr)
+	log, err := newLoggerOn(stderr.Synced(), journal, lf)
+	if err != nil {
+		return err
+	}
+	auditLog, err := newLoggerOn(stderr, journal, lf)
 	if err != nil {
 		return err
 	}
@@ -458,6 +469,7 @@ func runGrantor(ctx context.Context, e *env, o grantorOptions, lf logFlags) erro
 			return fail(e, err)
 		}
 	}
+	cfg.Audit, cfg.AuditFlush = auditLog, stderr.Flush
 	var audit *logFile
 	if o.AuditLog != "" {
 		var err error
@@ -465,7 +477,8 @@ func runGrantor(ctx context.Context, e *env, o grantorOptions, lf logFlags) erro
 			return fail(e, fmt.Errorf("audit log: %w", err))
 		}
 		defer audit.Close()
-		cfg.Audit = slog.New(slog.NewJSONHandler(audit, nil))
+		w := groupwrite.New(audit)
+		cfg.Audit, cfg.AuditFlush = slog.New(slog.NewJSONHandler(w, nil)), w.Flush
 	}
 	gc := cfg.Gossip
 	gc.Logger = log.With("part", "gossip")

@@ -38,15 +38,21 @@ func (l *logFlags) register(fs *pflag.FlagSet) {
 // newLogger returns the logger l asks for, writing to e.stderr; an unknown
 // format is a usage error naming the flag.
 func newLogger(e *env, l logFlags) (*slog.Logger, error) {
+	return newLoggerOn(e.stderr, isJournal(e.stderr), l)
+}
+
+// newLoggerOn returns the logger l asks for, writing to out, with the
+// journal's priority prefixes when journal is set (out is, or leads to,
+// the stream systemd connected to the journal).
+func newLoggerOn(out io.Writer, journal bool, l logFlags) (*slog.Logger, error) {
 	opts := &slog.HandlerOptions{Level: slog.LevelInfo}
 	if l.verbose {
 		opts.Level = slog.LevelDebug
 	}
-	journal := isJournal(e.stderr)
-	var w io.Writer = e.stderr
+	var w = out
 	var pw *priorityWriter
 	if journal {
-		pw = &priorityWriter{out: e.stderr}
+		pw = &priorityWriter{out: out}
 		w = pw
 	}
 	var h slog.Handler
