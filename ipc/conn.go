@@ -89,7 +89,8 @@ type Conn struct {
 	log    *slog.Logger
 	nc     *net.UnixConn
 	stall  time.Duration
-	line   []byte // the reader's buffer for the replies it writes itself
+	line   []byte  // the reader's buffer for the replies it writes itself
+	req    Request // the reader's request, for the ops it answers itself
 
 	// The output queue, guarded by mu. bytes counts the encoded lines
 	// queued or being written (and is added to uid's count); settled is
@@ -225,6 +226,10 @@ func (c *Conn) reply(resp *Response) {
 	default:
 	}
 	if len(c.queue) > 0 || c.writing {
+		if resp.ID != nil {
+			id := *resp.ID // it points into c.req, which the next request overwrites
+			resp.ID = &id
+		}
 		b = bytes.Clone(b)
 		c.queue = append(c.queue, queued{v: resp, at: boottime(), b: b})
 		c.addBytesLocked(len(b))

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -37,17 +38,63 @@ var opFields = map[string]struct{ allowed, required []string }{
 	OpResume: {allowed: []string{"lease", "token", "resume"}, required: []string{"lease", "token", "resume"}},
 }
 
-// requestFields are the keys a request object may have, spelled exactly;
-// each maps to itself, so that a key read from a line is kept without a
-// copy.
-var requestFields = map[string]string{"id": "id", "op": "op"}
+// A fieldSet holds which of a request's keys a line had: one bit for each
+// key of requestFields, so that a request's keys are kept without a map.
+type fieldSet uint32
+
+// requestFields are the keys a request object may have, spelled exactly,
+// each with its bit in a fieldSet; fieldNames names the bits, in order.
+var (
+	requestFields = map[string]fieldSet{}
+	fieldNames    []string
+)
+
+// opNames maps each op to itself, so that an op read from a line is kept
+// without a copy.
+var opNames = map[string]string{}
 
 func init() {
-	for _, f := range opFields {
-		for _, k := range f.allowed {
-			requestFields[k] = k
+	add := func(k string) {
+		if _, ok := requestFields[k]; !ok {
+			requestFields[k] = 1 << len(fieldNames)
+			fieldNames = append(fieldNames, k)
 		}
 	}
+	add("id")
+	add("op")
+	for _, op := range slices.Sorted(maps.Keys(opFields)) {
+		opNames[op] = op
+		for _, k := range opFields[op].allowed {
+			add(k)
+		}
+	}
+	if len(fieldNames) > 32 {
+		panic("ipc: more request fields than a fieldSet holds")
+	}
+}
+
+// has reports whether the set holds the key name.
+func (s fieldSet) has(name string) bool { return s&requestFields[name] != 0 }
+
+// names returns the keys in s, sorted.
+func (s fieldSet) names() []string {
+	var out []string
+	for i, k := range fieldNames {
+		if s&(1<<i) != 0 {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// allowedFields returns the keys op may carry, id and op included.
+func allowedFields(op string) fieldSet {
+	s := requestFields["id"] | requestFields["op"]
+	for _, k := range opFields[op].allowed {
+		s |= requestFields[k]
+	}
+	return s
 }
 
 // DecodeRequest parses and checks one request line. It is strict where
@@ -58,29 +105,36 @@ func init() {
 // checked against the protocol's bounds, 1ms to 24h (Server narrows them
 // to its own).
 func DecodeRequest(line []byte) (*Request, *uint64, *Error) {
-	return decodeRequest(line, MinTTL, MaxTTL)
+	req := new(Request)
+	id, err := decodeRequest(line, MinTTL, MaxTTL, req)
+	if err != nil {
+		return nil, id, err
+	}
+	return req, id, nil
 }
 
-func decodeRequest(line []byte, minTTL, maxTTL time.Duration) (*Request, *uint64, *Error) {
+// decodeRequest is DecodeRequest into *req, which it overwrites; the id
+// it returns on success is &req.ID.
+func decodeRequest(line []byte, minTTL, maxTTL time.Duration, req *Request) (*uint64, *Error) {
+	*req = Request{}
 	if !utf8.Valid(line) {
-		return nil, nil, Errorf(CodeBadJSON, "request is not valid UTF-8")
+		return nil, Errorf(CodeBadJSON, "request is not valid UTF-8")
 	}
-	var req Request
-	seen, typed, err := checkKeys(line, &req)
+	seen, typed, err := checkKeys(line, req)
 	if err != nil {
-		return nil, readID(line), err
+		return readID(line), err
 	}
 	if !typed {
-		req = Request{}
-		if err := unmarshalRequest(line, &req); err != nil {
-			return nil, readID(line), err
+		*req = Request{}
+		if err := unmarshalRequest(line, req); err != nil {
+			return readID(line), err
 		}
 	}
-	id := req.ID
 	if err := req.validate(seen, minTTL, maxTTL); err != nil {
-		return nil, &id, err
+		id := req.ID
+		return &id, err
 	}
-	return &req, &id, nil
+	return &req.ID, nil
 }
 
 // unmarshalRequest decodes line into req with encoding/json.
@@ -102,7 +156,7 @@ func unmarshalRequest(line []byte, req *Request) *Error {
 // also fills req when every value is of its field's plain form (typed);
 // any other line goes through encoding/json's tokens, which also name
 // what is wrong with it, and is not typed.
-func checkKeys(line []byte, req *Request) (seen map[string]bool, typed bool, _ *Error) {
+func checkKeys(line []byte, req *Request) (seen fieldSet, typed bool, _ *Error) {
 	if json.Valid(line) {
 		if seen, typed, err, ok := scanKeys(line, req); ok {
 			return seen, typed, err
@@ -113,51 +167,52 @@ func checkKeys(line []byte, req *Request) (seen map[string]bool, typed bool, _ *
 }
 
 // decodeKeys is checkKeys through encoding/json's tokens.
-func decodeKeys(line []byte) (map[string]bool, *Error) {
+func decodeKeys(line []byte) (fieldSet, *Error) {
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.UseNumber()
 	tok, err := dec.Token()
 	if err != nil {
-		return nil, Errorf(CodeBadJSON, "not JSON: %v", err)
+		return 0, Errorf(CodeBadJSON, "not JSON: %v", err)
 	}
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return nil, Errorf(CodeBadJSON, "a request is a JSON object, one a line")
+		return 0, Errorf(CodeBadJSON, "a request is a JSON object, one a line")
 	}
-	seen := map[string]bool{}
+	var seen fieldSet
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return nil, Errorf(CodeBadJSON, "not JSON: %v", err)
+			return 0, Errorf(CodeBadJSON, "not JSON: %v", err)
 		}
 		key := tok.(string)
-		if requestFields[key] == "" {
-			return nil, Errorf(CodeBadRequest, "unknown field %q (field names are lower case, as in PROTOCOL.md)", key)
+		bit, known := requestFields[key]
+		if !known {
+			return 0, Errorf(CodeBadRequest, "unknown field %q (field names are lower case, as in PROTOCOL.md)", key)
 		}
-		if seen[key] {
-			return nil, Errorf(CodeBadRequest, "field %q appears twice", key)
+		if seen&bit != 0 {
+			return 0, Errorf(CodeBadRequest, "field %q appears twice", key)
 		}
-		seen[key] = true
+		seen |= bit
 		var v json.RawMessage
 		if err := dec.Decode(&v); err != nil {
-			return nil, Errorf(CodeBadJSON, "not JSON: %v", err)
+			return 0, Errorf(CodeBadJSON, "not JSON: %v", err)
 		}
 		if string(v) == "null" {
-			return nil, Errorf(CodeBadRequest, "field %q is null; leave it out instead", key)
+			return 0, Errorf(CodeBadRequest, "field %q is null; leave it out instead", key)
 		}
 	}
 	if _, err := dec.Token(); err != nil {
-		return nil, Errorf(CodeBadJSON, "not JSON: %v", err)
+		return 0, Errorf(CodeBadJSON, "not JSON: %v", err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return nil, Errorf(CodeBadJSON, "trailing data after the request object")
+		return 0, Errorf(CodeBadJSON, "trailing data after the request object")
 	}
 	return seen, missingIDOrOp(seen)
 }
 
 // missingIDOrOp is the error for a request object without id or op.
-func missingIDOrOp(seen map[string]bool) *Error {
+func missingIDOrOp(seen fieldSet) *Error {
 	for _, k := range []string{"id", "op"} {
-		if !seen[k] {
+		if !seen.has(k) {
 			return Errorf(CodeBadRequest, "missing field %q", k)
 		}
 	}
@@ -188,7 +243,7 @@ const (
 
 const maxTokenLen = 20 // digits in 2^64-1
 
-func (r *Request) validate(seen map[string]bool, minTTL, maxTTL time.Duration) *Error {
+func (r *Request) validate(seen fieldSet, minTTL, maxTTL time.Duration) *Error {
 	f, ok := opFields[r.Op]
 	if !ok {
 		if r.Op == "" {
@@ -196,22 +251,19 @@ func (r *Request) validate(seen map[string]bool, minTTL, maxTTL time.Duration) *
 		}
 		return Errorf(CodeUnknownOp, "unknown op %q", r.Op)
 	}
-	var extra []string
-	for k := range seen {
-		if k != "id" && k != "op" && !slices.Contains(f.allowed, k) {
-			extra = append(extra, strconv.Quote(k))
+	if extra := seen &^ allowedFields(r.Op); extra != 0 {
+		names := extra.names()
+		for i, k := range names {
+			names[i] = strconv.Quote(k)
 		}
-	}
-	if len(extra) > 0 {
-		sort.Strings(extra)
-		return Errorf(CodeBadRequest, "%s does not take %s", r.Op, strings.Join(extra, ", "))
+		return Errorf(CodeBadRequest, "%s does not take %s", r.Op, strings.Join(names, ", "))
 	}
 	for _, k := range f.required {
-		if !seen[k] {
+		if !seen.has(k) {
 			return Errorf(CodeBadRequest, "%s needs field %q", r.Op, k)
 		}
 	}
-	if seen["lease"] {
+	if seen.has("lease") {
 		if err := validateName(r.Lease); err != nil {
 			return err
 		}
@@ -222,7 +274,7 @@ func (r *Request) validate(seen map[string]bool, minTTL, maxTTL time.Duration) *
 	if err := validatePrefix("after", r.After); err != nil {
 		return err
 	}
-	if seen["ttl_ms"] && (r.TTLMs < minTTL.Milliseconds() || r.TTLMs > maxTTL.Milliseconds()) {
+	if seen.has("ttl_ms") && (r.TTLMs < minTTL.Milliseconds() || r.TTLMs > maxTTL.Milliseconds()) {
 		return TTLError(r.TTLMs, minTTL, maxTTL)
 	}
 	if r.WaitMs < 0 || r.WaitMs > MaxWait.Milliseconds() {
@@ -231,14 +283,14 @@ func (r *Request) validate(seen map[string]bool, minTTL, maxTTL time.Duration) *
 	if r.LockDelayMs < 0 || r.LockDelayMs > MaxLockDelay.Milliseconds() {
 		return Errorf(CodeBadRequest, "lock_delay_ms must be 0 to %d, got %d", MaxLockDelay.Milliseconds(), r.LockDelayMs)
 	}
-	if seen["token"] {
+	if seen.has("token") {
 		if _, err := strconv.ParseUint(r.Token, 10, 64); err != nil || len(r.Token) > maxTokenLen {
 			return Errorf(CodeBadRequest, "token must be a decimal string of an unsigned 64-bit integer, got %q", r.Token)
 		}
 	}
 	switch r.Owner {
 	case "", OwnerConnection, OwnerDetached:
-		if seen["owner_pid"] {
+		if seen.has("owner_pid") {
 			return Errorf(CodeBadRequest, "owner_pid is only for owner %q", OwnerPID)
 		}
 	case OwnerPID:
@@ -254,7 +306,7 @@ func (r *Request) validate(seen map[string]bool, minTTL, maxTTL time.Duration) *
 	if r.NoRenew && r.Owner != OwnerDetached {
 		return Errorf(CodeBadRequest, "no_renew is only for owner %q", OwnerDetached)
 	}
-	if seen["resume"] && !validSecret(r.Resume) {
+	if seen.has("resume") && !validSecret(r.Resume) {
 		return Errorf(CodeBadRequest, "resume must be the %d hex digits of a grant's resume secret, got %d characters", resumeSecretLen, len(r.Resume))
 	}
 	return r.validatePrims(seen)

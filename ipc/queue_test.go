@@ -149,3 +149,38 @@ func TestAgedLineLeavesTheCountAtZero(t *testing.T) {
 		t.Fatalf("%d bytes counted unread after the only line was written (queued %d bytes, written %d)", c.bytes, len(b), len(line))
 	}
 }
+
+// A quick op's reply that waits in the queue keeps its own id: the id it
+// was answered with points into the connection's request, which the
+// reader overwrites with the next request, and a reply that ages in the
+// queue is encoded again from its Response.
+func TestQueuedReplyKeepsItsID(t *testing.T) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fds[1])
+	f := os.NewFile(uintptr(fds[0]), "pair") // closed by f.Close; nc holds a copy
+	nc, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	lim := Limits{}.withDefaults()
+	c := newConn(1, nc.(*net.UnixConn), lim, newUIDBytes(0, lim.QueueBytesPerUID), slog.New(slog.DiscardHandler))
+	c.mu.Lock()
+	c.writing = true // the writer is busy: the reply is queued
+	c.mu.Unlock()
+	c.req.ID = 7
+	c.reply(&Response{ID: &c.req.ID, OK: true, Leases: &[]Grant{}})
+	c.req.ID = 8 // the reader's next request
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.queue) != 1 {
+		t.Fatalf("%d lines queued, want the reply", len(c.queue))
+	}
+	if id := c.queue[0].v.(*Response).ID; id == nil || *id != 7 {
+		t.Fatalf("the queued reply's id is %v after the next request, want 7", id)
+	}
+}

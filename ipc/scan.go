@@ -2,6 +2,7 @@ package ipc
 
 import (
 	"bytes"
+	"math/bits"
 	"strconv"
 	"unicode/utf8"
 )
@@ -12,13 +13,12 @@ import (
 // one so far had its field's plain form (setField). It reports false,
 // leaving the line to decodeKeys, when the line is not an object or a
 // key holds an escape or non-ASCII.
-func scanKeys(line []byte, req *Request) (seen map[string]bool, typed bool, _ *Error, ok bool) {
+func scanKeys(line []byte, req *Request) (seen fieldSet, typed bool, _ *Error, ok bool) {
 	i := skipSpace(line, 0)
 	if line[i] != '{' {
-		return nil, false, nil, false
+		return 0, false, nil, false
 	}
 	typed = true
-	seen = make(map[string]bool, 8)
 	i = skipSpace(line, i+1)
 	for line[i] != '}' {
 		if line[i] == ',' {
@@ -27,22 +27,23 @@ func scanKeys(line []byte, req *Request) (seen map[string]bool, typed bool, _ *E
 		end := i + 1 + bytes.IndexByte(line[i+1:], '"')
 		raw := line[i+1 : end]
 		if bytes.IndexByte(raw, '\\') >= 0 || !plainASCII(raw) {
-			return nil, false, nil, false
+			return 0, false, nil, false
 		}
-		key, known := requestFields[string(raw)]
+		bit, known := requestFields[string(raw)]
 		if !known {
-			return nil, false, Errorf(CodeBadRequest, "unknown field %q (field names are lower case, as in PROTOCOL.md)", raw), true
+			return 0, false, Errorf(CodeBadRequest, "unknown field %q (field names are lower case, as in PROTOCOL.md)", raw), true
 		}
-		if seen[key] {
-			return nil, false, Errorf(CodeBadRequest, "field %q appears twice", key), true
+		key := fieldNames[bits.TrailingZeros32(uint32(bit))]
+		if seen&bit != 0 {
+			return 0, false, Errorf(CodeBadRequest, "field %q appears twice", key), true
 		}
-		seen[key] = true
+		seen |= bit
 		i = skipSpace(line, end+1) // at the colon
 		i = skipSpace(line, i+1)
 		v := i
 		i = skipValue(line, i)
 		if string(line[v:i]) == "null" {
-			return nil, false, Errorf(CodeBadRequest, "field %q is null; leave it out instead", key), true
+			return 0, false, Errorf(CodeBadRequest, "field %q is null; leave it out instead", key), true
 		}
 		typed = typed && setField(req, key, line[v:i])
 		i = skipSpace(line, i)
@@ -116,7 +117,7 @@ func setField(req *Request, key string, raw []byte) bool {
 	case "id":
 		req.ID, ok = plainUint(raw)
 	case "op":
-		req.Op, ok = plainString(raw)
+		req.Op, ok = plainOp(raw)
 	case "lease":
 		req.Lease, ok = plainString(raw)
 	case "owner":
@@ -160,6 +161,16 @@ func plainString(raw []byte) (string, bool) {
 		return "", false
 	}
 	return string(raw[1 : len(raw)-1]), true
+}
+
+// plainOp is plainString for an op: a known op is not copied (opNames).
+func plainOp(raw []byte) (string, bool) {
+	if len(raw) >= 2 && raw[0] == '"' {
+		if op, ok := opNames[string(raw[1:len(raw)-1])]; ok {
+			return op, true
+		}
+	}
+	return plainString(raw)
 }
 
 // plainInt is a JSON integer without fraction or exponent that fits an

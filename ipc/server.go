@@ -21,8 +21,10 @@ type Handler interface {
 	// may wait on the network (acquire, release, renew) run on goroutines
 	// of their own, so a slow one does not hold up others on the same
 	// connection; the rest (hello, status, check, watch) run in order on
-	// the connection's reader and must not block. ctx ends when the
-	// connection is gone or the server stops. The server fills in the id.
+	// the connection's reader and must not block, and their req is reused
+	// for the connection's next request once Handle returns (keep what it
+	// says, not req). ctx ends when the connection is gone or the server
+	// stops. The server fills in the id.
 	Handle(ctx context.Context, c *Conn, req *Request) *Response
 	// Closed is called once per connection, after it closed and every
 	// Handle call for it returned.
@@ -155,14 +157,14 @@ func (s *Server) serveConn(ctx context.Context, nc *net.UnixConn) {
 		if len(line) == 0 {
 			continue
 		}
-		req, id, derr := decodeRequest(line, cmp.Or(s.MinTTL, MinTTL), cmp.Or(s.MaxTTL, MaxTTL))
+		id, derr := decodeRequest(line, cmp.Or(s.MinTTL, MinTTL), cmp.Or(s.MaxTTL, MaxTTL), &c.req)
 		if derr != nil {
 			c.enqueue(errorLine(id, derr), false)
 			continue
 		}
-		if quickOps[req.Op] {
-			release := holdFor(c, req.Op)
-			c.reply(s.answer(cctx, c, req, id))
+		if quickOps[c.req.Op] {
+			release := holdFor(c, c.req.Op)
+			c.reply(s.answer(cctx, c, &c.req, id))
 			release()
 			continue
 		}
@@ -173,6 +175,9 @@ func (s *Server) serveConn(ctx context.Context, nc *net.UnixConn) {
 		if !c.waitSpace() {
 			break
 		}
+		req := new(Request) // the handler's goroutine's own
+		*req = c.req
+		id = &req.ID
 		if !s.users.start(cred.UID, lim.InFlightPerUID) {
 			s.refuseRequest(c, id, lim.InFlightPerUID)
 			continue
@@ -235,12 +240,17 @@ func (s *Server) answer(ctx context.Context, c *Conn, req *Request, id *uint64) 
 var errLineTooLong = errors.New("line too long")
 
 // readLine returns the next line without its newline. A line longer than
-// MaxLineBytes is consumed to its end and reported as errLineTooLong.
+// MaxLineBytes is consumed to its end and reported as errLineTooLong. A
+// line that the reader holds whole is returned in the reader's buffer,
+// not copied: it is good until the next read.
 func readLine(r *bufio.Reader) ([]byte, error) {
+	frag, err := r.ReadSlice('\n')
+	if err == nil && len(frag) <= MaxLineBytes+1 {
+		return frag[:len(frag)-1], nil
+	}
 	var line []byte
 	tooLong := false
 	for {
-		frag, err := r.ReadSlice('\n')
 		if !tooLong {
 			line = append(line, frag...)
 			if len(line) > MaxLineBytes+1 {
@@ -254,12 +264,12 @@ func readLine(r *bufio.Reader) ([]byte, error) {
 			}
 			return line[:len(line)-1], nil
 		case errors.Is(err, bufio.ErrBufferFull):
-			continue
 		case errors.Is(err, io.EOF) && len(line) > 0 && !tooLong:
 			return line, nil // a last line without newline
 		default:
 			return nil, err
 		}
+		frag, err = r.ReadSlice('\n')
 	}
 }
 
