@@ -308,6 +308,14 @@ type View struct {
 
 // View returns the current picture.
 func (w *Watcher) View() View {
+	v := w.Brief()
+	v.PauseHistogram = w.pause.Histogram()
+	return v
+}
+
+// Brief is View without PauseHistogram (left empty), which it copies:
+// for callers that do not show the histogram, such as each status reply.
+func (w *Watcher) Brief() View {
 	now := w.cfg.Clock.Now()
 	d, ok := w.drift.Estimate()
 	v := View{
@@ -319,7 +327,6 @@ func (w *Watcher) View() View {
 		LongestRecentPause: w.pause.LongestRecent(now),
 		PauseWindow:        w.cfg.PauseWindow,
 		Pauses:             w.pause.Pauses(),
-		PauseHistogram:     w.pause.Histogram(),
 		Suspend:            w.suspend.Stats(),
 	}
 	if ok {

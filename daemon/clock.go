@@ -109,8 +109,20 @@ func (d *Daemon) checkStoppedOwners(now clockwatch.Instant) {
 
 // clockStatus renders the watcher's view for the socket.
 func (d *Daemon) clockStatus(histogram bool) *ipc.ClockStatus {
-	v := d.watcher.View()
-	cs := &ipc.ClockStatus{
+	cs := new(ipc.ClockStatus)
+	d.fillClockStatus(cs, histogram)
+	return cs
+}
+
+// fillClockStatus sets cs to what clockStatus returns.
+func (d *Daemon) fillClockStatus(cs *ipc.ClockStatus, histogram bool) {
+	var v clockwatch.View
+	if histogram {
+		v = d.watcher.View()
+	} else {
+		v = d.watcher.Brief()
+	}
+	*cs = ipc.ClockStatus{
 		KernelSynced:         v.Kernel.Synced,
 		KernelFreqPPM:        v.Kernel.FreqPPM,
 		KernelMaxErrorMs:     v.Kernel.MaxError.Milliseconds(),
@@ -137,7 +149,6 @@ func (d *Daemon) clockStatus(histogram bool) *ipc.ClockStatus {
 			cs.PauseHistogram = append(cs.PauseHistogram, ipc.Bucket{LeMs: le, Count: n})
 		}
 	}
-	return cs
 }
 
 // runWatcher runs the clock watcher for the daemon's lifetime.

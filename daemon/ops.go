@@ -13,8 +13,14 @@ import (
 // ever shows a lease past its deadline.
 func (d *Daemon) status(cred ipc.Cred) *ipc.Response {
 	now := d.checkSuspend()
+	r := new(statusReply) // one allocation for the reply's parts
+	r.resp = ipc.Response{Leases: &r.grants, Clock: &r.clock}
 	d.mu.Lock()
-	grants := make([]ipc.Grant, 0, len(d.leases))
+	if len(d.leases) > 0 {
+		r.grants = make([]ipc.Grant, 0, len(d.leases))
+	} else {
+		r.grants = []ipc.Grant{} // [], not null
+	}
 	for _, l := range d.leases {
 		if !l.state.valid() || !d.visible(cred, l) {
 			continue
@@ -23,10 +29,20 @@ func (d *Daemon) status(cred ipc.Cred) *ipc.Response {
 			d.stepLocked(l, evExpired, d.lostReason(l, false), now)
 			continue
 		}
-		grants = append(grants, *l.grant(now))
+		r.grants = append(r.grants, *l.grant(now))
 	}
 	d.mu.Unlock()
-	return &ipc.Response{Leases: &grants, Clock: d.clockStatus(false), Grantor: d.grantorStatus(now)}
+	d.fillClockStatus(&r.clock, false)
+	r.resp.Grantor = d.grantorStatus(now)
+	return &r.resp
+}
+
+// statusReply holds a status reply and the parts it points to, which
+// live as long as it does.
+type statusReply struct {
+	resp   ipc.Response
+	grants []ipc.Grant
+	clock  ipc.ClockStatus
 }
 
 // validLocked returns the lease with table key key (a name, or a
