@@ -25,7 +25,8 @@ import (
 //     progress.
 //   - At the leader (lessor, watch hub): Acquires waiting in queues, Watch
 //     streams, the names they watch, and the bytes of events queued for
-//     them; and audit lines of calls that change nothing, per second.
+//     them and of large answers being sent (edgeLimits.chargeAnswer); and audit
+//     lines of calls that change nothing, per second.
 //   - In the replicated state, on every replica (fsmUsage): the sessions
 //     an identity opened, the outcomes they remember, its live grants and
 //     the bytes of their values, and the names its grants left in a
@@ -70,7 +71,8 @@ type Limits struct {
 	// WatchNames is the most names its Watch streams watch, together.
 	WatchNames int `json:"watch_names"`
 	// QueuedBytes is the most bytes of watch events queued (or being
-	// sent) for its streams, together.
+	// sent) for its streams, and of large answers (pages of Leases and
+	// Members) being sent to it, together.
 	QueuedBytes int `json:"queued_bytes"`
 	// AuditLines is how many audit lines per second its calls that
 	// change nothing (releases and proclaims that found no grant,

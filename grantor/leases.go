@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/leaseside/leaseside/grantor/grantorpb"
 )
 
@@ -155,8 +157,17 @@ func (l *lessor) leaseInfo(o *office, name string) *grantorpb.LeaseInfo {
 }
 
 // Leases implements grantorpb.GrantorServer. Only the leader answers.
+// Its page is charged to the caller's queued bytes until it is sent
+// (edgeLimits.chargeAnswer).
 func (s *service) Leases(ctx context.Context, req *grantorpb.LeasesRequest) (*grantorpb.LeasesResponse, error) {
-	resp, err := s.n.listLeases(ctx, IdentityFrom(ctx), req)
+	id := IdentityFrom(ctx)
+	if err := s.n.edge.chargeAnswer(ctx, 0); err != nil {
+		return nil, toStatus(err)
+	}
+	resp, err := s.n.listLeases(ctx, id, req)
+	if err == nil {
+		err = s.n.edge.chargeAnswer(ctx, proto.Size(resp))
+	}
 	if err != nil {
 		return nil, toStatus(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/leaseside/leaseside/grantor/grantorpb"
 )
@@ -113,9 +114,17 @@ func (s *service) Release(ctx context.Context, req *grantorpb.ReleaseRequest) (*
 // not, from its own view: the raft configuration it knows, each server's
 // voter flag and raft state, and, when it leads, how long ago each
 // follower last answered it; merged with every gossip member, sidecars
-// included, and their gossip states.
+// included, and their gossip states. The answer is charged to the
+// caller's queued bytes until it is sent (edgeLimits.chargeAnswer).
 func (s *service) Members(ctx context.Context, req *grantorpb.MembersRequest) (*grantorpb.MembersResponse, error) {
-	return s.n.members(), nil
+	if err := s.n.edge.chargeAnswer(ctx, 0); err != nil {
+		return nil, toStatus(err)
+	}
+	resp := s.n.members()
+	if err := s.n.edge.chargeAnswer(ctx, proto.Size(resp)); err != nil {
+		return nil, toStatus(err)
+	}
+	return resp, nil
 }
 
 // RemoveServer implements grantorpb.GrantorServer. Only the leader

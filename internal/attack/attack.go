@@ -7,7 +7,9 @@
 // renewing and acquiring meanwhile. Impostor is the red team's grantor
 // that is no member: a grantor certificate and the gossip key, serving
 // sidecars; UnfinishedCalls opens calls past the calls limit as fast as a
-// grantor takes them.
+// grantor takes them. The operator's floods (operator.go): SendUnread
+// sends whole calls whose answers it never reads, OperatorCalls makes
+// every call that changes nothing, Fill holds names for them to list.
 package attack
 
 import (
