@@ -10,8 +10,11 @@ import (
 
 // The docs' way to depend on the Go client before the module is
 // published works as written: a new module next to a checkout runs the
-// block's commands (offline: GOPROXY=off, every dependency from the
-// module cache) and then builds a program that imports ipc.
+// block's commands (offline: GOPROXY=off and GOSUMDB=off, every
+// dependency from the module cache, whose hashes were checked against
+// leaseside's go.sum when make deps downloaded them; the checksum database
+// is not reachable offline, and tidy asks it for a new module's go.sum)
+// and then builds a program that imports ipc.
 func TestGoClientReplaceDirective(t *testing.T) {
 	t.Parallel()
 	block := docBlock(t, "docs/clients.md", "### Depending on the Go client before it is published", "sh")
@@ -31,7 +34,7 @@ func TestGoClientReplaceDirective(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(app, "main.go"), []byte(main), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	env := append(os.Environ(), "GOPROXY=off", "GOFLAGS=-mod=mod", "GOWORK=off")
+	env := append(os.Environ(), "GOPROXY=off", "GOSUMDB=off", "GOFLAGS=-mod=mod", "GOWORK=off")
 	run := func(script string) string {
 		t.Helper()
 		cmd := exec.Command("sh", "-ec", script)
