@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -57,7 +56,7 @@ type edgeLimits struct {
 	refusals *connlimit.Reporter
 	accounts *accounts
 	// byAddr finds the identityConn of a call's peer address, for
-	// chargeAnswer.
+	// chargeAnswer (answer_charge.go).
 	byAddr sync.Map
 }
 
@@ -158,99 +157,9 @@ func (c limitedCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthI
 		e.refusals.Refused(who.String(), "too many connections for this certificate")
 		return nil, nil, err
 	}
-	ic := &identityConn{Conn: conn, acct: acct, key: conn.RemoteAddr().String()}
-	ic.release = sync.OnceFunc(func() {
-		ic.closed.Store(true)
-		ic.payOff(ic.owed.Load())
-		e.byAddr.CompareAndDelete(ic.key, ic)
-		e.accounts.refund(acct, limConns, 1)
-	})
-	if _, dup := e.byAddr.LoadOrStore(ic.key, ic); dup {
-		ic.key = "" // not ours to delete
-	}
-	return ic, ai, nil
-}
-
-// chargeAnswer charges the n bytes of a large answer (a page of Leases
-// or Members) about to be sent on the caller's connection to its
-// account's queued bytes, until the connection has written as many, or
-// refuses with a *LimitError; with n 0 it only refuses an account at its
-// limit already, before the answer is made. grpc-go ends a call once its
-// answer is queued, not sent: an answer its caller does not read stays
-// queued at the grantor, charged to nothing else. Without it, one
-// operator certificate sending 2,048 listings of 4,000 names on its 32
-// connections and reading none took the leader from 112 to 531 MiB
-// resident.
-func (e *edgeLimits) chargeAnswer(ctx context.Context, n int) error {
-	p, ok := peer.FromContext(ctx)
-	if !ok || p.Addr == nil {
-		return nil
-	}
-	v, ok := e.byAddr.Load(p.Addr.String())
-	if !ok {
-		return nil // no certificate identity: no account
-	}
-	c := v.(*identityConn)
-	acct := c.acct
-	if max := acct.limits.QueuedBytes; n == 0 && max > 0 && acct.queued.Load() >= int64(max) {
-		acct.refused[limQueuedBytes].Add(1)
-		return &LimitError{Identity: acct.id.String(), Limit: limQueuedBytes.String(), Used: int(acct.queued.Load()), Max: max}
-	}
-	if n == 0 {
-		return nil
-	}
-	if err := acct.chargeQueued(n); err != nil {
-		return err
-	}
-	c.owed.Add(int64(n))
-	if c.closed.Load() {
-		c.payOff(c.owed.Load())
-	}
-	return nil
+	return newIdentityConn(conn, acct, e), ai, nil
 }
 
 func (c limitedCreds) Clone() credentials.TransportCredentials {
 	return limitedCreds{c.TransportCredentials.Clone(), c.e}
-}
-
-// identityConn is an authenticated connection counted for its
-// certificate until it closes. owed is the bytes of answers charged to
-// its account (chargeAnswer) that it has not written yet: each write
-// pays off as many.
-type identityConn struct {
-	net.Conn
-	acct    *account
-	key     string
-	owed    atomic.Int64
-	closed  atomic.Bool
-	release func()
-}
-
-// Write writes p, and pays off what it wrote of the answers owed.
-func (c *identityConn) Write(p []byte) (int, error) {
-	n, err := c.Conn.Write(p)
-	if n > 0 && c.owed.Load() > 0 {
-		c.payOff(int64(n))
-	}
-	return n, err
-}
-
-// payOff gives back up to n of the bytes owed to the account.
-func (c *identityConn) payOff(n int64) {
-	for {
-		o := c.owed.Load()
-		k := min(o, n)
-		if k <= 0 {
-			return
-		}
-		if c.owed.CompareAndSwap(o, o-k) {
-			c.acct.refundQueued(int(k))
-			return
-		}
-	}
-}
-
-func (c *identityConn) Close() error {
-	c.release()
-	return c.Conn.Close()
 }
