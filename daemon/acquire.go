@@ -8,6 +8,9 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/leaseside/leaseside/clockwatch"
 	"github.com/leaseside/leaseside/grantor/grantorpb"
 	"github.com/leaseside/leaseside/ipc"
@@ -148,8 +151,19 @@ func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*i
 	deadline, _ := rctx.Deadline()
 	gctx, gcancel := context.WithDeadline(d.life, deadline)
 	defer gcancel()
+	ask := acquireAsk{name: req.Lease, owner: id, limit: limit, value: value, shared: shared, lockDelay: l.lockDelay}
 	t0 := d.clock.Now() // rule 1: read before the request is sent
-	resp, gerr := d.g.acquire(gctx, l.sess, acquireAsk{name: req.Lease, owner: id, limit: limit, value: value, shared: shared, lockDelay: l.lockDelay}, req.Wait(), &d.metrics.acquireRPCs, abandon)
+	resp, gerr := d.g.acquire(gctx, l.sess, ask, req.Wait(), &d.metrics.acquireRPCs, abandon)
+	if sessionTaken(gerr) && d.g.dropSession(l.sess) {
+		// The grantors closed this term's session when it held nothing,
+		// and another identity opened its id first (it is in their audit
+		// trail; review finding S1): a new session of a new random id,
+		// once.
+		d.log.Warn("grantor session of this term belongs to another identity now; opening a new one", "session", l.sess.id, "ttl", ttl)
+		l.sess = d.g.sessionFor(ttl)
+		t0 = d.clock.Now()
+		resp, gerr = d.g.acquire(gctx, l.sess, ask, req.Wait(), &d.metrics.acquireRPCs, abandon)
+	}
 	var ua *unansweredError
 	if errors.As(gerr, &ua) {
 		turnHandedOn = true
@@ -360,4 +374,26 @@ type acquireAsk struct {
 	value       string
 	shared      bool
 	lockDelay   time.Duration
+}
+
+// dropSession forgets s as the session of its term, if it still is, and
+// reports whether it did: the next sessionFor of the term makes a new
+// one. For a session a grantor refused as another identity's
+// (sessionTaken).
+func (g *grantorConn) dropSession(s *gsession) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.sessions[s.ttl] != s {
+		return false
+	}
+	delete(g.sessions, s.ttl)
+	return true
+}
+
+// sessionTaken reports whether err is a grantor's refusal of an acquire
+// because its session belongs to another identity: PERMISSION_DENIED
+// without the detail of a name rule's refusal (a sidecar may call
+// Acquire, so no role refuses it).
+func sessionTaken(err error) bool {
+	return err != nil && status.Code(err) == codes.PermissionDenied && nameNotAllowed(err) == nil
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/leaseside/leaseside/clockwatch"
 	"github.com/leaseside/leaseside/grantor/grantorpb"
@@ -64,6 +66,9 @@ type scriptedGrantor struct {
 	acquires chan *grantorpb.AcquireRequest
 	// membersAsked counts the calls of Members (the leader probe).
 	membersAsked atomic.Int64
+	// taken are sessions another identity owns: their acquires are
+	// refused PERMISSION_DENIED, as a grantor refuses them.
+	taken map[string]bool
 }
 
 func (s *scriptedGrantor) Acquire(ctx context.Context, req *grantorpb.AcquireRequest) (*grantorpb.AcquireResponse, error) {
@@ -83,6 +88,9 @@ func (s *scriptedGrantor) Acquire(ctx context.Context, req *grantorpb.AcquireReq
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.taken[req.GetId().GetSession()] {
+		return nil, status.Errorf(codes.PermissionDenied, "grantor: permission denied: session %q belongs to another identity than %q", req.GetId().GetSession(), "web-1")
+	}
 	s.clock.Advance(s.delay + s.acquireDelay)
 	s.token++
 	return &grantorpb.AcquireResponse{Granted: true, Token: s.token, GrantorTimeNs: int64(s.clock.Now())}, nil

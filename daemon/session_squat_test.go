@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/leaseside/leaseside/ipc"
 )
 
 // Rule (SECURITY.md, sessions at the grantor): a session belongs to the
@@ -37,5 +39,32 @@ func TestUnusedSessionsCannotBeComputedFromTheBase(t *testing.T) {
 		if again := a.sessionFor(ttl).id; again != sa {
 			t.Errorf("term %v: session %s, then %s", ttl, sa, again)
 		}
+	}
+}
+
+// Review of 2026-12-03 (lane review, finding S1, on 2a34ead): a session's
+// id is random until it is used, but then it is in the grantors' audit
+// trail, and the grantors close a session that holds nothing one term
+// after its last use; another sidecar's certificate could then open the
+// id first, and every later acquire of that term on this host was refused
+// permission_denied until a restart. An acquire refused so opens a new
+// session of a new random id, and goes through.
+func TestAcquireInASessionAnotherIdentityTookOpensANewOne(t *testing.T) {
+	r := newRig(t)
+	opts := ipc.AcquireOptions{TTL: 20 * time.Second, Owner: ipc.OwnerDetached}
+	if _, err := r.c.Acquire(ctxT(t), "squat/a", opts); err != nil {
+		t.Fatal(err)
+	}
+	first := (<-r.g.acquires).GetId().GetSession()
+	r.g.set(func() { r.g.taken = map[string]bool{first: true} })
+	if _, err := r.c.Acquire(ctxT(t), "squat/b", opts); err != nil {
+		t.Fatalf("an acquire of term 20s after another identity took the session %s: %v", first, err)
+	}
+	var sessions []string
+	for len(r.g.acquires) > 0 {
+		sessions = append(sessions, (<-r.g.acquires).GetId().GetSession())
+	}
+	if len(sessions) != 2 || sessions[0] != first || sessions[1] == first || !strings.HasPrefix(sessions[1], strings.TrimSuffix(first, first[strings.LastIndexByte(first, '-'):])) {
+		t.Fatalf("acquires sent under sessions %v after %s was taken: want one refused in it, then one in a new session of the same term", sessions, first)
 	}
 }
