@@ -33,7 +33,9 @@ func TestPipelinedRepliesKeepTheirIDs(t *testing.T) {
 		{`{"id":%d,"op":"hello"}`, func(m map[string]json.RawMessage) bool { return m["server"] != nil }},
 		{`{"id":%d,"op":"status"}`, func(m map[string]json.RawMessage) bool { return m["leases"] != nil && m["clock"] != nil }},
 		{`{"id":%d,"op":"clock"}`, func(m map[string]json.RawMessage) bool { return m["clock"] != nil && m["leases"] == nil }},
-		{`{"id":%d,"op":"check","lease":"pipe/held","token":"` + g.Token + `"}`, func(m map[string]json.RawMessage) bool { return string(m["lease"]) == `"pipe/held"` && m["valid_ms"] != nil }},
+		{`{"id":%d,"op":"check","lease":"pipe/held","token":"` + g.Token + `"}`, func(m map[string]json.RawMessage) bool {
+			return string(m["lease"]) == `"pipe/held"` && m["valid_ms"] != nil
+		}},
 		{`{"id":%d,"op":"check","lease":"pipe/none-%[1]d"}`, func(m map[string]json.RawMessage) bool { return m["error"] != nil }},
 		{`{"id":%d,"op":"watch","lease":"pipe/w%[1]d"}`, func(m map[string]json.RawMessage) bool { return string(m["ok"]) == "true" && m["error"] == nil }},
 		{`{"id":%d,"op":"release","lease":"pipe/none-%[1]d"}`, func(m map[string]json.RawMessage) bool { return m["error"] != nil }},
