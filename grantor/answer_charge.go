@@ -5,6 +5,7 @@ import (
 	"net"
 	"reflect"
 	"slices"
+	"strconv"
 	"sync"
 
 	"google.golang.org/grpc"
@@ -24,6 +25,7 @@ type identityConn struct {
 	net.Conn
 	acct    *account
 	e       *edgeLimits
+	addr    net.Addr // RemoteAddr: one of its own for a Unix socket's
 	key     string
 	release func()
 
@@ -42,7 +44,14 @@ type identityConn struct {
 const maxRecentResets = 64
 
 func newIdentityConn(conn net.Conn, acct *account, e *edgeLimits) *identityConn {
-	ic := &identityConn{Conn: conn, acct: acct, e: e, key: conn.RemoteAddr().String(), rd: frameScanner{skip: h2ClientPreface}}
+	addr := conn.RemoteAddr()
+	if addr == nil || addr.Network() == "unix" {
+		// Every client of a Unix socket has the same address (none):
+		// chargeAnswer finds a call's connection by the address gRPC
+		// puts in the call's peer, which it reads from RemoteAddr.
+		addr = &net.UnixAddr{Name: "@conn-" + strconv.FormatUint(e.unixConns.Add(1), 10), Net: "unix"}
+	}
+	ic := &identityConn{Conn: conn, acct: acct, e: e, addr: addr, key: addr.String(), rd: frameScanner{skip: h2ClientPreface}}
 	ic.release = sync.OnceFunc(func() {
 		ic.mu.Lock()
 		ic.closed = true
@@ -116,6 +125,10 @@ func (c *identityConn) payLocked(id uint32, k int) int {
 	}
 	return k
 }
+
+// RemoteAddr returns the peer's address, or for a Unix socket's peer one
+// that names this connection.
+func (c *identityConn) RemoteAddr() net.Addr { return c.addr }
 
 func (c *identityConn) Close() error {
 	c.release()

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -315,6 +316,45 @@ func TestFrameScannerAcrossChunks(t *testing.T) {
 		}
 		if data[1] != 1024 || data[3] != 77 || len(data) != 2 || !slices.Equal(ended, []uint32{1, 3}) {
 			t.Fatalf("chunks of %d: data %v, ended %v", chunk, data, ended)
+		}
+	}
+}
+
+// Every client of a Unix socket has the same address, by which
+// chargeAnswer finds a call's connection: each identityConn of one has an
+// address of its own, so that no connection's answers are charged to
+// another's, or to none.
+func TestUnixSocketConnectionsAreToldApart(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	e := newEdgeLimits(newAccounts(DefaultAccountLimits(), nil, nil), nil)
+	acct := &account{}
+	var ics []*identityConn
+	for range 2 {
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		s, err := ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ic := newIdentityConn(s, acct, e)
+		defer ic.Close()
+		ics = append(ics, ic)
+	}
+	a, b := ics[0].RemoteAddr().String(), ics[1].RemoteAddr().String()
+	if a == b {
+		t.Fatalf("two connections of a Unix socket both have address %q", a)
+	}
+	for _, ic := range ics {
+		if v, ok := e.byAddr.Load(ic.RemoteAddr().String()); !ok || v != ic {
+			t.Fatalf("connection %s is not found by its address", ic.RemoteAddr())
 		}
 	}
 }

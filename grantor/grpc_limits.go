@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -56,8 +57,10 @@ type edgeLimits struct {
 	refusals *connlimit.Reporter
 	accounts *accounts
 	// byAddr finds the identityConn of a call's peer address, for
-	// chargeAnswer (answer_charge.go).
-	byAddr sync.Map
+	// chargeAnswer (answer_charge.go); unixConns numbers the connections
+	// of a Unix socket, which have no address of their own.
+	byAddr    sync.Map
+	unixConns atomic.Uint64
 }
 
 // newEdgeLimits returns the edge's limits, charging a; refused is told,
