@@ -51,7 +51,7 @@ func newIdentityConn(conn net.Conn, acct *account, e *edgeLimits) *identityConn 
 		// puts in the call's peer, which it reads from RemoteAddr.
 		addr = &net.UnixAddr{Name: "@conn-" + strconv.FormatUint(e.unixConns.Add(1), 10), Net: "unix"}
 	}
-	ic := &identityConn{Conn: conn, acct: acct, e: e, addr: addr, key: addr.String(), rd: frameScanner{skip: h2ClientPreface}}
+	ic := &identityConn{Conn: conn, acct: acct, e: e, addr: addr, key: addr.String(), wr: frameScanner{trailers: true}, rd: frameScanner{skip: h2ClientPreface}}
 	ic.release = sync.OnceFunc(func() {
 		ic.mu.Lock()
 		ic.closed = true

@@ -306,7 +306,7 @@ func TestFrameScannerAcrossChunks(t *testing.T) {
 	fr.WritePing(false, [8]byte{})
 	all := buf.Bytes()
 	for _, chunk := range []int{1, 2, 5, 9, 10, 100, len(all)} {
-		s := frameScanner{skip: h2ClientPreface}
+		s := frameScanner{trailers: true, skip: h2ClientPreface}
 		data := map[uint32]int{}
 		var ended []uint32
 		for p := all; len(p) > 0; {
@@ -316,6 +316,13 @@ func TestFrameScannerAcrossChunks(t *testing.T) {
 		}
 		if data[1] != 1024 || data[3] != 77 || len(data) != 2 || !slices.Equal(ended, []uint32{1, 3}) {
 			t.Fatalf("chunks of %d: data %v, ended %v", chunk, data, ended)
+		}
+		// What a client sends: its END_STREAM ends only its side.
+		r := frameScanner{skip: h2ClientPreface}
+		ended = nil
+		r.scan(all, func(uint32, int) {}, func(id uint32) { ended = append(ended, id) })
+		if !slices.Equal(ended, []uint32{3}) {
+			t.Fatalf("read side: ended %v, want only the reset stream 3", ended)
 		}
 	}
 }

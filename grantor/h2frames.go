@@ -19,15 +19,18 @@ const (
 // connection through the chunks they are written or read in, looking
 // only at each frame's 9-byte header: it reports the payload bytes of
 // DATA frames as they pass (data), and each frame that ends a stream
-// (HEADERS with END_STREAM, RST_STREAM) when its header has passed
-// (ended). Not safe for concurrent use.
+// when its header has passed (ended): RST_STREAM, and, when the scanner
+// follows what the server writes (trailers), HEADERS with END_STREAM.
+// (A client's HEADERS with END_STREAM ends only its own side: its answer
+// is still to come.) Not safe for concurrent use.
 type frameScanner struct {
-	skip  int // bytes of the client preface still to pass
-	hdr   [h2HeaderLen]byte
-	hn    int    // header bytes collected
-	left  int    // payload bytes of the current frame still to pass
-	inDat bool   // the current frame is DATA
-	id    uint32 // the current frame's stream
+	trailers bool // HEADERS with END_STREAM end a stream
+	skip     int  // bytes of the client preface still to pass
+	hdr      [h2HeaderLen]byte
+	hn       int    // header bytes collected
+	left     int    // payload bytes of the current frame still to pass
+	inDat    bool   // the current frame is DATA
+	id       uint32 // the current frame's stream
 }
 
 // scan passes p, calling data(id, n) for n payload bytes of a DATA frame
@@ -59,7 +62,7 @@ func (s *frameScanner) scan(p []byte, data func(id uint32, n int), ended func(id
 		typ, flags := s.hdr[3], s.hdr[4]
 		s.id = binary.BigEndian.Uint32(s.hdr[5:]) &^ (1 << 31)
 		s.inDat = typ == h2FrameData
-		if typ == h2FrameRSTStream || typ == h2FrameHeaders && flags&h2FlagEndStream != 0 {
+		if typ == h2FrameRSTStream || s.trailers && typ == h2FrameHeaders && flags&h2FlagEndStream != 0 {
 			ended(s.id)
 		}
 	}
