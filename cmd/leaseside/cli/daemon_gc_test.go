@@ -1,31 +1,184 @@
 package cli
 
-import "testing"
+import (
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"testing"
+	"time"
+)
 
-// TestSidecarGCPercent: the sidecar collects at sidecarGCPercent unless
+// TestSidecarGCTunerStarts: the sidecar tunes its collections unless
 // GOGC is set, which it leaves alone.
-func TestSidecarGCPercent(t *testing.T) {
+func TestSidecarGCTunerStarts(t *testing.T) {
 	tests := []struct {
-		name    string
-		gogc    string
-		wantSet int // -1: not set
+		name string
+		gogc string
+		want bool
 	}{
-		{name: "unset", gogc: "", wantSet: sidecarGCPercent},
-		{name: "set by the environment", gogc: "200", wantSet: -1},
-		{name: "off by the environment", gogc: "off", wantSet: -1},
+		{name: "unset", gogc: "", want: true},
+		{name: "set by the environment", gogc: "200", want: false},
+		{name: "off by the environment", gogc: "off", want: false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := -1
-			set := tuneSidecarGC(func(k string) string {
+			started := false
+			got := tuneSidecarGC(func(k string) string {
 				if k == "GOGC" {
 					return tc.gogc
 				}
 				return ""
-			}, func(p int) int { got = p; return 100 })
-			if got != tc.wantSet || set != (tc.wantSet >= 0) {
-				t.Fatalf("GOGC=%q: set %d (reported %v), want %d", tc.gogc, got, set, tc.wantSet)
+			}, func() { started = true })
+			if got != tc.want || started != tc.want {
+				t.Fatalf("GOGC=%q: started %v (reported %v), want %v", tc.gogc, started, got, tc.want)
 			}
 		})
 	}
 }
+
+// runtimeHeapGoal is the Go runtime's heap goal at GOGC p after a
+// collection that left live bytes of heap and roots of stacks and
+// globals (runtime mgcpacer.go, gcControllerState.commit).
+func runtimeHeapGoal(p int, live, roots uint64) uint64 {
+	return max(goHeapMinimum*uint64(p)/100, live+(live+roots)*uint64(p)/100)
+}
+
+// TestSidecarGCPercent: the GOGC chosen is the largest whose heap goal
+// does not pass live + max(4 MiB, live/4).
+func TestSidecarGCPercent(t *testing.T) {
+	const MiB = 1 << 20
+	tests := []struct {
+		name        string
+		live, roots uint64
+		wantPercent int // 0: only check the goal
+	}{
+		{name: "nothing live yet", live: 0, roots: 0, wantPercent: 100},
+		{name: "empty sidecar", live: 2 * MiB, roots: 300 << 10},
+		{name: "heap minimum decides", live: 1 * MiB, roots: 100 << 10, wantPercent: 125},
+		{name: "floor decides", live: 6 * MiB, roots: 400 << 10},
+		{name: "at the crossing", live: 16 * MiB, roots: 0, wantPercent: 25},
+		{name: "a quarter of live decides", live: 400 * MiB, roots: 2 * MiB},
+		{name: "huge roots", live: 8 * MiB, roots: 2048 * MiB, wantPercent: 10},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := sidecarGCPercent(tc.live, tc.roots)
+			if tc.wantPercent != 0 && p != tc.wantPercent {
+				t.Fatalf("GOGC %d, want %d", p, tc.wantPercent)
+			}
+			if p == 10 {
+				return // the least it sets, whatever the goal
+			}
+			target := tc.live + max(uint64(sidecarGCFloor), tc.live/sidecarGCShare)
+			if got := runtimeHeapGoal(p, tc.live, tc.roots); got > target {
+				t.Fatalf("GOGC %d: heap goal %d passes the target %d", p, got, target)
+			}
+			if next := runtimeHeapGoal(p+1, tc.live, tc.roots); next <= target {
+				t.Fatalf("GOGC %d: %d would still meet the target %d (goal %d)", p, p+1, target, next)
+			}
+		})
+	}
+}
+
+// TestSidecarGCTunerSetsTheRuntimesGoal: after a collection, the tuner
+// makes the runtime's own heap goal live + max(4 MiB, live/4), and it
+// tunes again after later collections.
+func TestSidecarGCTunerSetsTheRuntimesGoal(t *testing.T) {
+	sets := make(chan int, 100)
+	tuner := newGCTuner(func(p int) int {
+		select {
+		case sets <- p:
+		default:
+		}
+		return 100
+	})
+	defer tuner.stop()
+	// The tuner in the runtime: no other test of the package changes
+	// GOGC in this process (the daemons the tests start are processes of
+	// their own).
+	real := newGCTuner(setGCPercentRestoring(t))
+	samples := []metrics.Sample{
+		{Name: "/gc/cycles/total:gc-cycles"}, {Name: "/gc/heap/live:bytes"},
+		{Name: "/gc/scan/stack:bytes"}, {Name: "/gc/scan/globals:bytes"}, {Name: "/gc/heap/goal:bytes"},
+	}
+	var keep [][]byte
+	for _, liveMiB := range []int{0, 64} {
+		keep = append(keep, make([]byte, liveMiB<<20))
+		checked := false
+		for try := 0; try < 20 && !checked; try++ {
+			runtime.GC()
+			metrics.Read(samples[:1])
+			cycle := samples[0].Value.Uint64()
+			real.tune()
+			metrics.Read(samples)
+			if samples[0].Value.Uint64() != cycle {
+				continue // another collection ended in between: again
+			}
+			live, roots := samples[1].Value.Uint64(), samples[2].Value.Uint64()+samples[3].Value.Uint64()
+			goal := samples[4].Value.Uint64()
+			target := live + max(uint64(sidecarGCFloor), live/sidecarGCShare)
+			// The percent is whole: the goal is at most one percent of
+			// the scanned bytes (or of the heap minimum) under the target.
+			slack := max(live+roots, goHeapMinimum)/100 + 1
+			if goal > target || goal+slack < target {
+				t.Fatalf("%d MiB kept live: the runtime's heap goal is %d with live %d and roots %d, want %d (within %d under)",
+					liveMiB, goal, live, roots, target, slack)
+			}
+			checked = true
+		}
+		if !checked {
+			t.Fatalf("%d MiB kept live: other collections ended during every one of 20 tries", liveMiB)
+		}
+	}
+	runtime.KeepAlive(keep)
+	keep = nil
+
+	// The test's own tuner, armed: it tunes after a collection, and again
+	// after later ones (64 MiB live lowers the percent it sets).
+	tuner.arm()
+	first := waitGCTunerSet(t, sets)
+	keep = append(keep, make([]byte, 64<<20))
+	for {
+		if p := waitGCTunerSet(t, sets); p < first {
+			break
+		}
+	}
+	runtime.KeepAlive(keep)
+}
+
+// waitGCTunerSet collects until the tuner sets a percent, and returns it.
+func waitGCTunerSet(t *testing.T, sets <-chan int) int {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		runtime.GC()
+		select {
+		case p := <-sets:
+			return p
+		case <-deadline:
+			t.Fatal("the tuner set no GOGC within 30 s of collections")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// setGCPercentRestoring is debug.SetGCPercent, with the percent of
+// before restored when the test ends.
+func setGCPercentRestoring(t *testing.T) func(int) int {
+	var old = -2
+	t.Cleanup(func() {
+		if old != -2 {
+			debugSetGCPercent(old)
+		}
+	})
+	return func(p int) int {
+		prev := debugSetGCPercent(p)
+		if old == -2 {
+			old = prev
+		}
+		return prev
+	}
+}
+
+// debugSetGCPercent is debug.SetGCPercent.
+var debugSetGCPercent = debug.SetGCPercent
