@@ -57,6 +57,10 @@ func (s *Server) Serve(ctx context.Context, ln *net.UnixListener) error {
 	defer cancel()
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	// Closed (and its socket file removed) before Serve returns, however
+	// it returns: a late close would remove the socket of a process that
+	// listens on the same path next.
+	defer ln.Close()
 	go func() {
 		<-ctx.Done()
 		ln.Close()
@@ -85,6 +89,14 @@ func (s *Server) Serve(ctx context.Context, ln *net.UnixListener) error {
 			continue
 		}
 		backoff = 0
+		if ctx.Err() != nil {
+			// Stopping: ln is about to close. A client whose connection
+			// the stop ended dials again at once to resume its leases;
+			// it must reach the next process, not this one, which still
+			// lists them as owned by the ended connection.
+			nc.Close()
+			return nil
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
