@@ -166,6 +166,7 @@ func (d *Daemon) Run(ctx context.Context, ln *net.UnixListener) error {
 		if err != nil {
 			return err
 		}
+		grace := d.resumeGraceTimer()
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
@@ -173,7 +174,7 @@ func (d *Daemon) Run(ctx context.Context, ln *net.UnixListener) error {
 		}()
 		go func() {
 			defer wg.Done()
-			d.awaitResumes(ctx)
+			d.awaitResumes(ctx, grace)
 		}()
 	}
 	if d.cfg.Gossip != nil {

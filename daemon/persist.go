@@ -442,16 +442,30 @@ func ownerStart(ownerID string) (uint64, bool) {
 	return v, err == nil
 }
 
-// awaitResumes releases, resumeGrace after the start, every restored
-// lease whose connection owner has not resumed it.
-func (d *Daemon) awaitResumes(ctx context.Context) {
+// resumeGraceTimer starts the restored connection owners' resumeGrace, or
+// returns nil when no restored lease awaits its owner. Run calls it before
+// it serves the socket, so that the grace counts from the start, however
+// late awaitResumes' goroutine runs: one that made its timer only once it
+// ran could start the grace after a client had already resumed (and a
+// test on the fake clock, advancing it by the grace once the client was
+// back, could advance it before the timer existed, so it never fired).
+func (d *Daemon) resumeGraceTimer() clockwatch.Timer {
 	d.mu.Lock()
 	n := len(d.ps.awaiting)
 	d.mu.Unlock()
 	if n == 0 {
+		return nil
+	}
+	return d.clock.NewTimer(resumeGrace)
+}
+
+// awaitResumes releases, when the grace timer t (resumeGraceTimer) fires,
+// every restored lease whose connection owner has not resumed it. A nil t
+// means none awaits.
+func (d *Daemon) awaitResumes(ctx context.Context, t clockwatch.Timer) {
+	if t == nil {
 		return
 	}
-	t := d.clock.NewTimer(resumeGrace)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():

@@ -229,14 +229,17 @@ func TestRestartConnectionOwnerResumes(t *testing.T) {
 		return err == nil
 	})
 	stop2() // a second restart: the client resumes again
-	_, _ = r.start(t)
+	d3, _ := r.start(t)
 
-	// c reconnects by itself and resumes.
+	// c reconnects by itself and resumes. A Check that works on its new
+	// connection does not mean the resume went through (the daemon holds
+	// the lease either way): wait for the daemon to bind it to c before
+	// the grace runs out, or it is released as nobody's.
 	c3 := &ipc.Client{Socket: r.sock}
 	t.Cleanup(func() { c3.Close() })
 	waitFor(t, func() bool {
 		_, err := c.Check(ctx, "conn", l.Token)
-		return err == nil
+		return err == nil && !awaitsResume(d3, "conn")
 	})
 	select {
 	case <-l.Done():
@@ -263,6 +266,19 @@ func TestRestartConnectionOwnerResumes(t *testing.T) {
 	if _, err := c3.Check(ctx, "conn", l.Token); err != nil {
 		t.Fatalf("the resumed lease after the grace: %v", err)
 	}
+}
+
+// awaitsResume reports whether d restored the lease name and its client
+// has not resumed it yet.
+func awaitsResume(d *Daemon, name string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for l := range d.ps.awaiting {
+		if l.name == name {
+			return true
+		}
+	}
+	return false
 }
 
 func waitReleaseOf(t *testing.T, ch chan *grantorpb.ReleaseRequest) *grantorpb.ReleaseRequest {
