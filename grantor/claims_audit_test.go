@@ -67,12 +67,6 @@ func TestRefusedGossipClaimsAreSummedUp(t *testing.T) {
 	audit.wait(t, "event=refused_raft", `claims grantor \"g8\"`)
 	audit.wait(t, "event=refused_raft", `claims grantor \"g9\": no join rule names it`)
 
-	began := time.Now()
-	for range passes {
-		g1.reconcile(tctx(t))
-	}
-	took := time.Since(began)
-	g1.audit.claims.Flush()
 	// refused counts the refusals of id's claim: the node logs each.
 	refused := func(id string) (n int) {
 		nodeLog.mu.Lock()
@@ -84,6 +78,21 @@ func TestRefusedGossipClaimsAreSummedUp(t *testing.T) {
 		}
 		return n
 	}
+	// A pass refuses only the claims gossip lists alive at that moment: on
+	// a loaded machine memberlist calls a member dead for a while now and
+	// then (beside two CPU hogs, g8's claim was refused in 99 of 200
+	// passes). So the passes go on until each claim was refused in as many
+	// as the test wants, within a generous limit.
+	began := time.Now()
+	ran := 0
+	for ; ran < passes || refused("g8") < passes || refused("g9") < passes; ran++ {
+		if time.Since(began) > 5*time.Minute {
+			t.Fatalf("%d passes in %v refused g8's claim %d times and g9's %d, not %d each", ran, time.Since(began), refused("g8"), refused("g9"), passes)
+		}
+		g1.reconcile(tctx(t))
+	}
+	took := time.Since(began)
+	g1.audit.claims.Flush()
 	count := func(id string) (lines, refusals int) {
 		audit.mu.Lock()
 		defer audit.mu.Unlock()
@@ -114,12 +123,12 @@ func TestRefusedGossipClaimsAreSummedUp(t *testing.T) {
 	for _, id := range []string{"g8", "g9"} {
 		lines, refusals := count(id)
 		want := refused(id)
-		t.Logf("claim of %s: %d passes in %v refused it %d times and wrote %d audit lines counting %d refusals", id, passes, took, want, lines, refusals)
+		t.Logf("claim of %s: %d passes in %v refused it %d times and wrote %d audit lines counting %d refusals", id, ran, took, want, lines, refusals)
 		if lines > bound {
-			t.Errorf("claim of %s: %d passes in %v wrote %d audit lines, more than %d", id, passes, took, lines, bound)
+			t.Errorf("claim of %s: %d passes in %v wrote %d audit lines, more than %d", id, ran, took, lines, bound)
 		}
-		if refusals != want || want < passes/2 {
-			t.Errorf("claim of %s: the audit lines count %d refusals of the %d logged in %d passes", id, refusals, want, passes)
+		if refusals != want {
+			t.Errorf("claim of %s: the audit lines count %d refusals of the %d logged in %d passes", id, refusals, want, ran)
 		}
 	}
 }
