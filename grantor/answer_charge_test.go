@@ -232,6 +232,7 @@ func TestAnswersSentOrResetAreNoLongerCharged(t *testing.T) {
 		seq := uint64(i + 1)
 		req := acqReq("fill", seq, fmt.Sprintf("page/%03d/%s", i, strings.Repeat("x", 200)))
 		req.Id.FirstUnacked = seq
+		req.TtlNs = int64(time.Hour) // nothing renews them: held for the whole test, however slow
 		mustAcquire(t, side, req)
 	}
 	op := dialWith(t, n.RPCAddr(), p.conf(pki.RoleOperator, "reader").ClientCredentials())

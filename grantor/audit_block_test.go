@@ -43,8 +43,11 @@ func TestBlockedAuditSinkDoesNotHoldUpKeepAlives(t *testing.T) {
 	cfg.Audit = slog.New(slog.NewTextHandler(w, nil))
 	cfg.AuditFlush = w.Flush
 	n := start(t, cfg, true)
-	a := mustAcquire(t, n.client, acqReq("s1", 1, "held"))
-	b := mustAcquire(t, n.client, acqReq("s1", 2, "other"))
+	// Terms of an hour: the session must still stand at the keepalives,
+	// however slow the machine.
+	long := func(r *grantorpb.AcquireRequest) *grantorpb.AcquireRequest { r.TtlNs = int64(time.Hour); return r }
+	a := mustAcquire(t, n.client, long(acqReq("s1", 1, "held")))
+	b := mustAcquire(t, n.client, long(acqReq("s1", 2, "other")))
 
 	shut, entered := make(chan struct{}), make(chan struct{})
 	gw.mu.Lock()
@@ -65,7 +68,7 @@ func TestBlockedAuditSinkDoesNotHoldUpKeepAlives(t *testing.T) {
 	defer ka.CloseSend()
 	for batch := range uint64(3) {
 		if err := ka.Send(&grantorpb.KeepAliveRequest{Session: "s1", Batch: batch + 1, Sessions: []*grantorpb.SessionRenewal{
-			{Session: "s1", TtlNs: int64(10 * time.Second), LeaseSetVersion: grantorpb.LeaseSetDigest([]uint64{a.Token})}}}); err != nil {
+			{Session: "s1", TtlNs: int64(time.Hour), LeaseSetVersion: grantorpb.LeaseSetDigest([]uint64{a.Token})}}}); err != nil {
 			t.Fatal(err)
 		}
 		r, err := ka.Recv()

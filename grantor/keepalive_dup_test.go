@@ -30,6 +30,7 @@ func TestKeepAliveNamingASessionTwiceIsRefused(t *testing.T) {
 		seq := uint64(i + 1)
 		req := acqReq("s1", seq, fmt.Sprintf("dup/%03d/%s", i, strings.Repeat("x", 200)))
 		req.Id.FirstUnacked = seq
+		req.TtlNs = int64(time.Hour) // renewed only at the end: held for the whole test, however slow
 		if r := mustAcquire(t, c, req); !r.Granted {
 			t.Fatalf("acquire %d: %v", i, r)
 		}
