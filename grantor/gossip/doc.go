@@ -19,9 +19,13 @@
 // until memberlist declares it dead. A member that leaves first gossips a
 // leaving flag in its metadata, which is how the others tell "left" from
 // "dead" (memberlist v0.7.0 does not expose that distinction to its
-// delegates); one that missed the flag lists the member as dead. The flag
-// can be gossiped ahead of the leave (AnnounceLeaving): a grantor does so
-// before it takes itself out of raft, so that no leader adds it back.
+// delegates). A member that gets the leave notice before the flag would
+// list it as dead; so a member that leaves first syncs its state with
+// every alive grantor until each lists it as leaving, and every state sync
+// carries the members the sender lists as left, so that the others learn
+// it from any member that saw the flag (leaving.go). The flag can be
+// gossiped ahead of the leave (AnnounceLeaving): a grantor does so before
+// it takes itself out of raft, so that no leader adds it back.
 //
 // # Wire
 //
@@ -51,4 +55,17 @@
 //
 //	1  the fields above (leaseside's first gossip release; Instance was
 //	   appended later, within version 1)
+//
+// # Left claims (state syncs)
+//
+// The delegate's state in every push/pull sync is the members the sender
+// lists as left, at most 1,024:
+//
+//	byte 0     encoding version (1)
+//	then       a uvarint count, then per member: a uvarint name length
+//	           (at most 512), the name, its Instance as a uvarint
+//
+// A receiver refuses the whole of anything else, and takes a claim only
+// for a member it lists as dead with the same Instance. Builds before it
+// send no state and ignore what they get. Version history: 1 the above.
 package gossip

@@ -34,6 +34,7 @@ type Member struct {
 	keyring *memberlist.Keyring
 	logw    *logWriter // memberlist's log, which counts refused packets
 	done    chan struct{}
+	merges  *mergeWatch // memberlist's MergeDelegate (leaving.go)
 
 	metaMu  sync.Mutex // guards meta and leaving; NodeMeta reads them
 	meta    Meta
@@ -68,6 +69,7 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 		roster: newRoster(cfg.ForgetAfter),
 		done:   make(chan struct{}),
 		meta:   cfg.Meta,
+		merges: &mergeWatch{},
 	}
 	m.meta.Instance = 0
 	for m.meta.Instance == 0 {
@@ -92,6 +94,7 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 	mc.GossipToTheDeadTime, mc.DeadNodeReclaimTime = t.GossipToTheDeadTime, t.DeadNodeReclaimTime
 	mc.Delegate = delegate{m}
 	mc.Events = events{m.roster}
+	mc.Merge = m.merges
 	m.logw = newLogWriter(logger.With("component", "memberlist"))
 	mc.Logger = log.New(m.logw, "", 0)
 	tr, err := newLimitedTransport(host, port, cfg.MaxStreamBytes, cfg.Prove, logger, mc.Logger)
@@ -377,14 +380,20 @@ func (m *Member) AnnounceLeaving(timeout time.Duration) error {
 	return nil
 }
 
-// announceLeavingLocked sets the leaving flag and gossips it, once.
+// announceLeavingLocked sets the leaving flag, gossips it and confirms
+// it with the grantors (confirmLeaving), once, within timeout.
 func (m *Member) announceLeavingLocked(timeout time.Duration) {
 	m.metaMu.Lock()
 	was := m.leaving
 	m.leaving = true
 	m.metaMu.Unlock()
 	if !was {
+		deadline := time.Now().Add(timeout)
 		m.pushMeta(timeout)
+		if missed := m.confirmLeaving(deadline); len(missed) > 0 {
+			m.log.Warn("gossip: these grantors did not confirm in time that they list this member as leaving; they may list it as dead once it goes",
+				"grantors", missed, "timeout", timeout)
+		}
 	}
 }
 
@@ -466,8 +475,9 @@ func (m *Member) Shutdown() error {
 	return m.ml.Shutdown()
 }
 
-// delegate gives memberlist this member's metadata. memberlist's contract:
-// thread-safe, never blocking. It carries no user messages or state.
+// delegate gives memberlist this member's metadata and, with every state
+// sync, the members it lists as left (leaving.go). memberlist's contract:
+// thread-safe, never blocking. It carries no user messages.
 type delegate struct{ m *Member }
 
 var _ memberlist.Delegate = delegate{}
@@ -487,5 +497,19 @@ func (d delegate) NodeMeta(limit int) []byte {
 
 func (delegate) NotifyMsg([]byte)                           {}
 func (delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
-func (delegate) LocalState(join bool) []byte                { return nil }
-func (delegate) MergeRemoteState(buf []byte, join bool)     {}
+
+func (d delegate) LocalState(join bool) []byte {
+	return encodeLeft(d.m.roster.leftClaims(time.Now()))
+}
+
+func (d delegate) MergeRemoteState(buf []byte, join bool) {
+	if len(buf) == 0 {
+		return // a build that sends none, or none left
+	}
+	cs, err := decodeLeft(buf)
+	if err != nil {
+		d.m.log.Debug("gossip: ignoring the left claims of a state sync", "err", err)
+		return
+	}
+	d.m.roster.learnLeft(cs)
+}
