@@ -60,37 +60,44 @@ type env struct {
 	stderr io.Writer
 }
 
-// subcommands lists the constructors of the top-level subcommands, in the
-// order `leaseside help` shows them. A new subcommand is a file with a
-// constructor and one line here.
-var subcommands = []func(*env) *cobra.Command{
-	newDevCmd,
-	newAcquireCmd,
-	newReleaseCmd,
-	newStatusCmd,
-	newRunCmd,
-	newElectCmd,
-	newProclaimCmd,
-	newObserveCmd,
-	newLeaderCmd,
-	newCheckCmd,
-	newCheckTokenCmd,
-	newWriteCmd,
-	newFenceProxyCmd,
-	newFenceCmd,
-	newRenewCmd,
-	newWatchCmd,
-	newTopCmd,
-	newClockCmd,
-	newDaemonCmd,
-	newGrantorCmd,
-	newMembersCmd,
-	newLeasesCmd,
-	newRevokeCmd,
-	newTLSCmd,
-	newBenchCmd,
-	newVersionCmd,
-	newCompletionCmd,
+// subcommands lists the top-level subcommands, by name, in the order
+// `leaseside help` shows them. A new subcommand is a file with a
+// constructor and one line here (TestSubcommandNames holds each name to
+// its command's).
+var subcommands = []subcommand{
+	{"dev", newDevCmd},
+	{"acquire", newAcquireCmd},
+	{"release", newReleaseCmd},
+	{"status", newStatusCmd},
+	{"run", newRunCmd},
+	{"elect", newElectCmd},
+	{"proclaim", newProclaimCmd},
+	{"observe", newObserveCmd},
+	{"leader", newLeaderCmd},
+	{"check", newCheckCmd},
+	{"check-token", newCheckTokenCmd},
+	{"write", newWriteCmd},
+	{"fence-proxy", newFenceProxyCmd},
+	{"fence", newFenceCmd},
+	{"renew", newRenewCmd},
+	{"watch", newWatchCmd},
+	{"top", newTopCmd},
+	{"clock", newClockCmd},
+	{"daemon", newDaemonCmd},
+	{"grantor", newGrantorCmd},
+	{"members", newMembersCmd},
+	{"leases", newLeasesCmd},
+	{"revoke", newRevokeCmd},
+	{"tls", newTLSCmd},
+	{"bench", newBenchCmd},
+	{"version", newVersionCmd},
+	{"completion", newCompletionCmd},
+}
+
+// subcommand is a top-level subcommand: its name and its constructor.
+type subcommand struct {
+	name string
+	new  func(*env) *cobra.Command
 }
 
 const exitCodesHelp = `Exit codes:
@@ -113,7 +120,11 @@ const exitCodesHelp = `Exit codes:
 // NewRootCommand returns the leaseside command tree writing to stdout and
 // stderr. Man pages and shell completions are generated from it.
 func NewRootCommand(stdout, stderr io.Writer) *cobra.Command {
-	e := &env{stdout: stdout, stderr: stderr}
+	return newRoot(&env{stdout: stdout, stderr: stderr}, subcommands)
+}
+
+// newRoot returns the root command with the subcommands subs.
+func newRoot(e *env, subs []subcommand) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "leaseside",
 		Short: "distributed leases with fencing tokens, from a per-host sidecar",
@@ -138,15 +149,33 @@ sidecar daemon on each host (a Unix socket).
 		},
 		PersistentPreRunE: checkTimeout,
 	}
-	root.SetOut(stdout)
-	root.SetErr(stderr)
+	root.SetOut(e.stdout)
+	root.SetErr(e.stderr)
 	root.Flags().Bool("version", false, "print the version and exit")
 	root.SetVersionTemplate(versionLine() + "\n")
 	root.SetFlagErrorFunc(flagError)
-	for _, sub := range subcommands {
-		root.AddCommand(sub(e))
+	for _, sub := range subs {
+		root.AddCommand(sub.new(e))
 	}
 	return root
+}
+
+// commandFor returns the subcommands a command line needs: only the one
+// it names when its first word is a subcommand's name, all of them
+// otherwise (help, completion, an unknown command or a flag first, which
+// may list or suggest the others). A client command is a process of its
+// own, started from a shell for one request: making the other 26
+// commands and their flags was 3% of a `leaseside release` process's CPU
+// (docs/performance.md, "What a client command's start costs").
+func commandFor(args []string) []subcommand {
+	if len(args) > 0 && args[0] != "completion" {
+		for i, sub := range subcommands {
+			if sub.name == args[0] {
+				return subcommands[i : i+1]
+			}
+		}
+	}
+	return subcommands
 }
 
 // Main runs the leaseside command line and returns the exit code.
@@ -157,7 +186,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 // execute is Main under ctx: a command that runs until interrupted (watch,
 // top) also ends when ctx does.
 func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	root := NewRootCommand(stdout, stderr)
+	root := newRoot(&env{stdout: stdout, stderr: stderr}, commandFor(args))
 	root.SetArgs(args)
 	cmd, err := root.ExecuteContextC(ctx)
 	var code exitCode

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -238,5 +239,46 @@ func TestExitCodesHelpInOrder(t *testing.T) {
 	}
 	if len(codes) < 8 || !slices.IsSorted(codes) {
 		t.Errorf("exit codes in the help: %v, want all of them in ascending order", codes)
+	}
+}
+
+// TestSubcommandNames: each entry of subcommands is named as its command
+// is, so that a command line naming it builds that command alone, and
+// the tree built for one command runs it as the whole tree does.
+func TestSubcommandNames(t *testing.T) {
+	e := &env{stdout: io.Discard, stderr: io.Discard}
+	seen := map[string]bool{}
+	for _, sub := range subcommands {
+		c := sub.new(e)
+		if c.Name() != sub.name {
+			t.Errorf("subcommands names %q, its command is %q", sub.name, c.Name())
+		}
+		if len(c.Aliases) > 0 {
+			t.Errorf("%s has aliases %v: commandFor would build every command for them", sub.name, c.Aliases)
+		}
+		if seen[sub.name] {
+			t.Errorf("%s listed twice", sub.name)
+		}
+		seen[sub.name] = true
+	}
+	tests := []struct {
+		name string
+		args []string
+		want int // subcommands built
+	}{
+		{name: "a client command", args: []string{"release", "a/b"}, want: 1},
+		{name: "the version", args: []string{"version", "--json"}, want: 1},
+		{name: "help", args: []string{"help", "release"}, want: len(subcommands)},
+		{name: "a flag first", args: []string{"--version"}, want: len(subcommands)},
+		{name: "completion", args: []string{"completion", "bash"}, want: len(subcommands)},
+		{name: "an unknown command", args: []string{"relase"}, want: len(subcommands)},
+		{name: "nothing", args: nil, want: len(subcommands)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := len(commandFor(tc.args)); got != tc.want {
+				t.Fatalf("%q builds %d subcommands, want %d", tc.args, got, tc.want)
+			}
+		})
 	}
 }
