@@ -57,6 +57,24 @@ func (u *uidBytes) add(d int) {
 	}
 }
 
+// addUnder adds d (positive) if the count is at most the budget, and
+// reports whether it did: one CAS, so that of replies added at once only
+// the first may pass the budget. A nil u adds nothing and reports true.
+func (u *uidBytes) addUnder(d int) bool {
+	if u == nil {
+		return true
+	}
+	for {
+		n := u.n.Load()
+		if n > u.budget {
+			return false
+		}
+		if u.n.CompareAndSwap(n, n+int64(d)) {
+			return true
+		}
+	}
+}
+
 // over reports whether more than times the budget is queued.
 func (u *uidBytes) over(times int64) bool { return u != nil && u.n.Load() > times*u.budget }
 

@@ -91,3 +91,47 @@ func (c *Conn) overflowed() {
 		"conn", c.ID, "pid", c.Cred.PID, "uid", c.Cred.UID, "queued", n, "queued_bytes", bytes, "limit_bytes", 2*c.budget, "events_left_out", dropped)
 	c.markGone()
 }
+
+// readOnlyOps are the ops that wait on the network and only read: their
+// replies can be large (the members of a cluster, a page of its leases),
+// and nothing is lost by answering them resource_exhausted
+// (enqueueAnswer).
+var readOnlyOps = map[string]bool{OpMembers: true, OpLeases: true}
+
+// enqueueAnswer queues resp, the reply a handler's goroutine made. A reply
+// to an op that only reads is answered resource_exhausted instead when the
+// connection, or its uid, has its budget unread already (review finding
+// U1): every request a burst started while the uid was under its budget
+// would otherwise queue its reply, however far over (768 members replies
+// of 28 KB started at once on 64 connections left 7 MiB queued against a
+// budget of 256 KiB). Of replies queued at once, only the first may pass
+// the uid's budget.
+func (c *Conn) enqueueAnswer(resp *Response, readOnly bool) {
+	if !readOnly {
+		c.enqueue(resp, false)
+		return
+	}
+	if c.isGone() {
+		return
+	}
+	b, err := marshalLine(resp)
+	if err != nil {
+		c.log.Error("ipc: encoding reply", "err", err)
+		return
+	}
+	c.mu.Lock()
+	if c.settled {
+		c.mu.Unlock()
+		return
+	}
+	if c.bytes > c.budget || !c.uid.addUnder(len(b)) {
+		c.mu.Unlock()
+		c.enqueue(errorLine(resp.ID, Errorf(CodeResourceExhausted,
+			"uid %d leaves more replies unread than the daemon holds for one user (socket_queue_bytes_per_uid, socket_queue_bytes); read them, then ask again", c.Cred.UID)), false)
+		return
+	}
+	c.bytes += len(b) // the uid's count has it already (addUnder)
+	c.queue = append(c.queue, queued{v: resp, at: boottime(), b: b})
+	c.mu.Unlock()
+	poke(c.wake)
+}

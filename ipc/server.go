@@ -199,7 +199,7 @@ func (s *Server) serveConn(ctx context.Context, nc *net.UnixConn) {
 			defer handlers.Done()
 			defer s.users.finish(cred.UID)
 			release := holdFor(c, req.Op)
-			c.enqueue(s.answer(cctx, c, req, id), false)
+			c.enqueueAnswer(s.answer(cctx, c, req, id), readOnlyOps[req.Op])
 			release()
 		}()
 	}
