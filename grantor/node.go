@@ -300,8 +300,11 @@ func advertiseRPC(explicit, bound, raftAddr string) (string, error) {
 // the cluster through the Leave RPC; then it shuts the node down. It
 // returns nil when ctx ends (whatever ctx.Err is) or after a Leave RPC, a
 // *HaltError (errors.Is ErrHalted) when the node met a raft log entry it
-// cannot apply, or the error that stopped serving or shutting down. Run
-// may be called once.
+// cannot apply, nil when it was removed from the raft configuration and
+// learned it (self_removal.go), a *RetiredError (errors.Is ErrRetired)
+// when it was removed while it was down and no join rule admits it any
+// more (retired.go), or the error that stopped serving or shutting down.
+// Run may be called once.
 func (n *Node) Run(ctx context.Context) error {
 	if !n.running.CompareAndSwap(false, true) {
 		return errors.New("grantor: Run called twice")
@@ -353,6 +356,10 @@ func (n *Node) Run(ctx context.Context) error {
 	case <-n.halted:
 		err = n.fsm.haltErr()
 	case <-n.removal.done:
+		if r := n.removal.retired.Load(); r != nil {
+			err = r
+			break
+		}
 		n.log.Warn("grantor: this grantor was removed from the raft configuration; stopping (the others refuse its raft messages). To bring it back, start it again: the leader adds it back once gossip sees the new run")
 	case err = <-serveErr:
 		if errors.Is(err, grpc.ErrServerStopped) {

@@ -28,6 +28,13 @@ type removal struct {
 	wasMember atomic.Bool
 	// hadLeader is set once this node knew of a leader in this run.
 	hadLeader atomic.Bool
+	// refusedUnled is set when a voter refuses this node's vote request
+	// as a non-member's while it has known of no leader in this run: it
+	// may have been removed while it was down, and retired (retired.go).
+	refusedUnled atomic.Bool
+	// retired is set, before done is closed, when a round of asking
+	// confirmed that this node was retired.
+	retired atomic.Pointer[RetiredError]
 	// configured wakes watchLeaders when a committed configuration is
 	// applied (fsm.onConfig); it holds at most one wake-up.
 	configured chan struct{}
@@ -114,7 +121,10 @@ func (r removalRound) confirmed() bool {
 // once gossip sees the new run (discovery.go). A removed node that did
 // not learn of its removal (it was down) calls elections that every
 // member refuses (raftGate); one that followed a leader in this run stops
-// once a majority did (refusedAsNonMember).
+// once a majority did (refusedAsNonMember). One that has known of no
+// leader since it started asks, on the first refusal and every
+// retiredAskEvery until a leader is known, whether it was retired, and
+// stops with a RetiredError when it was (askRetired, retired.go).
 func (n *Node) watchLeaders() {
 	defer n.watchers.Done()
 	ch, stop := n.leaderChanges()
@@ -123,7 +133,9 @@ func (n *Node) watchLeaders() {
 	defer cancel()
 	var (
 		results   = make(chan removalRound, 1)
+		retiredC  = make(chan retiredRound, 1)
 		candidate bool // the latest configuration lacks this node, which was a member
+		retiring  bool // refused as a non-member, it has known of no leader in this run
 		asking    bool // a round is out
 		due       bool // a round may start
 		retry     clockwatch.Timer
@@ -150,6 +162,8 @@ func (n *Node) watchLeaders() {
 		default:
 			candidate = false
 		}
+		wasRetiring := retiring
+		retiring = !candidate && n.removal.refusedUnled.Load() && !n.removal.hadLeader.Load() && !n.removal.leaving.Load()
 		switch {
 		case candidate && !was:
 			n.log.Info("grantor: this grantor's latest raft configuration does not list it; asking that configuration's voters whether it was removed",
@@ -158,14 +172,37 @@ func (n *Node) watchLeaders() {
 		case !candidate && was:
 			n.log.Info("grantor: this grantor's latest raft configuration lists it again; not removed")
 			due = false
+		case retiring && !wasRetiring:
+			n.log.Warn("grantor: the voters refuse this grantor's vote requests as a non-member's, and no leader has added it back since it started: it was removed while it was down. Waiting for the leader to add it back; asking the voters every "+
+				retiredAskEvery.String()+" whether it was retired (no join rule admits it any more), which stops it",
+				"servers", serverIDs(c))
+			due = true
+		case !retiring && wasRetiring && !candidate:
+			n.log.Info("grantor: a leader is known; not retired")
+			due = false
 		}
-		if candidate && due && !asking {
+		if (candidate || retiring) && due && !asking {
 			due, asking = false, true
 			n.watchers.Add(1)
-			go func() {
-				defer n.watchers.Done()
-				results <- n.askRemoval(ctx, c)
-			}()
+			if candidate {
+				go func() {
+					defer n.watchers.Done()
+					results <- n.askRemoval(ctx, c)
+				}()
+			} else {
+				go func() {
+					defer n.watchers.Done()
+					retiredC <- n.askRetired(ctx, c)
+				}()
+			}
+		}
+		rearm := func(d time.Duration) {
+			if retry == nil {
+				retry = n.cfg.Clock.NewTimer(d)
+			} else {
+				retry.Reset(d)
+			}
+			retryC = retry.C()
 		}
 		select {
 		case <-ch: // dropped observations are fine: each one re-reads
@@ -176,16 +213,25 @@ func (n *Node) watchLeaders() {
 			asking = false
 			removed := r.confirmed() && !n.listed(n.raft.GetConfiguration().Configuration()) && !n.removal.leaving.Load()
 			if !removed { // armed before the log line, which tells a test the round is over
-				if retry == nil {
-					retry = n.cfg.Clock.NewTimer(removalAskEvery)
-				} else {
-					retry.Reset(removalAskEvery)
-				}
-				retryC = retry.C()
+				rearm(removalAskEvery)
 			}
 			n.log.Debug(removalRoundLine, "voters", r.voters, "listed_by", r.listedBy, "not_listed_by", r.notListedBy,
 				"silent", r.silent, "confirmed", r.confirmed())
 			if removed {
+				n.removal.stop()
+				return
+			}
+		case r := <-retiredC:
+			asking = false
+			_, lid := n.raft.LeaderWithID()
+			retired := r.confirmed() && lid == "" && !n.removal.hadLeader.Load() && !n.removal.leaving.Load()
+			if !retired {
+				rearm(retiredAskEvery)
+			}
+			n.log.Debug(retiredRoundLine, "leader", r.leader, "voters", r.voters, "not_admitted_by", r.notAdmitted,
+				"admitted_by", r.admittedBy, "silent", r.silent, "confirmed", r.confirmed())
+			if retired {
+				n.removal.retired.Store(r.err(n.cfg.NodeID))
 				n.removal.stop()
 				return
 			}
@@ -295,7 +341,9 @@ func serverIDs(c raft.Configuration) []string {
 // committed would have a majority of them knowing it), and it stops like
 // a removed node that learned it (watchLeaders). A node that has heard
 // of no leader since it started (one removed while it was down) waits
-// instead, refused, until the leader adds it back (discovery.go).
+// instead, refused, until the leader adds it back (discovery.go); the
+// refusal only makes watchLeaders ask whether it was retired, which no
+// refusal proves (retired.go).
 func (n *Node) refusedAsNonMember(id raft.ServerID) {
 	c := n.raft.GetConfiguration().Configuration()
 	n.removal.mu.Lock()
@@ -313,7 +361,14 @@ func (n *Node) refusedAsNonMember(id raft.ServerID) {
 			}
 		}
 	}
-	if refused > voters/2 && n.removal.hadLeader.Load() && !n.removal.leaving.Load() {
+	switch {
+	case n.removal.leaving.Load():
+	case !n.removal.hadLeader.Load():
+		// Removed while it was down, perhaps retired: watchLeaders asks.
+		if n.removal.refusedUnled.CompareAndSwap(false, true) {
+			n.removal.wake()
+		}
+	case refused > voters/2:
 		n.removal.stop()
 	}
 }

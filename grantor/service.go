@@ -114,13 +114,18 @@ func (s *service) Release(ctx context.Context, req *grantorpb.ReleaseRequest) (*
 // not, from its own view: the raft configuration it knows, each server's
 // voter flag and raft state, and, when it leads, how long ago each
 // follower last answered it; merged with every gossip member, sidecars
-// included, and their gossip states. The answer is charged to the
-// caller's queued bytes until it is sent (edgeLimits.chargeAnswer).
+// included, and their gossip states; to a grantor certificate, whether
+// a join rule admits its name (CallerJoin, retired.go). The answer is
+// charged to the caller's queued bytes until it is sent
+// (edgeLimits.chargeAnswer).
 func (s *service) Members(ctx context.Context, req *grantorpb.MembersRequest) (*grantorpb.MembersResponse, error) {
 	if err := s.n.edge.chargeAnswer(ctx, 0); err != nil {
 		return nil, toStatus(err)
 	}
 	resp := s.n.members()
+	if id := IdentityFrom(ctx); s.n.cfg.TLS != nil && id.Role == RoleGrantor {
+		resp.CallerJoin = callerJoin(s.n.nameRules.Load().admitsGrantor(id.Name))
+	}
 	if err := s.n.edge.chargeAnswer(ctx, proto.Size(resp)); err != nil {
 		return nil, toStatus(err)
 	}

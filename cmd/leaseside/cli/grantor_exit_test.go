@@ -1,0 +1,27 @@
+package cli
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/leaseside/leaseside/grantor"
+)
+
+// The exit status of `leaseside grantor` for what stopped it: a retired
+// grantor (removed while it was down, no join rule admits it) exits 1,
+// which the unit restarts, as for any other error; only a halt on a raft
+// log entry exits 65.
+func TestGrantorExitCodes(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		want int
+	}{
+		{fmt.Errorf("stopped: %w", grantor.ErrHalted), ExitHalted},
+		{&grantor.RetiredError{NodeID: "g3", Leader: "g1", Voters: []string{"g1", "g2"}, Confirmed: []string{"g1", "g2"}}, ExitError},
+		{fmt.Errorf("grantor: serving gRPC: broken"), ExitError},
+	} {
+		if got := grantorExit(tt.err); got != tt.want {
+			t.Errorf("grantorExit(%v) = %d, want %d", tt.err, got, tt.want)
+		}
+	}
+}

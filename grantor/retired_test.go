@@ -1,0 +1,303 @@
+package grantor
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/leaseside/leaseside/grantor/pki"
+)
+
+// joinRules returns name rules whose join rules admit the grantors ids,
+// and that give every sidecar and every other identity every name.
+func joinRules(t *testing.T, ids ...string) *NameRules {
+	t.Helper()
+	var b strings.Builder
+	for _, id := range ids {
+		fmt.Fprintf(&b, "grantor/%s join\n", id)
+	}
+	b.WriteString("* acquire *\n*/* acquire *\n")
+	r, err := ParseNameRules("rules", []byte(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// acquireAt acquires a fresh name, as sidecar h1, at whichever of nodes
+// leads, and fails the test unless it is granted.
+func acquireAt(t *testing.T, p *testPKI, nodes ...*running) {
+	t.Helper()
+	creds := p.conf(pki.RoleSidecar, "h1").ClientCredentials()
+	for attempt := 1; ; attempt++ {
+		resp, err := dialWith(t, leading(t, nodes...).RPCAddr(), creds).Acquire(tctx(t), acqReq("s1", 1, "jobs/after"))
+		switch {
+		case err == nil && resp.Granted:
+			return
+		case err == nil:
+			t.Fatalf("acquire: %v", resp)
+		case status.Code(err) != codes.FailedPrecondition || attempt == 20:
+			t.Fatalf("acquire: %v", err)
+		}
+	}
+}
+
+// retiredCluster starts grantors g1, g2 and g3 over TLS with gossip, each
+// with name rules whose join rule names all three, each logging (debug)
+// into its own lineLog, and waits until one is in office.
+func retiredCluster(t *testing.T, p *testPKI) (*gossipCluster, map[string]*lineLog) {
+	t.Helper()
+	c := &gossipCluster{t: t, events: map[*running]*eventLog{}}
+	logs := map[string]*lineLog{}
+	for i, id := range []string{"g1", "g2", "g3"} {
+		logs[id] = newLineLog()
+		n := c.add(id, 3, func(cfg *Config) {
+			cfg.TLS = p.conf(pki.RoleGrantor, id)
+			cfg.NameRules = joinRules(t, "g1", "g2", "g3")
+			cfg.Logger = logs[id].logger()
+			starvedRaftTiming(cfg)
+		})
+		if i == 0 {
+			c.seed = n.GossipAddr()
+		}
+	}
+	c.leader()
+	return c, logs
+}
+
+// restartAt starts n again on its data dir and at its addresses (gRPC
+// and gossip; raft too with sameRaft, else another port), joining gossip
+// through seed, logging into a new lineLog; n must have stopped.
+//
+// A grantor removed while down misses its removal only if the leader's
+// one last send to it fails (raft then stops replicating to it), and
+// that send may come late, after a backoff: one started again at the
+// same raft address may get it (and stop as removed).
+func restartAt(t *testing.T, n *running, seed string, sameRaft bool) (*running, *lineLog) {
+	t.Helper()
+	cfg := n.cfg
+	cfg.RPCAddr = n.RPCAddr()
+	if sameRaft {
+		cfg.RaftAddr = n.RaftAddr()
+	}
+	g := *cfg.Gossip
+	g.BindAddr, g.Join = n.GossipAddr(), []string{seed}
+	cfg.Gossip = &g
+	log := newLineLog()
+	cfg.Logger = log.logger()
+	return start(t, cfg, false), log
+}
+
+// removeWhileDown stops v, removes it at whichever of rest leads, and
+// waits until both of rest have its removal in their configuration.
+func removeWhileDown(t *testing.T, v *running, rest ...*running) {
+	t.Helper()
+	v.stop()
+	id := v.cfg.NodeID
+	for attempt := 1; ; attempt++ { // as `members remove`, at whichever leads
+		err := leading(t, rest...).RemoveServer(tctx(t), id)
+		if err == nil {
+			break
+		}
+		if !isNotLeader(err) || attempt == 20 {
+			t.Fatalf("RemoveServer %s: %v", id, err)
+		}
+	}
+	waitRaft(t, id+"'s removal at every grantor left", func() bool {
+		for _, n := range rest {
+			if hasServer(n, id) {
+				return false
+			}
+		}
+		return true
+	}, rest...)
+}
+
+// Issue 21: a grantor removed while it was down, whose join rule the
+// operator dropped at every grantor (retired), starts again with a
+// configuration that lists it, calls elections the others refuse, and no
+// leader adds it back. It asks the voters whether it was retired, and
+// stops with a RetiredError naming the leader and the voters that
+// answered, and what to do; the others go on granting. Before the
+// change it campaigned for good (the wait for its stop times out).
+func TestRemovedWhileDownStopsOnceRetired(t *testing.T) {
+	p := newTestPKI(t)
+	c, _ := retiredCluster(t, p)
+	l := c.leader()
+	v := others(c, l)[0]
+	id := v.cfg.NodeID
+	rest := others(c, v)
+	removeWhileDown(t, v, rest...)
+	var keep []string
+	for _, n := range rest {
+		keep = append(keep, n.cfg.NodeID)
+	}
+	for _, n := range rest {
+		n.SetNameRules(joinRules(t, keep...))
+	}
+
+	again, log := restartAt(t, v, rest[0].GossipAddr(), false)
+	again.runErrOK = func(err error) bool { return errors.Is(err, ErrRetired) }
+	if !lists(again, id) {
+		t.Fatalf("setup: %s, started again, does not list itself: %v (it should have missed its removal)", id, servers(again))
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			log.mu.Lock()
+			t.Logf("%s's log:\n%s", id, strings.Join(log.lines, "\n"))
+			log.mu.Unlock()
+		}
+	})
+	log.wait(t, "no leader has added it back since it started")
+	select {
+	case <-again.exited:
+	case <-time.After(waitTimeout):
+		line, _ := log.find(retiredRoundLine)
+		t.Fatalf("the retired grantor still runs; its last round: %s", line)
+	}
+	var re *RetiredError
+	if !errors.As(again.runErr, &re) {
+		t.Fatalf("Run: %v, want a *RetiredError", again.runErr)
+	}
+	msg := re.Error()
+	for _, want := range []string{"retired: remove its data dir, or add its join rule back and restart", "leader " + re.Leader} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the error %q does not say %q", msg, want)
+		}
+	}
+	if !slices.Contains(keep, re.Leader) || !slices.Contains(re.Confirmed, re.Leader) || len(re.Confirmed) < 2 ||
+		!slices.Equal(re.Voters, keep) {
+		t.Errorf("RetiredError %+v: want the leader among %v, and both confirming", re, keep)
+	}
+	log.wait(t, retiredRoundLine, "confirmed=true")
+	if hasServer(leading(t, rest...), id) {
+		t.Errorf("the retired grantor was added back: %v", servers(leading(t, rest...)))
+	}
+	acquireAt(t, p, rest...)
+}
+
+// The other half of issue 21's case: a grantor removed while it was
+// down whose join rule stays is added back by the leader once gossip
+// shows its new run, and does not stop, whatever its rounds of asking
+// found before that. (A guard: it held before the change too; a rule
+// that stops on the refusals alone, or on the configurations alone,
+// breaks it.)
+func TestRemovedWhileDownIsAddedBackWhileItsRuleStays(t *testing.T) {
+	p := newTestPKI(t)
+	c, _ := retiredCluster(t, p)
+	l := c.leader()
+	v := others(c, l)[0]
+	id := v.cfg.NodeID
+	rest := others(c, v)
+	removeWhileDown(t, v, rest...)
+
+	again, log := restartAt(t, v, rest[0].GossipAddr(), false)
+	waitRaft(t, id+" a voter again", func() bool {
+		return slices.Contains(leaderServers(rest), id+"=Voter")
+	}, append(rest, again)...)
+	waitRaft(t, id+" knows the leader", func() bool { return again.removal.hadLeader.Load() }, again)
+	if exited(again) {
+		t.Fatalf("the grantor added back stopped: %v", again.runErr)
+	}
+	if line, ok := log.find(retiredRoundLine, "confirmed=true"); ok {
+		t.Fatalf("a round confirmed that the grantor added back was retired: %s", line)
+	}
+	acquireAt(t, p, append(rest, again)...)
+}
+
+// A member cut off from the majority never stops as retired, even with
+// its join rule dropped (an operator preparing to retire it) and refusals
+// that say it is no member (forged here: the transport tells of
+// refusals only from the servers it dialed): nobody it reaches confirms
+// anything, and once the majority is back, its answers list it and it
+// follows the leader again. (A guard: it held before the change too; it
+// fails if the refusals alone stop a grantor that knew no leader.)
+func TestCutOffMemberWithoutAJoinRuleDoesNotStop(t *testing.T) {
+	p := newTestPKI(t)
+	c, _ := retiredCluster(t, p)
+	l := c.leader()
+	v := others(c, l)[0]
+	id := v.cfg.NodeID
+	rest := others(c, v)
+	var keep []string
+	for _, n := range rest {
+		keep = append(keep, n.cfg.NodeID)
+	}
+	for _, n := range c.nodes {
+		n.SetNameRules(joinRules(t, keep...))
+	}
+	// Everyone down; v comes back alone: it has known no leader in this
+	// run, and cannot reach a majority.
+	v.stop()
+	for _, n := range rest {
+		n.stop()
+	}
+	again, log := restartAt(t, v, rest[0].GossipAddr(), true)
+	for range 2 {
+		m := log.mark()
+		for _, n := range rest {
+			again.refusedAsNonMember(raft.ServerID(n.cfg.NodeID))
+		}
+		log.waitFrom(t, m, retiredRoundLine, "confirmed=false")
+	}
+	if exited(again) {
+		t.Fatalf("the cut-off member stopped: %v", again.runErr)
+	}
+
+	// The majority is back: v is a member, and follows the leader.
+	var back []*running
+	for _, n := range rest {
+		b, _ := restartAt(t, n, again.GossipAddr(), true)
+		b.SetNameRules(joinRules(t, keep...))
+		back = append(back, b)
+	}
+	waitRaft(t, id+" follows a leader", func() bool {
+		_, lid := again.raft.LeaderWithID()
+		return lid != ""
+	}, append(back, again)...)
+	if exited(again) {
+		t.Fatalf("the cut-off member stopped: %v", again.runErr)
+	}
+	if l := leading(t, append(back, again)...); !hasServer(l, id) {
+		t.Fatalf("the member is not in the leader's configuration: %v", servers(l))
+	}
+	if line, ok := log.find(retiredRoundLine, "confirmed=true"); ok {
+		t.Fatalf("a round confirmed that a member was retired: %s", line)
+	}
+}
+
+// The rule of a round (retiredRound.confirmed): the leader that answered
+// and a majority of its configuration's voters say the configuration
+// lacks the grantor and no join rule admits it, and nobody says
+// otherwise.
+func TestRetiredRoundRules(t *testing.T) {
+	voters := []string{"a", "b", "c"}
+	for _, tt := range []struct {
+		name string
+		r    retiredRound
+		want bool
+	}{
+		{"leader and a majority", retiredRound{leader: "a", voters: voters, notAdmitted: []string{"a", "b"}, silent: []string{"c"}}, true},
+		{"all", retiredRound{leader: "a", voters: voters, notAdmitted: voters}, true},
+		{"no leader", retiredRound{voters: voters, notAdmitted: voters}, false},
+		{"a minority", retiredRound{leader: "a", voters: voters, notAdmitted: []string{"a"}, silent: []string{"b", "c"}}, false},
+		{"a majority without the leader", retiredRound{leader: "a", voters: voters, notAdmitted: []string{"b", "c"}, silent: []string{"a"}}, false},
+		{"one admits it", retiredRound{leader: "a", voters: voters, notAdmitted: []string{"a", "b"}, admittedBy: []string{"c"}}, false},
+		{"a grantor outside the configuration admits it", retiredRound{leader: "a", voters: voters, notAdmitted: voters, admittedBy: []string{"d"}}, false},
+	} {
+		if got := tt.r.confirmed(); got != tt.want {
+			t.Errorf("%s: confirmed %v, want %v", tt.name, got, tt.want)
+		}
+	}
+	err := retiredRound{leader: "a", voters: voters, notAdmitted: []string{"a", "b"}}.err("g9")
+	if !errors.Is(err, ErrRetired) || !strings.Contains(err.Error(), "leader a and voters a, b (of a, b, c)") {
+		t.Errorf("the error %q", err)
+	}
+}
