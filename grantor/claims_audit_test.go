@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaseside/leaseside/clockwatch"
 	"github.com/leaseside/leaseside/grantor/gossip"
 	"github.com/leaseside/leaseside/grantor/pki"
 	"github.com/leaseside/leaseside/internal/connlimit"
@@ -17,7 +18,10 @@ import (
 // with the gossip key starts a pass at every gossip change, and a line at
 // every pass for every claim filled the audit log as fast as the claims
 // changed (issue 21). 200 passes write at most two lines per claim and
-// reason in each raftRefusalInterval, the last counting them all.
+// reason in each raftRefusalInterval, the last counting them all. The
+// node log warns of each claim once per claimWarnEvery on the node's
+// clock (a fake one here), its next line counting the refusals it did
+// not log: before, it warned at every pass (200 lines a claim).
 func TestRefusedGossipClaimsAreSummedUp(t *testing.T) {
 	const passes = 200
 	p := newTestPKI(t)
@@ -28,6 +32,8 @@ func TestRefusedGossipClaimsAreSummedUp(t *testing.T) {
 	nodeLog := newLineLog() // a line at each refusal
 	cfg.Logger = nodeLog.logger()
 	cfg.ReconcileInterval = time.Hour // the passes are the test's
+	clock := clockwatch.NewFake(clockwatch.Instant(1000 * time.Second))
+	cfg.Clock = clock
 	rules, err := ParseNameRules("rules", []byte("grantor/g[1-8] join\n* acquire *\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -67,16 +73,21 @@ func TestRefusedGossipClaimsAreSummedUp(t *testing.T) {
 	audit.wait(t, "event=refused_raft", `claims grantor \"g8\"`)
 	audit.wait(t, "event=refused_raft", `claims grantor \"g9\": no join rule names it`)
 
-	// refused counts the refusals of id's claim: the node logs each.
-	refused := func(id string) (n int) {
+	// refused counts the refusals of id's claim (claimWarnings notes
+	// each).
+	refused := func(id string) int { return g1.claimWarns.refusals(id) }
+	// warned returns the node log's lines of id's claim, and the
+	// refusals they count (each its own and those it did not log before).
+	warned := func(id string) (lines, refusals int) {
 		nodeLog.mu.Lock()
 		defer nodeLog.mu.Unlock()
 		for _, l := range nodeLog.lines {
-			if strings.Contains(l, "not adding a grantor gossip told of") && strings.Contains(l, "node_id="+id+" ") {
-				n++
+			if strings.Contains(l, claimRefusedLine) && strings.Contains(l, "node_id="+id+" ") {
+				lines++
+				refusals += 1 + intAfter(t, l, " unlogged_refusals=")
 			}
 		}
-		return n
+		return lines, refusals
 	}
 	// A pass refuses only the claims gossip lists alive at that moment: on
 	// a loaded machine memberlist calls a member dead for a while now and
@@ -91,6 +102,25 @@ func TestRefusedGossipClaimsAreSummedUp(t *testing.T) {
 		}
 		g1.reconcile(tctx(t))
 	}
+	for _, id := range []string{"g8", "g9"} {
+		if lines, _ := warned(id); lines != 1 {
+			t.Errorf("claim of %s: %d passes within %v on the node's clock logged %d warnings, want 1", id, ran, claimWarnEvery, lines)
+		}
+	}
+	// claimWarnEvery later, the next pass that refuses a claim logs a
+	// second line for it, counting every refusal since the first.
+	clock.Advance(claimWarnEvery)
+	for ; ; ran++ {
+		l8, _ := warned("g8")
+		l9, _ := warned("g9")
+		if l8 >= 2 && l9 >= 2 {
+			break
+		}
+		if time.Since(began) > 5*time.Minute {
+			t.Fatalf("%d passes in %v, %v after the first warning: %d and %d warnings of g8's and g9's claims, not 2", ran, time.Since(began), claimWarnEvery, l8, l9)
+		}
+		g1.reconcile(tctx(t))
+	}
 	took := time.Since(began)
 	g1.audit.claims.Flush()
 	count := func(id string) (lines, refusals int) {
@@ -101,18 +131,7 @@ func TestRefusedGossipClaimsAreSummedUp(t *testing.T) {
 				continue
 			}
 			lines++
-			i := strings.Index(l, " count=")
-			if i < 0 {
-				t.Fatalf("a refused_raft line without its count: %q", l)
-			}
-			var n int
-			for _, c := range l[i+len(" count="):] {
-				if c < '0' || c > '9' {
-					break
-				}
-				n = 10*n + int(c-'0')
-			}
-			refusals += n
+			refusals += intAfter(t, l, " count=")
 		}
 		return lines, refusals
 	}
@@ -123,12 +142,47 @@ func TestRefusedGossipClaimsAreSummedUp(t *testing.T) {
 	for _, id := range []string{"g8", "g9"} {
 		lines, refusals := count(id)
 		want := refused(id)
-		t.Logf("claim of %s: %d passes in %v refused it %d times and wrote %d audit lines counting %d refusals", id, ran, took, want, lines, refusals)
+		logLines, logged := warned(id)
+		t.Logf("claim of %s: %d passes in %v refused it %d times, logged %d warnings counting %d and wrote %d audit lines counting %d refusals",
+			id, ran, took, want, logLines, logged, lines, refusals)
 		if lines > bound {
 			t.Errorf("claim of %s: %d passes in %v wrote %d audit lines, more than %d", id, ran, took, lines, bound)
 		}
 		if refusals != want {
-			t.Errorf("claim of %s: the audit lines count %d refusals of the %d logged in %d passes", id, refusals, want, ran)
+			t.Errorf("claim of %s: the audit lines count %d refusals of the %d made in %d passes", id, refusals, want, ran)
+		}
+		if logLines != 2 || logged <= passes || logged > want {
+			t.Errorf("claim of %s: %d warnings counting %d refusals of %d; want 2, counting more than %d", id, logLines, logged, want, passes)
 		}
 	}
+}
+
+// intAfter returns the decimal number that follows key in line, failing
+// the test if there is none.
+func intAfter(t *testing.T, line, key string) int {
+	t.Helper()
+	i := strings.Index(line, key)
+	if i < 0 {
+		t.Fatalf("a line without %q: %q", key, line)
+	}
+	var n int
+	for _, c := range line[i+len(key):] {
+		if c < '0' || c > '9' {
+			break
+		}
+		n = 10*n + int(c-'0')
+	}
+	return n
+}
+
+// refusals returns how many refusals of node ID id's claims w noted.
+func (w *claimWarnings) refusals(id string) (n int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for k, c := range w.last {
+		if k.nodeID == id {
+			n += c.total
+		}
+	}
+	return n
 }

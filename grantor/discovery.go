@@ -410,7 +410,9 @@ func (n *Node) reconcile(ctx context.Context) (pending bool) {
 // gossip grantor that the configuration lacks or lists at another
 // address (admissible): a pass then waits for one probe timeout at most,
 // not one per member that claims to be a grantor and never answers
-// (review R8-12). Called with reconcileMu held.
+// (review R8-12). A claim of a new grantor that no join rule admits is
+// not probed: reconcile refuses it anyway (joinAllowed). Called with
+// reconcileMu held.
 func (n *Node) probeClaims(ctx context.Context, gs map[string]*gossipGrantor, servers map[string]raft.Server) map[string]bool {
 	var (
 		mu  sync.Mutex
@@ -423,7 +425,8 @@ func (n *Node) probeClaims(ctx context.Context, gs map[string]*gossipGrantor, se
 			continue
 		}
 		addr := g.alive.Meta.RaftAddr
-		if s, in := servers[id]; in && string(s.Address) == addr {
+		s, in := servers[id]
+		if in && string(s.Address) == addr || !in && !n.nameRules.Load().admitsGrantor(id) {
 			continue
 		}
 		wg.Add(1)

@@ -328,14 +328,13 @@ func (n *Node) allowName(id Identity, lease string, access NameAccess) error {
 // joinAllowed reports whether the join rules let grantor id, which
 // gossip tells of at raftAddr, become a server of the raft configuration
 // (reconcile) or of the one bootstrap-expect makes; a refusal is logged
-// at every pass that meets it and audited summed up (audit.refusedClaim),
-// as a probe's is.
+// at most once per claim every claimWarnEvery (warnClaim) and audited
+// summed up (audit.refusedClaim), as a probe's is.
 func (n *Node) joinAllowed(id, raftAddr string) bool {
 	if n.nameRules.Load().admitsGrantor(id) {
 		return true
 	}
-	n.log.Warn("grantor: not adding a grantor gossip told of: no join rule of the name rules names it",
-		"node_id", id, "raft_addr", raftAddr, "rule_wanted", "grantor/"+id+" join")
+	n.warnClaim(id, raftAddr, "no join rule of the name rules names it", "rule_wanted", "grantor/"+id+" join")
 	n.audit.refusedClaim(raftAddr, fmt.Sprintf("gossip member claims grantor %q: no join rule names it", id))
 	return false
 }

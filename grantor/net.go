@@ -155,8 +155,8 @@ func (n *Node) dialCredentials() credentials.TransportCredentials {
 // admissible reports whether the grantor that gossip says is id, at
 // raftAddr, may enter the raft configuration: with TLS, only if the
 // server there presents a grantor certificate named id (gossip is a hint,
-// never a credential). A refusal is logged and audited; reconciliation
-// asks again at its next pass.
+// never a credential). A refusal is logged (warnClaim) and audited;
+// reconciliation asks again at its next pass.
 func (n *Node) admissible(ctx context.Context, id, raftAddr string) bool {
 	t, ok := n.trans.baseTransport.(*tlsTransport)
 	if !ok {
@@ -165,8 +165,7 @@ func (n *Node) admissible(ctx context.Context, id, raftAddr string) bool {
 	ctx, cancel := context.WithTimeout(ctx, peerTimeout)
 	defer cancel()
 	if err := t.probe(ctx, id, raftAddr); err != nil {
-		n.log.Warn("grantor: not adding a grantor gossip told of: its raft address does not present a grantor certificate with its name",
-			"node_id", id, "raft_addr", raftAddr, "err", err)
+		n.warnClaim(id, raftAddr, "its raft address does not present a grantor certificate with its name", "err", err)
 		n.audit.refusedClaim(raftAddr, fmt.Sprintf("gossip member claims grantor %q: %v", id, err))
 		return false
 	}

@@ -100,6 +100,9 @@ type Node struct {
 	leaving atomic.Bool   // set by the Leave RPC
 	// removal is what tells this node it was removed (self_removal.go).
 	removal removal
+	// claimWarns limits the log's warnings of refused gossip claims
+	// (claim_warnings.go).
+	claimWarns claimWarnings
 	// termLeaders names the leaders of recent terms (watchLeaders).
 	termLeaders termLeaders
 	left        chan struct{} // closed by the Leave RPC: Run stops the node
@@ -123,7 +126,7 @@ func New(cfg Config) (n *Node, err error) {
 	}
 	cfg = cfg.withNilDefaults()
 	n = &Node{cfg: cfg, log: cfg.Logger, served: make(chan struct{}), done: make(chan struct{}), left: make(chan struct{}), removal: newRemoval(),
-		metrics: newCounters(), audit: newAudit(cfg.Audit, cfg.AuditFlush, cfg.NodeID)}
+		metrics: newCounters(), audit: newAudit(cfg.Audit, cfg.AuditFlush, cfg.NodeID), claimWarns: claimWarnings{clock: cfg.Clock}}
 	if cfg.TLS != nil {
 		n.metrics.tls = cfg.TLS.Collector("leaseside_grantor")
 		cfg.TLS.LogExpiries(n.log, time.Now())
