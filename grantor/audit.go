@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/leaseside/leaseside/internal/connlimit"
 )
@@ -57,6 +58,13 @@ type audit struct {
 	// accounts limit the lines of calls that change nothing, per
 	// identity; nil limits nothing.
 	accounts *accounts
+	// nodeLog is told when the audit trail's writes start failing (the
+	// lines are lost: the calls are answered all the same) and when they
+	// succeed again, with how many were lost; failing and lost count
+	// them. Only changes are logged, so a full disk logs two lines.
+	nodeLog *slog.Logger
+	failing atomic.Bool
+	lost    atomic.Uint64
 	// claims sums up the refusals of gossip members' claims to be
 	// grantors (refusedClaim), as the raft transport sums up its own: a
 	// pass of reconciliation meets every claim again, and anyone with the
@@ -90,10 +98,22 @@ func (a *audit) write(level slog.Level, event string, who Identity, attrs ...any
 
 // flushed returns once the lines logged so far are written. A write
 // that fails loses the line as the logger's own writes do (slog drops
-// their errors): the call goes on.
+// their errors): the call goes on, and the node's log says so when the
+// writes start failing and when they work again, with the count of lines
+// lost (review of 2026-12-03: a full disk lost audit lines silently).
 func (a *audit) flushed() {
-	if a.flush != nil {
-		_ = a.flush()
+	if a.flush == nil {
+		return
+	}
+	if err := a.flush(); err != nil {
+		a.lost.Add(1)
+		if a.failing.CompareAndSwap(false, true) && a.nodeLog != nil {
+			a.nodeLog.Error("grantor: the audit trail cannot be written; calls are answered and their audit lines lost until it can", "err", err)
+		}
+		return
+	}
+	if a.failing.CompareAndSwap(true, false) && a.nodeLog != nil {
+		a.nodeLog.Warn("grantor: the audit trail is written again", "lines_lost", a.lost.Swap(0))
 	}
 }
 

@@ -1,6 +1,7 @@
 package grantor
 
 import (
+	"errors"
 	"log/slog"
 	"sync"
 	"testing"
@@ -88,4 +89,39 @@ func TestBlockedAuditSinkDoesNotHoldUpKeepAlives(t *testing.T) {
 	if err := <-released; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A failing audit trail (a full disk) loses the lines of the calls
+// answered meanwhile, as slog drops its writes' errors; the node's log
+// says when it starts failing and when it works again, with how many
+// lines were lost (review of 2026-12-03: before, nothing said so).
+func TestFailingAuditTrailIsToldInTheNodeLog(t *testing.T) {
+	var mu sync.Mutex
+	var fail error
+	w := groupwrite.New(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if fail != nil {
+			return 0, fail
+		}
+		return len(p), nil
+	}))
+	log := newLineLog()
+	cfg := fastConfig(t, t.TempDir())
+	cfg.Logger = log.logger()
+	cfg.Audit = slog.New(slog.NewTextHandler(w, nil))
+	cfg.AuditFlush = w.Flush
+	n := start(t, cfg, true)
+	mustAcquire(t, n.client, acqReq("s1", 1, "a"))
+	mu.Lock()
+	fail = errors.New("no space left on device")
+	mu.Unlock()
+	mustAcquire(t, n.client, acqReq("s1", 2, "b"))
+	mustAcquire(t, n.client, acqReq("s1", 3, "c"))
+	log.wait(t, "audit trail cannot be written", "no space left on device")
+	mu.Lock()
+	fail = nil
+	mu.Unlock()
+	mustAcquire(t, n.client, acqReq("s1", 4, "d"))
+	log.wait(t, "audit trail is written again", "lines_lost=2")
 }

@@ -198,6 +198,7 @@ func New(cfg Config) (n *Node, err error) {
 	n.fsm = newFSM()
 	n.accounts = newAccounts(cfg.Limits, n.fsm, cfg.Clock)
 	n.audit.accounts = n.accounts
+	n.audit.nodeLog = n.log // where a failing audit trail is told of
 	n.removed, n.staged = newRemovedServers(), map[raft.ServerID]uint64{}
 	n.fsm.onConfig = func(c raft.Configuration) {
 		n.removed.configured(c, n.gossipMembers)
