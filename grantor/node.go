@@ -147,6 +147,9 @@ func New(cfg Config) (n *Node, err error) {
 	if n.dirLock, err = lockDataDir(cfg.DataDir); err != nil {
 		return nil, err
 	}
+	if err := n.loadSeedVoters(cfg.DataDir); err != nil {
+		return nil, err
+	}
 	if err := makeDataDir(walDir); err != nil {
 		return nil, err
 	}
@@ -204,6 +207,9 @@ func New(cfg Config) (n *Node, err error) {
 		n.removed.configured(c, n.gossipMembers)
 		if n.listed(c) {
 			n.removal.wasMember.Store(true)
+			if err := n.seedVoters.forget(); err != nil {
+				n.log.Warn("grantor: forgetting the voters --join seeds showed", "err", err)
+			}
 		}
 		n.removal.wake()
 	}

@@ -25,7 +25,11 @@ import (
 // of the configuration the seed answers with: they may speak raft to it
 // until it has a configuration of its own, when only that configuration's
 // servers may, as before. It keeps them after the seed dies, which is the
-// point; a later answer from the same seed replaces them. The answer of
+// point, and across a restart (in the data dir, seed_voters_file.go): a
+// grantor restarted after its only seed died must still take the
+// remaining voters' raft RPCs, or they cannot elect with it. A later
+// answer from the same seed replaces them; a committed configuration
+// that lists the node ends them. The answer of
 // bootstrap-expect's own Members call (tryBootstrap) counts the same way
 // when it comes from a proven seed.
 //
@@ -46,24 +50,31 @@ import (
 const maxSeedVoters = 64
 
 // seedVoters holds, per proven seed, the voters of the raft configuration
-// it last showed this node. Safe for concurrent use.
+// it last showed this node, and keeps them in a file of the data dir
+// (seed_voters_file.go). Safe for concurrent use.
 type seedVoters struct {
 	mu sync.Mutex
 	by map[string][]string
+	// path is the file they are kept in ("" keeps them in memory only).
+	path string
 }
 
-// set records the voters seed showed; it reports whether they changed.
-func (s *seedVoters) set(seed string, voters []string) bool {
+// set records the voters seed showed, and writes them to the file; it
+// reports whether they changed, and the error of writing them.
+func (s *seedVoters) set(seed string, voters []string) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if slices.Equal(s.by[seed], voters) {
-		return false
+		return false, nil
 	}
 	if s.by == nil {
 		s.by = map[string][]string{}
 	}
+	if _, known := s.by[seed]; !known && len(s.by) >= maxSeeds {
+		return false, nil
+	}
 	s.by[seed] = voters
-	return true
+	return true, s.save()
 }
 
 // all returns every voter a seed showed, sorted, once each.
@@ -104,7 +115,14 @@ func (n *Node) learnSeedVoters(seed string, resp *grantorpb.MembersResponse) {
 		return
 	}
 	voters, ok := answerVoters(seed, resp)
-	if !ok || !n.seedVoters.set(seed, voters) {
+	if !ok {
+		return
+	}
+	changed, err := n.seedVoters.set(seed, voters)
+	if err != nil {
+		n.log.Warn("grantor: keeping the voters a --join seed showed in the data dir failed; they are kept until this grantor stops", "err", err)
+	}
+	if !changed {
 		return
 	}
 	n.log.Info("grantor: a --join seed showed the voters of its raft configuration; until this grantor has a configuration of its own, they may speak raft to it",

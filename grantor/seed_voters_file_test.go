@@ -1,0 +1,136 @@
+package grantor
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/leaseside/leaseside/grantor/pki"
+)
+
+// Issue 21 item 3: TestJoiningGrantorElectsWithTheVotersItsDeadSeedShowed
+// with a restart of the joining grantor after its only seed died. g3
+// learned the voters from g1, g1 dies, g3 restarts (no seed answers now,
+// so it proves none), and g2 comes back: g2 and g3 must elect, which
+// they can only if g3 kept the voters across the restart. Before, they
+// were in memory only: g3 refused g2's votes and no leader was elected
+// (the wait times out). Once g3 has the configuration, the file is gone.
+func TestJoiningGrantorKeepsTheVotersItsSeedShowedAcrossARestart(t *testing.T) {
+	p := newTestPKI(t)
+	c := &gossipCluster{t: t, events: map[*running]*eventLog{}}
+	var cfgs []Config
+	for i, id := range []string{"g1", "g2", "g3"} {
+		n := c.add(id, 3, func(cfg *Config) { cfg.TLS = p.conf(pki.RoleGrantor, id) })
+		if i == 0 {
+			c.seed = n.GossipAddr()
+		}
+	}
+	l := c.leader()
+	for _, n := range c.nodes {
+		c.waitApplied(n, l)
+	}
+	for _, n := range c.nodes {
+		cfg := n.cfg
+		cfg.RaftAddr, cfg.RPCAddr = n.RaftAddr(), n.RPCAddr()
+		g := *cfg.Gossip
+		g.BindAddr = n.GossipAddr()
+		cfg.Gossip = &g
+		cfgs = append(cfgs, cfg)
+		n.stop()
+	}
+
+	g1cfg := cfgs[0]
+	g1cfg.Gossip.Join = nil
+	g1cfg.HeartbeatTimeout, g1cfg.ElectionTimeout = time.Hour, time.Hour
+	g1 := start(t, g1cfg, false)
+	g3cfg := cfgs[2]
+	g3cfg.DataDir = t.TempDir()
+	logs := newLineLog()
+	g3cfg.Logger = logs.logger()
+	g3 := start(t, g3cfg, false)
+	logs.wait(t, "a --join seed showed the voters of its raft configuration")
+	file := filepath.Join(g3cfg.DataDir, seedVotersFile)
+	if _, err := os.Stat(file); err != nil {
+		t.Fatalf("the voters g1 showed are not kept in the data dir: %v", err)
+	}
+	g1.stop()
+	g3.stop()
+
+	logs = newLineLog()
+	g3cfg.Logger = logs.logger()
+	g3 = start(t, g3cfg, false)
+	logs.wait(t, "kept the voters --join seeds showed before a restart", "g1", "g2", "g3")
+	g2cfg := cfgs[1]
+	g2cfg.Gossip.Join = []string{g3.GossipAddr()}
+	g2 := start(t, g2cfg, false)
+	up := []*running{g2, g3}
+	var leader *running
+	waitRaft(t, "g2 and g3 elect, and g3 has the configuration", func() bool {
+		for _, n := range up {
+			if n.raft.State() == raft.Leader {
+				leader = n
+			}
+		}
+		return leader != nil && slices.Equal(servers(g3), []string{"g1=Voter", "g2=Voter", "g3=Voter"})
+	}, up...)
+	if err := leader.raft.Barrier(waitTimeout).Error(); err != nil {
+		t.Fatalf("an entry through %s, g1 dead: %v", leader.cfg.NodeID, err)
+	}
+	waitRaft(t, "g3 forgets the voters g1 showed", func() bool {
+		_, err := os.Stat(file)
+		return errors.Is(err, os.ErrNotExist) && len(g3.seedVoters.all()) == 0
+	}, up...)
+}
+
+// The file's rules: written whole and read back; a symbolic link in its
+// place, or content that is not a list of server IDs per seed, refused.
+func TestSeedVotersFileRules(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, seedVotersFile)
+	var s seedVoters
+	if err := s.load(path); err != nil || len(s.all()) != 0 {
+		t.Fatalf("no file: %v, %v", err, s.all())
+	}
+	if changed, err := s.set("g1", []string{"g1", "g2", "g3"}); !changed || err != nil {
+		t.Fatalf("set: %v, %v", changed, err)
+	}
+	var again seedVoters
+	if err := again.load(path); err != nil || !slices.Equal(again.all(), []string{"g1", "g2", "g3"}) {
+		t.Fatalf("read back: %v, %v", err, again.all())
+	}
+	if err := again.forget(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("forget left the file: %v", err)
+	}
+
+	victim := filepath.Join(dir, "victim")
+	if err := os.WriteFile(victim, []byte(`{"by":{"g1":["g9"]}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, path); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.NodeID, cfg.DataDir, cfg.Bootstrap = "g1", dir, true
+	if _, err := New(cfg); !errors.Is(err, ErrUnsafeDataDir) || !strings.Contains(err.Error(), seedVotersFile) {
+		t.Fatalf("New with the file a symbolic link: %v, want ErrUnsafeDataDir naming it", err)
+	}
+	os.Remove(path)
+	for _, bad := range []string{`{"by":{"g1":[""]}}`, `{"by":{"g1":[]}}`, `not json`} {
+		if err := os.WriteFile(path, []byte(bad), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var s seedVoters
+		if err := s.load(path); err == nil {
+			t.Errorf("%s: loaded %v", bad, s.all())
+		}
+	}
+}
