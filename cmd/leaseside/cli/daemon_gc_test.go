@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"sync"
 	"testing"
 	"time"
 )
@@ -43,33 +44,61 @@ func runtimeHeapGoal(p int, live, roots uint64) uint64 {
 	return max(goHeapMinimum*uint64(p)/100, live+(live+roots)*uint64(p)/100)
 }
 
-// TestSidecarGCPercent: the GOGC chosen is the largest whose heap goal
-// does not pass live + max(4 MiB, live/4).
-func TestSidecarGCPercent(t *testing.T) {
+// TestSidecarGCGrowth: the heap may grow by what the sidecar allocates
+// in 200 ms at its latest rate, within 1 and 8 MiB, or by a quarter of
+// what is live, whichever is more.
+func TestSidecarGCGrowth(t *testing.T) {
 	const MiB = 1 << 20
 	tests := []struct {
-		name        string
-		live, roots uint64
-		wantPercent int // 0: only check the goal
+		name            string
+		live, allocated uint64
+		elapsed         time.Duration
+		want            uint64
 	}{
-		{name: "nothing live yet", live: 0, roots: 0, wantPercent: 100},
-		{name: "empty sidecar", live: 2 * MiB, roots: 300 << 10},
-		{name: "heap minimum decides", live: 1 * MiB, roots: 100 << 10, wantPercent: 125},
-		{name: "floor decides", live: 6 * MiB, roots: 400 << 10},
-		{name: "at the crossing", live: 16 * MiB, roots: 0, wantPercent: 25},
-		{name: "a quarter of live decides", live: 400 * MiB, roots: 2 * MiB},
-		{name: "huge roots", live: 8 * MiB, roots: 2048 * MiB, wantPercent: 10},
+		{name: "nothing known yet", live: 2 * MiB, want: 8 * MiB},
+		{name: "idle", live: 2 * MiB, allocated: 100 << 10, elapsed: 2 * time.Minute, want: 1 * MiB},
+		{name: "idle with many leases", live: 40 * MiB, allocated: 1 * MiB, elapsed: 2 * time.Minute, want: 10 * MiB},
+		{name: "busy: 20 MB/s", live: 3 * MiB, allocated: 4 * MiB, elapsed: 200 * time.Millisecond, want: 4 * MiB},
+		{name: "busy: 15 MiB/s over 100 ms", live: 3 * MiB, allocated: 3 * MiB / 2, elapsed: 100 * time.Millisecond, want: 3 * MiB},
+		{name: "very busy: capped", live: 3 * MiB, allocated: 100 * MiB, elapsed: time.Second, want: 8 * MiB},
+		{name: "busy with many leases", live: 80 * MiB, allocated: 4 * MiB, elapsed: 200 * time.Millisecond, want: 20 * MiB},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p := sidecarGCPercent(tc.live, tc.roots)
+			if got := sidecarGCGrowth(tc.live, tc.allocated, tc.elapsed); got != tc.want {
+				t.Fatalf("growth %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestSidecarGCPercent: the GOGC chosen is the largest whose heap goal
+// does not pass live + growth.
+func TestSidecarGCPercent(t *testing.T) {
+	const MiB = 1 << 20
+	tests := []struct {
+		name                string
+		live, roots, growth uint64
+		wantPercent         int // 0: only check the goal
+	}{
+		{name: "nothing live yet", live: 0, roots: 0, growth: 4 * MiB, wantPercent: 100},
+		{name: "empty sidecar", live: 2 * MiB, roots: 300 << 10, growth: 4 * MiB},
+		{name: "heap minimum decides", live: 1 * MiB, roots: 100 << 10, growth: 4 * MiB, wantPercent: 125},
+		{name: "small growth", live: 2 * MiB, roots: 300 << 10, growth: 1 * MiB},
+		{name: "a quarter", live: 16 * MiB, roots: 0, growth: 4 * MiB, wantPercent: 25},
+		{name: "large heap", live: 400 * MiB, roots: 2 * MiB, growth: 100 * MiB},
+		{name: "huge roots", live: 8 * MiB, roots: 2048 * MiB, growth: 4 * MiB, wantPercent: 10},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := sidecarGCPercent(tc.live, tc.roots, tc.growth)
 			if tc.wantPercent != 0 && p != tc.wantPercent {
 				t.Fatalf("GOGC %d, want %d", p, tc.wantPercent)
 			}
 			if p == 10 {
 				return // the least it sets, whatever the goal
 			}
-			target := tc.live + max(uint64(sidecarGCFloor), tc.live/sidecarGCShare)
+			target := tc.live + tc.growth
 			if got := runtimeHeapGoal(p, tc.live, tc.roots); got > target {
 				t.Fatalf("GOGC %d: heap goal %d passes the target %d", p, got, target)
 			}
@@ -81,11 +110,12 @@ func TestSidecarGCPercent(t *testing.T) {
 }
 
 // TestSidecarGCTunerSetsTheRuntimesGoal: after a collection, the tuner
-// makes the runtime's own heap goal live + max(4 MiB, live/4), and it
-// tunes again after later collections.
+// makes the runtime's own heap goal live + its growth (here, with an hour
+// between collections, max(1 MiB, live/4)), and it tunes again after
+// later collections.
 func TestSidecarGCTunerSetsTheRuntimesGoal(t *testing.T) {
 	sets := make(chan int, 100)
-	tuner := newGCTuner(func(p int) int {
+	tuner := newGCTuner(hourly(), func(p int) int {
 		select {
 		case sets <- p:
 		default:
@@ -96,11 +126,12 @@ func TestSidecarGCTunerSetsTheRuntimesGoal(t *testing.T) {
 	// The tuner in the runtime: no other test of the package changes
 	// GOGC in this process (the daemons the tests start are processes of
 	// their own).
-	real := newGCTuner(setGCPercentRestoring(t))
+	real := newGCTuner(hourly(), setGCPercentRestoring(t))
 	samples := []metrics.Sample{
 		{Name: "/gc/cycles/total:gc-cycles"}, {Name: "/gc/heap/live:bytes"},
 		{Name: "/gc/scan/stack:bytes"}, {Name: "/gc/scan/globals:bytes"}, {Name: "/gc/heap/goal:bytes"},
 	}
+	real.tune() // an hour before the first collection below
 	var keep [][]byte
 	for _, liveMiB := range []int{0, 64} {
 		keep = append(keep, make([]byte, liveMiB<<20))
@@ -116,7 +147,7 @@ func TestSidecarGCTunerSetsTheRuntimesGoal(t *testing.T) {
 			}
 			live, roots := samples[1].Value.Uint64(), samples[2].Value.Uint64()+samples[3].Value.Uint64()
 			goal := samples[4].Value.Uint64()
-			target := live + max(uint64(sidecarGCFloor), live/sidecarGCShare)
+			target := live + max(uint64(sidecarGCMinGrowth), live/sidecarGCShare)
 			// The percent is whole: the goal is at most one percent of
 			// the scanned bytes (or of the heap minimum) under the target.
 			slack := max(live+roots, goHeapMinimum)/100 + 1
@@ -135,6 +166,8 @@ func TestSidecarGCTunerSetsTheRuntimesGoal(t *testing.T) {
 
 	// The test's own tuner, armed: it tunes after a collection, and again
 	// after later ones (64 MiB live lowers the percent it sets).
+	runtime.GC()
+	tuner.tune() // an hour ago, with little live
 	tuner.arm()
 	first := waitGCTunerSet(t, sets)
 	keep = append(keep, make([]byte, 64<<20))
@@ -144,6 +177,18 @@ func TestSidecarGCTunerSetsTheRuntimesGoal(t *testing.T) {
 		}
 	}
 	runtime.KeepAlive(keep)
+}
+
+// hourly is a clock that moves an hour at every reading.
+func hourly() func() time.Time {
+	var mu sync.Mutex
+	t := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
+	return func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		t = t.Add(time.Hour)
+		return t
+	}
 }
 
 // waitGCTunerSet collects until the tuner sets a percent, and returns it.
