@@ -20,6 +20,16 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
+// servedMetricsAddr is the host:port a process started with
+// --metrics-addr 127.0.0.1:0 serves its metrics on, from its log.
+func servedMetricsAddr(t *testing.T, p *process) string {
+	t.Helper()
+	_, l := p.waitLine(t, 0, "serving metrics", "addr=http://")
+	_, rest, _ := strings.Cut(l.v, "addr=http://")
+	addr, _, _ := strings.Cut(rest, "/")
+	return addr
+}
+
 // metric scrapes http://addr/metrics and returns the value of an
 // unlabelled metric.
 func metric(t *testing.T, addr, name string) float64 {

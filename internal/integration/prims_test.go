@@ -29,11 +29,16 @@ func primsCluster(t *testing.T) (c *cluster, metrics []string, a, b *sidecar) {
 	t.Helper()
 	c = newLoopbackCluster(t, 3)
 	for _, n := range c.nodes {
-		addr := freeAddr(t)
-		metrics = append(metrics, addr)
-		n.extra = []string{"--metrics-addr", addr}
+		// A port of the grantor's own choosing, read from its log: a
+		// free port picked here (freeAddr) was taken by another process
+		// before the grantor bound it, beside the other parallel tests
+		// ("bind: address already in use", and the grantor exited).
+		n.extra = []string{"--metrics-addr", "127.0.0.1:0"}
 	}
 	c.startAll()
+	for _, n := range c.nodes {
+		metrics = append(metrics, servedMetricsAddr(t, n.proc))
+	}
 	a = startSidecar(t, "sidecar A", nil, "--grantors", c.rpcAddrs())
 	b = startSidecar(t, "sidecar B", nil, "--grantors", c.rpcAddrs())
 	probe := a.client(t)
