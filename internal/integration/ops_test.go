@@ -42,6 +42,7 @@ func TestClusterFailoverLogsNoErrors(t *testing.T) {
 	c.startAll()
 	s := startSidecar(t, "sidecar", nil, "--join", c.gossipAddrs(0), "--gossip-addr", "127.0.0.1:0")
 	s.waitLine(t, 0, "leaseside daemon ready", "join=["+c.gossipAddrs(0)+"]", "gossip=127.0.0.1:")
+	s.waitLine(t, 0, "reached the grantor leader") // gossip told it of one (TestClusterFiveGrantorsLoseTwo)
 	g := acquireCLI(t, s, "jobs/quiet-failover", "--ttl", term.String(), "--detached")
 
 	leader := c.currentLeader()
