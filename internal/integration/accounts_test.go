@@ -64,11 +64,15 @@ func TestAccountFloods(t *testing.T) {
 	for _, n := range c.nodes {
 		p.cert("grantor", n.id, false)
 		n.tlsDir, n.keyFile = p.dir, p.key
-		metricsAddr[n] = freeAddr(t)
-		n.extra = append([]string{"--audit-log", filepath.Join(auditDir, n.id+".jsonl"), "--metrics-addr", metricsAddr[n],
+		n.extra = append([]string{"--audit-log", filepath.Join(auditDir, n.id+".jsonl"), "--metrics-addr", "127.0.0.1:0",
 			"--memory-limit", strconv.Itoa(memoryLimit>>20) + "MiB"}, sc.limits...)
 	}
 	c.startAll()
+	// Metrics on ports the grantors chose (a freeAddr port may be taken
+	// by another process first): read from their logs.
+	for _, n := range c.nodes {
+		metricsAddr[n] = servedMetricsAddr(t, n.proc)
+	}
 	leader := c.currentLeader().node
 	lnode := c.nodes[leader]
 	addr := lnode.rpcAddr()

@@ -191,10 +191,14 @@ func TestRedTeamUnfinishedCallsFlood(t *testing.T) {
 	for _, n := range c.nodes {
 		p.cert("grantor", n.id, false)
 		n.tlsDir, n.keyFile = p.dir, p.key
-		metricsAddr[n] = freeAddr(t)
-		n.extra = []string{"--metrics-addr", metricsAddr[n]}
+		n.extra = []string{"--metrics-addr", "127.0.0.1:0"}
 	}
 	c.startAll()
+	// Metrics on ports the grantors chose (a freeAddr port may be taken
+	// by another process first): read from their logs.
+	for _, n := range c.nodes {
+		metricsAddr[n] = servedMetricsAddr(t, n.proc)
+	}
 	lnode := c.nodes[c.currentLeader().node]
 	addr := lnode.rpcAddr()
 	pid := lnode.proc.pid()
