@@ -312,8 +312,8 @@ func advertiseRPC(explicit, bound, raftAddr string) (string, error) {
 // *HaltError (errors.Is ErrHalted) when the node met a raft log entry it
 // cannot apply, nil when it was removed from the raft configuration and
 // learned it (self_removal.go), a *RetiredError (errors.Is ErrRetired)
-// when it was removed while it was down and no join rule admits it any
-// more (retired.go), or the error that stopped serving or shutting down.
+// when it started outside the configuration and no join rule admits it
+// any more (retired.go), or the error that stopped serving or shutting down.
 // Run may be called once.
 func (n *Node) Run(ctx context.Context) error {
 	if !n.running.CompareAndSwap(false, true) {

@@ -14,7 +14,8 @@ import (
 	"github.com/leaseside/leaseside/grantor/grantorpb"
 )
 
-// A grantor removed while it was down, and retired.
+// A grantor removed while it was down (or started again after its
+// removal), and retired.
 //
 // A grantor that was down while an operator removed it (`members
 // remove`) starts again with a raft configuration that still lists it:
@@ -26,8 +27,11 @@ import (
 // operator who retired it dropped its join rule (docs/operations.md), so
 // no leader ever adds it back, and it would campaign for good.
 //
-// So once a member refuses its vote request as a non-member's while it
-// has heard of no leader since it started, it asks, every
+// A grantor that learned of its removal (or left) and is started again
+// begins with a configuration that lacks it: it calls no election, and
+// waits the same way. So once a member refuses its vote request as a
+// non-member's, or from the start when its configuration lacks it, while
+// it has heard of no leader since it started, it asks, every
 // retiredAskEvery until a leader is heard of, whether it was retired
 // (askRetired): the voters of its own latest configuration, then the
 // leader they name, then the voters of that leader's configuration, each
@@ -85,9 +89,10 @@ func callerJoin(admitted bool) string {
 // ErrRetired is matched (errors.Is) by a RetiredError.
 var ErrRetired = errors.New("grantor: retired")
 
-// RetiredError is what Run returns for a grantor that was removed from
-// the raft configuration while it was down and that no leader will add
-// back, since no join rule admits it any more (see the top of retired.go).
+// RetiredError is what Run returns for a grantor that started outside
+// the raft configuration (removed while it was down, or started again
+// after its removal) and that no leader will add back, since no join rule
+// admits it any more (see the top of retired.go).
 type RetiredError struct {
 	// NodeID is this grantor's raft server ID.
 	NodeID string
@@ -103,7 +108,7 @@ type RetiredError struct {
 
 // Error implements error.
 func (e *RetiredError) Error() string {
-	return fmt.Sprintf("grantor: %s was removed from the raft configuration while it was down, and no leader will add it back: "+
+	return fmt.Sprintf("grantor: %s is not in the raft configuration, and no leader will add it back: "+
 		"leader %s and voters %s (of %s) answered that their configuration does not list it and no join rule of their name rules admits it; "+
 		"retired: remove its data dir, or add its join rule back and restart",
 		e.NodeID, e.Leader, strings.Join(e.Confirmed, ", "), strings.Join(e.Voters, ", "))

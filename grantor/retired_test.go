@@ -183,6 +183,53 @@ func TestRemovedWhileDownStopsOnceRetired(t *testing.T) {
 	acquireAt(t, p, rest...)
 }
 
+// A retired grantor that learned of its removal (the leader, removing
+// itself: its own log has the entry) and stopped by itself, started
+// again, begins with a configuration that lacks it: it calls no election
+// and nobody refuses it, so it asks from the start, and stops with a
+// RetiredError too. Before, it waited for good (the wait times out).
+func TestRemovedGrantorStartedAgainStopsOnceRetired(t *testing.T) {
+	p := newTestPKI(t)
+	c, _ := retiredCluster(t, p)
+	v := c.leader()
+	id := v.cfg.NodeID
+	rest := others(c, v)
+	if err := v.RemoveServer(tctx(t), id); err != nil {
+		t.Fatalf("RemoveServer %s at itself, the leader: %v", id, err)
+	}
+	select {
+	case <-v.exited:
+	case <-time.After(waitTimeout):
+		t.Fatal("the removed grantor still runs")
+	}
+	if v.runErr != nil {
+		t.Fatalf("the removed grantor's Run: %v, want nil", v.runErr)
+	}
+	var keep []string
+	for _, n := range rest {
+		keep = append(keep, n.cfg.NodeID)
+	}
+	for _, n := range rest {
+		n.SetNameRules(joinRules(t, keep...))
+	}
+
+	again, log := restartAt(t, v, rest[0].GossipAddr(), false)
+	again.runErrOK = func(err error) bool { return errors.Is(err, ErrRetired) }
+	if lists(again, id) {
+		t.Fatalf("setup: %s, started again, lists itself: %v", id, servers(again))
+	}
+	select {
+	case <-again.exited:
+	case <-time.After(waitTimeout):
+		line, _ := log.find(retiredRoundLine)
+		t.Fatalf("the retired grantor still runs; its last round: %s", line)
+	}
+	if !errors.Is(again.runErr, ErrRetired) {
+		t.Fatalf("Run: %v, want a *RetiredError", again.runErr)
+	}
+	t.Logf("Run: %v", again.runErr)
+}
+
 // The other half of issue 21's case: a grantor removed while it was
 // down whose join rule stays is added back by the leader once gossip
 // shows its new run, and does not stop, whatever its rounds of asking

@@ -163,7 +163,11 @@ func (n *Node) watchLeaders() {
 			candidate = false
 		}
 		wasRetiring := retiring
-		retiring = !candidate && n.removal.refusedUnled.Load() && !n.removal.hadLeader.Load() && !n.removal.leaving.Load()
+		// Refused as a non-member, or started with a configuration that
+		// lacks it (it learned of its removal, or left, before it
+		// stopped), and no leader since it started: perhaps retired.
+		retiring = !candidate && (n.removal.refusedUnled.Load() || len(c.Servers) > 0 && !n.listed(c)) &&
+			!n.removal.hadLeader.Load() && !n.removal.leaving.Load()
 		switch {
 		case candidate && !was:
 			n.log.Info("grantor: this grantor's latest raft configuration does not list it; asking that configuration's voters whether it was removed",
@@ -173,7 +177,7 @@ func (n *Node) watchLeaders() {
 			n.log.Info("grantor: this grantor's latest raft configuration lists it again; not removed")
 			due = false
 		case retiring && !wasRetiring:
-			n.log.Warn("grantor: the voters refuse this grantor's vote requests as a non-member's, and no leader has added it back since it started: it was removed while it was down. Waiting for the leader to add it back; asking the voters every "+
+			n.log.Warn("grantor: this grantor is not in the raft configuration (the voters refuse its vote requests, or its own configuration lacks it), and no leader has added it back since it started. Waiting for the leader to add it back; asking the voters every "+
 				retiredAskEvery.String()+" whether it was retired (no join rule admits it any more), which stops it",
 				"servers", serverIDs(c))
 			due = true
