@@ -64,6 +64,12 @@ func TestRetiredGrantorStartedAgainExits1(t *testing.T) {
 		n.proc.waitLine(t, mark, "name rules in force", "join_rules=2")
 	}
 
+	// Started again, it finds the others by gossip as a deployment's
+	// grantors do, through --join seeds (the first node of the harness
+	// has none: it is everyone's seed, and without seeds nothing would
+	// tell it where the voters it asks are: its log's entries are
+	// applied only once a leader says they are committed).
+	r.join = []string{c.nodes[leader].gossipAddr()}
 	c.start(ri)
 	code := r.proc.waitExit(t)
 	r.alive = false
