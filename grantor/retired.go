@@ -38,7 +38,7 @@ import (
 // for its Members over callPeer, which takes an answer only from the
 // grantor certificate of the name asked. To a grantor certificate, a
 // Members answer says whether the answering grantor's join rules admit it
-// (CallerJoin). It stops with a RetiredError (exit status 1 from
+// (CallerJoin). It stops with a RetiredError (exit status 78 from
 // `leaseside grantor`) only when, in one round:
 //
 //   - the voters of its own configuration that answer name one leader,

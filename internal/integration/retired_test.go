@@ -16,10 +16,10 @@ import (
 // grantor: an operator removes a running grantor (it stops by itself,
 // exit 0), drops its join rule from every grantor's name rules and
 // reloads them. Started again on its data dir, the retired grantor is
-// not added back: it stops by itself with exit status 1, naming the
+// not added back: it stops by itself with exit status 78 (ExitRetired), naming the
 // leader and the voters that answered and what to do, instead of waiting
 // (and campaigning) for good; the others keep granting.
-func TestRetiredGrantorStartedAgainExits1(t *testing.T) {
+func TestRetiredGrantorStartedAgainExits78(t *testing.T) {
 	p := newClusterPKI(t)
 	rules := filepath.Join(t.TempDir(), "rules")
 	writeRules := func(text string) {
@@ -75,8 +75,8 @@ func TestRetiredGrantorStartedAgainExits1(t *testing.T) {
 	r.alive = false
 	_, line := r.proc.waitLine(t, 0, "retired: remove its data dir, or add its join rule back and restart")
 	t.Logf("%s exited %d: %s", r.id, code, line.v)
-	if code != 1 {
-		t.Fatalf("the retired grantor exited %d, want 1:\n%s", code, r.proc.tail(30))
+	if code != 78 {
+		t.Fatalf("the retired grantor exited %d, want 78:\n%s", code, r.proc.tail(30))
 	}
 	named := false
 	for _, i := range c.others(ri) {

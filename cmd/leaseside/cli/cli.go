@@ -45,6 +45,12 @@ const (
 	// on every replica (`grantor recover`, a forged or corrupt one). The
 	// grantor unit does not restart on it (RestartPreventExitStatus).
 	ExitHalted = 65
+	// ExitRetired (EX_CONFIG): `grantor` was retired: removed from the
+	// raft configuration while it was down, and no join rule admits it any
+	// more (the leader and a majority of the voters said so). Restarting
+	// it stops it again; the grantor unit does not restart on it
+	// (RestartPreventExitStatus).
+	ExitRetired = 78
 	// ExitStale: `write` was refused: a newer token of the lease has
 	// written the file since (the caller lost the lease).
 	ExitStale = 4
@@ -113,6 +119,8 @@ const exitCodesHelp = `Exit codes:
   69  unavailable: the daemon or the grantor cluster cannot be reached
       (also when no leader answers in time)
   75  held elsewhere and the wait ran out
+  78  'grantor': retired (removed from the cluster, no join rule admits
+      it); remove its data dir, or add its join rule back and restart
   79  'run' or 'elect' lost the lease, or could not renew it in time, and
       stopped its command (whatever the command's own status)
 'run' and 'elect' otherwise exit with their command's status.`

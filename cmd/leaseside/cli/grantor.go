@@ -557,10 +557,14 @@ func runGrantor(ctx context.Context, e *env, o grantorOptions, lf logFlags) erro
 }
 
 // grantorExit is the exit code for the error that stopped a grantor:
-// ExitHalted for a raft log entry it cannot apply, else ExitError.
+// ExitHalted for a raft log entry it cannot apply, ExitRetired for a
+// grantor the cluster retired, else ExitError.
 func grantorExit(err error) int {
-	if errors.Is(err, grantor.ErrHalted) {
+	switch {
+	case errors.Is(err, grantor.ErrHalted):
 		return ExitHalted
+	case errors.Is(err, grantor.ErrRetired):
+		return ExitRetired
 	}
 	return ExitError
 }
