@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-
-	"github.com/leaseside/leaseside/grantor/pki"
 )
 
 // Issue 21 item 3: TestJoiningGrantorElectsWithTheVotersItsDeadSeedShowed
@@ -22,28 +20,7 @@ import (
 // were in memory only: g3 refused g2's votes and no leader was elected
 // (the wait times out). Once g3 has the configuration, the file is gone.
 func TestJoiningGrantorKeepsTheVotersItsSeedShowedAcrossARestart(t *testing.T) {
-	p := newTestPKI(t)
-	c := &gossipCluster{t: t, events: map[*running]*eventLog{}}
-	var cfgs []Config
-	for i, id := range []string{"g1", "g2", "g3"} {
-		n := c.add(id, 3, func(cfg *Config) { cfg.TLS = p.conf(pki.RoleGrantor, id) })
-		if i == 0 {
-			c.seed = n.GossipAddr()
-		}
-	}
-	l := c.leader()
-	for _, n := range c.nodes {
-		c.waitApplied(n, l)
-	}
-	for _, n := range c.nodes {
-		cfg := n.cfg
-		cfg.RaftAddr, cfg.RPCAddr = n.RaftAddr(), n.RPCAddr()
-		g := *cfg.Gossip
-		g.BindAddr = n.GossipAddr()
-		cfg.Gossip = &g
-		cfgs = append(cfgs, cfg)
-		n.stop()
-	}
+	_, cfgs := stoppedSeedCluster(t)
 
 	g1cfg := cfgs[0]
 	g1cfg.Gossip.Join = nil

@@ -20,28 +20,7 @@ import (
 // must get the configuration. Before the fix g3 refused g2's votes (its
 // join path named only g1, now dead) and no leader was ever elected.
 func TestJoiningGrantorElectsWithTheVotersItsDeadSeedShowed(t *testing.T) {
-	p := newTestPKI(t)
-	c := &gossipCluster{t: t, events: map[*running]*eventLog{}}
-	var cfgs []Config
-	for i, id := range []string{"g1", "g2", "g3"} {
-		n := c.add(id, 3, func(cfg *Config) { cfg.TLS = p.conf(pki.RoleGrantor, id) })
-		if i == 0 {
-			c.seed = n.GossipAddr()
-		}
-	}
-	l := c.leader()
-	for _, n := range c.nodes {
-		c.waitApplied(n, l)
-	}
-	for _, n := range c.nodes {
-		cfg := n.cfg
-		cfg.RaftAddr, cfg.RPCAddr = n.RaftAddr(), n.RPCAddr()
-		g := *cfg.Gossip
-		g.BindAddr = n.GossipAddr()
-		cfg.Gossip = &g
-		cfgs = append(cfgs, cfg)
-		n.stop()
-	}
+	c, cfgs := stoppedSeedCluster(t)
 
 	// g1 again, on its data; it never calls an election.
 	g1cfg := cfgs[0]
@@ -130,4 +109,35 @@ func TestSeedVotersAnswerRules(t *testing.T) {
 	if err := g.check("g2", rpcRequestVote); err == nil {
 		t.Error("a voter a seed showed is admitted by a grantor that has a configuration without it")
 	}
+}
+
+// stoppedSeedCluster bootstraps a TLS gossip cluster of g1, g2 and g3,
+// which join through g1 (c.seed), waits until each has applied the
+// leader's entries, stops all three and returns their configurations, to
+// be started again on the same addresses.
+func stoppedSeedCluster(t *testing.T) (*gossipCluster, []Config) {
+	t.Helper()
+	p := newTestPKI(t)
+	c := &gossipCluster{t: t, events: map[*running]*eventLog{}}
+	var cfgs []Config
+	for i, id := range []string{"g1", "g2", "g3"} {
+		n := c.add(id, 3, func(cfg *Config) { cfg.TLS = p.conf(pki.RoleGrantor, id) })
+		if i == 0 {
+			c.seed = n.GossipAddr()
+		}
+	}
+	l := c.leader()
+	for _, n := range c.nodes {
+		c.waitApplied(n, l)
+	}
+	for _, n := range c.nodes {
+		cfg := n.cfg
+		cfg.RaftAddr, cfg.RPCAddr = n.RaftAddr(), n.RPCAddr()
+		g := *cfg.Gossip
+		g.BindAddr = n.GossipAddr()
+		cfg.Gossip = &g
+		cfgs = append(cfgs, cfg)
+		n.stop()
+	}
+	return c, cfgs
 }
