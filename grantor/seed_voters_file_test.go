@@ -7,9 +7,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/hashicorp/raft"
 )
 
 // Issue 21 item 3: TestJoiningGrantorElectsWithTheVotersItsDeadSeedShowed
@@ -22,15 +19,7 @@ import (
 func TestJoiningGrantorKeepsTheVotersItsSeedShowedAcrossARestart(t *testing.T) {
 	_, cfgs := stoppedSeedCluster(t)
 
-	g1cfg := cfgs[0]
-	g1cfg.Gossip.Join = nil
-	g1cfg.HeartbeatTimeout, g1cfg.ElectionTimeout = time.Hour, time.Hour
-	g1 := start(t, g1cfg, false)
-	g3cfg := cfgs[2]
-	g3cfg.DataDir = t.TempDir()
-	logs := newLineLog()
-	g3cfg.Logger = logs.logger()
-	g3 := start(t, g3cfg, false)
+	g1, g3, g3cfg, logs := startSilentSeedAndJoiner(t, cfgs)
 	logs.wait(t, "a --join seed showed the voters of its raft configuration")
 	file := filepath.Join(g3cfg.DataDir, seedVotersFile)
 	if _, err := os.Stat(file); err != nil {
@@ -43,22 +32,7 @@ func TestJoiningGrantorKeepsTheVotersItsSeedShowedAcrossARestart(t *testing.T) {
 	g3cfg.Logger = logs.logger()
 	g3 = start(t, g3cfg, false)
 	logs.wait(t, "kept the voters --join seeds showed before a restart", "g1", "g2", "g3")
-	g2cfg := cfgs[1]
-	g2cfg.Gossip.Join = []string{g3.GossipAddr()}
-	g2 := start(t, g2cfg, false)
-	up := []*running{g2, g3}
-	var leader *running
-	waitRaft(t, "g2 and g3 elect, and g3 has the configuration", func() bool {
-		for _, n := range up {
-			if n.raft.State() == raft.Leader {
-				leader = n
-			}
-		}
-		return leader != nil && slices.Equal(servers(g3), []string{"g1=Voter", "g2=Voter", "g3=Voter"})
-	}, up...)
-	if err := leader.raft.Barrier(waitTimeout).Error(); err != nil {
-		t.Fatalf("an entry through %s, g1 dead: %v", leader.cfg.NodeID, err)
-	}
+	up, _ := g2AndG3Elect(t, cfgs, g3)
 	waitRaft(t, "g3 forgets the voters g1 showed", func() bool {
 		_, err := os.Stat(file)
 		return errors.Is(err, os.ErrNotExist) && len(g3.seedVoters.all()) == 0

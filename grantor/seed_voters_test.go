@@ -22,17 +22,7 @@ import (
 func TestJoiningGrantorElectsWithTheVotersItsDeadSeedShowed(t *testing.T) {
 	c, cfgs := stoppedSeedCluster(t)
 
-	// g1 again, on its data; it never calls an election.
-	g1cfg := cfgs[0]
-	g1cfg.Gossip.Join = nil
-	g1cfg.HeartbeatTimeout, g1cfg.ElectionTimeout = time.Hour, time.Hour
-	g1 := start(t, g1cfg, false)
-	// g3 on a new data dir, joining through g1 only.
-	g3cfg := cfgs[2]
-	g3cfg.DataDir = t.TempDir()
-	logs := newLineLog()
-	g3cfg.Logger = logs.logger()
-	g3 := start(t, g3cfg, false)
+	g1, g3, _, logs := startSilentSeedAndJoiner(t, cfgs)
 	logs.wait(t, "every --join seed gossip lists is proven at its address")
 	if !g3.seedProofs.has(c.seed, "g1", "") {
 		t.Fatal("g3 proved another claim than g1's, leaderless, at its seed address")
@@ -41,12 +31,35 @@ func TestJoiningGrantorElectsWithTheVotersItsDeadSeedShowed(t *testing.T) {
 		t.Fatal("g3 has a configuration before any leader")
 	}
 	g1.stop()
+	g2AndG3Elect(t, cfgs, g3)
+}
 
+// startSilentSeedAndJoiner starts g1 of stoppedSeedCluster's cfgs again
+// on its data, never calling an election, and g3 on a new data dir,
+// joining through g1 only, with its log lines caught in logs.
+func startSilentSeedAndJoiner(t *testing.T, cfgs []Config) (g1, g3 *running, g3cfg Config, logs *lineLog) {
+	t.Helper()
+	g1cfg := cfgs[0]
+	g1cfg.Gossip.Join = nil
+	g1cfg.HeartbeatTimeout, g1cfg.ElectionTimeout = time.Hour, time.Hour
+	g1 = start(t, g1cfg, false)
+	g3cfg = cfgs[2]
+	g3cfg.DataDir = t.TempDir()
+	logs = newLineLog()
+	g3cfg.Logger = logs.logger()
+	g3 = start(t, g3cfg, false)
+	return g1, g3, g3cfg, logs
+}
+
+// g2AndG3Elect starts g2 of cfgs, joining through g3, with g1 dead, and
+// waits until g2 and g3 elect a leader, g3 has the configuration of the
+// three, and an entry commits; it returns g2, g3 and the leader.
+func g2AndG3Elect(t *testing.T, cfgs []Config, g3 *running) (up []*running, leader *running) {
+	t.Helper()
 	g2cfg := cfgs[1]
 	g2cfg.Gossip.Join = []string{g3.GossipAddr()}
 	g2 := start(t, g2cfg, false)
-	up := []*running{g2, g3}
-	var leader *running
+	up = []*running{g2, g3}
 	waitRaft(t, "g2 and g3 elect, and g3 has the configuration", func() bool {
 		for _, n := range up {
 			if n.raft.State() == raft.Leader {
@@ -58,6 +71,7 @@ func TestJoiningGrantorElectsWithTheVotersItsDeadSeedShowed(t *testing.T) {
 	if err := leader.raft.Barrier(waitTimeout).Error(); err != nil {
 		t.Fatalf("an entry through %s, g1 dead: %v", leader.cfg.NodeID, err)
 	}
+	return up, leader
 }
 
 // The rule's other side: a joining grantor keeps the voters only from an
