@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 )
@@ -41,23 +40,9 @@ func TestBurstOfReadOnlyRepliesStaysWithinTheUIDBudget(t *testing.T) {
 	// 12 requests a connection: the first replies fill the socket's
 	// buffer in the kernel (about 200 KiB), the rest queue in the server.
 	const conns, each, perConn, perUID = 64, 12, 64 << 10, 256 << 10
-	path := filepath.Join(t.TempDir(), "s.sock")
-	ln, err := Listen(path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	h := &gateHandler{bigHandler: bigHandler{stubHandler{done: make(chan struct{})}}, started: make(chan struct{}, conns*each), release: make(chan struct{})}
-	ctx, cancel := context.WithCancel(context.Background())
 	srv := &Server{Handler: h, Limits: Limits{ConnsPerUID: 2 * conns, InFlightPerUID: conns * each, QueueBytes: perConn, QueueBytesPerUID: perUID, StallTimeout: 10 * timeoutIPC}}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		srv.Serve(ctx, ln)
-	}()
-	defer func() {
-		cancel()
-		<-served
-	}()
+	path := startServerWith(t, srv)
 	for range conns {
 		nc, err := net.Dial("unix", path)
 		if err != nil {
