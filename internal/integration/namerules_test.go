@@ -21,20 +21,7 @@ import (
 func TestTrustNameRules(t *testing.T) {
 	t.Parallel()
 	p := newClusterPKI(t)
-	rules := filepath.Join(t.TempDir(), "rules")
-	writeRules := func(text string) {
-		t.Helper()
-		if err := os.WriteFile(rules, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	writeRules("web-*  acquire  web/\nweb-*  read  shared/\ngrantor/g[1-3]  join\n")
-	c := newLoopbackCluster(t, 3)
-	for _, n := range c.nodes {
-		p.cert("grantor", n.id, false)
-		n.tlsDir, n.keyFile = p.dir, p.key
-		n.extra = []string{"--name-rules", rules}
-	}
+	c, rules, writeRules := newRulesCluster(t, p, "web-*  acquire  web/\nweb-*  read  shared/\ngrantor/g[1-3]  join\n")
 	c.startAll()
 	for _, n := range c.nodes {
 		n.proc.waitLine(t, 0, "name rules in force", "rules=3", "join_rules=1")
@@ -115,4 +102,27 @@ func hupAll(t *testing.T, c *cluster) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// newRulesCluster makes (without starting it) a loopback cluster of three
+// TLS grantors, each with a grantor certificate from p and --name-rules
+// naming one rules file (rules), written with text; writeRules rewrites it (send
+// the grantors SIGHUP to reload it).
+func newRulesCluster(t *testing.T, p *clusterPKI, text string) (c *cluster, rules string, writeRules func(string)) {
+	t.Helper()
+	rules = filepath.Join(t.TempDir(), "rules")
+	writeRules = func(text string) {
+		t.Helper()
+		if err := os.WriteFile(rules, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeRules(text)
+	c = newLoopbackCluster(t, 3)
+	for _, n := range c.nodes {
+		p.cert("grantor", n.id, false)
+		n.tlsDir, n.keyFile = p.dir, p.key
+		n.extra = []string{"--name-rules", rules}
+	}
+	return c, rules, writeRules
 }

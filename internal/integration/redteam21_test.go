@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -48,20 +47,7 @@ func memberOf(t *testing.T, c grantorpb.GrantorClient, id string) (in, voter boo
 // in, so the rule and nothing else kept it out.
 func TestRedTeamNonMemberGrantorCertJoinsOnlyByJoinRule(t *testing.T) {
 	p := newClusterPKI(t)
-	rules := filepath.Join(t.TempDir(), "rules")
-	writeRules := func(text string) {
-		t.Helper()
-		if err := os.WriteFile(rules, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	writeRules("*  acquire  *\n*/*  acquire  *\ngrantor/g[1-3]  join\n")
-	c := newLoopbackCluster(t, 3)
-	for _, n := range c.nodes {
-		p.cert("grantor", n.id, false)
-		n.tlsDir, n.keyFile = p.dir, p.key
-		n.extra = []string{"--name-rules", rules}
-	}
+	c, _, writeRules := newRulesCluster(t, p, "*  acquire  *\n*/*  acquire  *\ngrantor/g[1-3]  join\n")
 	c.startAll()
 	leader := c.waitOffice(c.marks0()).node
 	op := grpcClient(t, c.nodes[leader].rpcAddr(), p.creds("operator", "op"))

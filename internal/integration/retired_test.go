@@ -3,8 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,20 +19,7 @@ import (
 // (and campaigning) for good; the others keep granting.
 func TestRetiredGrantorStartedAgainExits78(t *testing.T) {
 	p := newClusterPKI(t)
-	rules := filepath.Join(t.TempDir(), "rules")
-	writeRules := func(text string) {
-		t.Helper()
-		if err := os.WriteFile(rules, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	writeRules("*  acquire  *\n*/*  acquire  *\ngrantor/g[1-3]  join\n")
-	c := newLoopbackCluster(t, 3)
-	for _, n := range c.nodes {
-		p.cert("grantor", n.id, false)
-		n.tlsDir, n.keyFile = p.dir, p.key
-		n.extra = []string{"--name-rules", rules}
-	}
+	c, _, writeRules := newRulesCluster(t, p, "*  acquire  *\n*/*  acquire  *\ngrantor/g[1-3]  join\n")
 	c.startAll()
 	leader := c.waitOffice(c.marks0()).node
 	ri := c.others(leader)[0]
