@@ -20,11 +20,13 @@ import (
 // the wait is over; a grantor cut off by a partition sends no error
 // either. So while a request to a grantor is in flight longer than the
 // confirm timeout (about an election timeout), the sidecar asks that
-// grantor who leads (Members, which every grantor answers from its own
-// view, no raft round); a grantor that does not answer within the confirm
-// timeout, or no longer names itself leader, is abandoned for the others,
-// and the request is retried there with the same request id. An acquire
-// so keeps its wait_ms whatever the old leader does.
+// grantor who leads (Members with leader_only, which every grantor
+// answers from its own view, no raft round, with the leader's entry and
+// its own whatever the number of gossip members; an older grantor lists
+// everyone, read the same way); a grantor that does not answer within
+// the confirm timeout, or no longer names itself leader, is abandoned for
+// the others, and the request is retried there with the same request id.
+// An acquire so keeps its wait_ms whatever the old leader does.
 
 // errUnconfirmed is the failure of an attempt whose grantor did not
 // confirm that it leads.
@@ -94,7 +96,7 @@ func (g *grantorConn) confirm(ctx context.Context, addr string, api grantorpb.Gr
 	}
 	pctx, cancel := context.WithTimeout(ctx, g.confirmAfter)
 	defer cancel()
-	resp, err := api.Members(pctx, &grantorpb.MembersRequest{})
+	resp, err := api.Members(pctx, &grantorpb.MembersRequest{LeaderOnly: true})
 	switch {
 	case err != nil:
 	case resp.LeaderId == "":

@@ -303,8 +303,17 @@ func (n *Node) leaveRaft(ctx context.Context) (outcome string, err error) {
 }
 
 // members answers the Members RPC: the raft configuration as this node
-// knows it, merged with the gossip member list.
-func (n *Node) members() *grantorpb.MembersResponse {
+// knows it, merged with the gossip member list; with leaderOnly, only the
+// leader's and this node's entries.
+func (n *Node) members(leaderOnly bool) *grantorpb.MembersResponse {
+	return n.membersFrom(n.gossipMembers(), leaderOnly)
+}
+
+// membersFrom is members with ms as the gossip member list. With
+// leaderOnly the answer holds at most two entries, whatever the length
+// of ms: the one that stands for the leader and the one that stands for
+// this node (each from gossip, else from the raft configuration).
+func (n *Node) membersFrom(ms []gossip.MemberInfo, leaderOnly bool) *grantorpb.MembersResponse {
 	_, lid := n.raft.LeaderWithID()
 	leaderID := string(lid)
 	resp := &grantorpb.MembersResponse{LeaderId: leaderID, AnsweredBy: n.cfg.NodeID}
@@ -334,13 +343,13 @@ func (n *Node) members() *grantorpb.MembersResponse {
 		}
 		return d.Milliseconds()
 	}
+	wanted := func(id string) bool { return !leaderOnly || id == leaderID || id == n.cfg.NodeID }
 	inRaft := map[string]raft.Server{}
 	for _, s := range servers {
 		inRaft[string(s.ID)] = s
 	}
 
 	// The gossip member that stands for each raft server: alive first.
-	ms := n.gossipMembers()
 	stand := map[string]int{}
 	for i, in := range ms {
 		if in.MetaErr != nil || in.Meta.Role != gossip.RoleGrantor {
@@ -351,6 +360,9 @@ func (n *Node) members() *grantorpb.MembersResponse {
 		}
 	}
 	for i, in := range ms {
+		if leaderOnly && (in.MetaErr != nil || in.Meta.Role != gossip.RoleGrantor || !wanted(in.Meta.NodeID) || stand[in.Meta.NodeID] != i) {
+			continue
+		}
 		m := &grantorpb.Member{
 			Name:          in.Name,
 			Role:          in.Meta.Role,
@@ -376,7 +388,7 @@ func (n *Node) members() *grantorpb.MembersResponse {
 	}
 	// Raft servers that gossip does not list (or no gossip at all).
 	for _, s := range servers {
-		if _, left := inRaft[string(s.ID)]; !left {
+		if _, left := inRaft[string(s.ID)]; !left || !wanted(string(s.ID)) {
 			continue
 		}
 		rpc := n.fsm.nodeAddr(string(s.ID))

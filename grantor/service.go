@@ -115,14 +115,16 @@ func (s *service) Release(ctx context.Context, req *grantorpb.ReleaseRequest) (*
 // voter flag and raft state, and, when it leads, how long ago each
 // follower last answered it; merged with every gossip member, sidecars
 // included, and their gossip states; to a grantor certificate, whether
-// a join rule admits its name (CallerJoin, retired.go). The answer is
-// charged to the caller's queued bytes until it is sent
+// a join rule admits its name (CallerJoin, retired.go). With leader_only
+// it lists only the leader and itself: a full answer grows by about 77
+// bytes a gossip member, a leader-only one stays under a kilobyte. The
+// answer is charged to the caller's queued bytes until it is sent
 // (edgeLimits.chargeAnswer).
 func (s *service) Members(ctx context.Context, req *grantorpb.MembersRequest) (*grantorpb.MembersResponse, error) {
 	if err := s.n.edge.chargeAnswer(ctx, 0); err != nil {
 		return nil, toStatus(err)
 	}
-	resp := s.n.members()
+	resp := s.n.members(req.GetLeaderOnly())
 	if id := IdentityFrom(ctx); s.n.cfg.TLS != nil && id.Role == RoleGrantor {
 		resp.CallerJoin = callerJoin(s.n.nameRules.Load().admitsGrantor(id.Name))
 	}
