@@ -4,7 +4,7 @@
 // measure it at full scale: Watch streams adding distinct names, Releases
 // of unheld names under fresh sessions, and Releases under sessions that
 // never existed. Victim is the well-behaved sidecar that goes on
-// renewing and acquiring meanwhile. Impostor is the red team's grantor
+// renewing and acquiring meanwhile, following the leader (victim.go). Impostor is the red team's grantor
 // that is no member: a grantor certificate and the gossip key, serving
 // sidecars; UnfinishedCalls opens calls past the calls limit as fast as a
 // grantor takes them. The operator's floods (operator.go): SendUnread
@@ -14,9 +14,7 @@ package attack
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -245,104 +243,4 @@ func ReleasesUnderUnknownSessions(ctx context.Context, c grantorpb.GrantorClient
 	}
 	wg.Wait()
 	return cnt.result()
-}
-
-// VictimStats is what the well-behaved sidecar saw.
-type VictimStats struct {
-	// Renewals and Acquires counted; Failures lists the calls that
-	// failed, with their errors.
-	Renewals, Acquires int
-	Failures           []string
-	// Slowest is the longest a renewal or acquire took.
-	Slowest time.Duration
-}
-
-// Victim acts as a well-behaved sidecar until ctx ends: it holds one
-// lease of term ttl in session, renewed by a keepalive every ttl/3, and
-// every period acquires and releases a fresh name in that session. Its
-// stats come on the returned channel when it stops.
-func Victim(ctx context.Context, c grantorpb.GrantorClient, session string, ttl, period time.Duration) <-chan VictimStats {
-	out := make(chan VictimStats, 1)
-	go func() {
-		var st VictimStats
-		defer func() { out <- st }()
-		fail := func(what string, err error) { st.Failures = append(st.Failures, fmt.Sprintf("%s: %v", what, err)) }
-		timed := func(f func() error) error {
-			t0 := time.Now()
-			err := f()
-			st.Slowest = max(st.Slowest, time.Since(t0))
-			return err
-		}
-		seq := uint64(0)
-		next := func() *grantorpb.RequestID {
-			seq++
-			return &grantorpb.RequestID{Session: session, Seq: seq, FirstUnacked: seq}
-		}
-		var held *grantorpb.AcquireResponse
-		if err := timed(func() (err error) {
-			held, err = c.Acquire(ctx, &grantorpb.AcquireRequest{Id: next(), Lease: session + "/held", Owner: "o", TtlNs: int64(ttl)})
-			if err == nil && !held.Granted {
-				err = errors.New("not granted")
-			}
-			return err
-		}); err != nil {
-			fail("first acquire", err)
-			return
-		}
-		digest := grantorpb.TokenDigest(held.Token)
-		ka, err := c.KeepAlive(ctx)
-		if err != nil {
-			fail("keepalive stream", err)
-			return
-		}
-		renew := time.NewTicker(ttl / 3)
-		defer renew.Stop()
-		churn := time.NewTicker(period)
-		defer churn.Stop()
-		for i := 0; ; i++ {
-			select {
-			case <-ctx.Done():
-				return
-			case <-renew.C:
-				err := timed(func() error {
-					if err := ka.Send(&grantorpb.KeepAliveRequest{Session: session, Batch: uint64(i + 1), Sessions: []*grantorpb.SessionRenewal{{Session: session, TtlNs: int64(ttl), LeaseSetVersion: digest}}}); err != nil {
-						return err
-					}
-					r, err := ka.Recv()
-					if err == nil && (len(r.Sessions) != 1 || !r.Sessions[0].Renewed) {
-						err = fmt.Errorf("not renewed: %v", r)
-					}
-					return err
-				})
-				if ctx.Err() != nil {
-					return
-				}
-				st.Renewals++
-				if err != nil {
-					fail("renewal", err)
-				}
-			case <-churn.C:
-				lease := fmt.Sprintf("%s/churn-%d", session, i)
-				err := timed(func() error {
-					a, err := c.Acquire(ctx, &grantorpb.AcquireRequest{Id: next(), Lease: lease, Owner: "o", TtlNs: int64(ttl)})
-					if err == nil && !a.Granted {
-						err = errors.New("not granted")
-					}
-					if err != nil {
-						return err
-					}
-					_, err = c.Release(ctx, &grantorpb.ReleaseRequest{Id: next(), Lease: lease, Owner: "o", Token: a.Token})
-					return err
-				})
-				if ctx.Err() != nil {
-					return
-				}
-				st.Acquires++
-				if err != nil && !errors.Is(err, io.EOF) {
-					fail("acquire "+lease, err)
-				}
-			}
-		}
-	}()
-	return out
 }

@@ -80,7 +80,7 @@ func TestAccountFloods(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	victim := attack.Victim(ctx, grpcClient(t, addr, p.creds("sidecar", "victim")), "victim-1", 3*time.Second, 200*time.Millisecond)
+	victim := attack.Victim(ctx, grpcDialer(t, p.creds("sidecar", "victim")), addr, "victim-1", 3*time.Second, 200*time.Millisecond)
 
 	dirs := func() (total int64) {
 		for _, n := range c.nodes {
@@ -170,7 +170,7 @@ func TestAccountFloods(t *testing.T) {
 	}
 	cancel()
 	st := <-victim
-	t.Logf("victim: %d renewals, %d acquires, slowest %v, failures %v", st.Renewals, st.Acquires, st.Slowest, st.Failures)
+	t.Logf("victim: %d renewals, %d acquires, slowest %v, failures %v, leader moves followed %d (the leader measured above is the first)", st.Renewals, st.Acquires, st.Slowest, st.Failures, st.LeaderMoves)
 	if len(st.Failures) > 0 || st.Renewals == 0 || st.Acquires == 0 {
 		t.Errorf("the other sidecar failed during the floods: %v", st.Failures)
 	}

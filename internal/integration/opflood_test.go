@@ -66,7 +66,7 @@ func TestOperatorFloods(t *testing.T) {
 	if err := attack.Fill(ctx, grpcClient(t, addr, p.creds("sidecar", "filler")), "held", held, 250, 32, 10*time.Minute); err != nil {
 		t.Fatalf("filling the leases the operator lists: %v", err)
 	}
-	victim := attack.Victim(ctx, grpcClient(t, addr, p.creds("sidecar", "victim")), "victim-1", 3*time.Second, 200*time.Millisecond)
+	victim := attack.Victim(ctx, grpcDialer(t, p.creds("sidecar", "victim")), addr, "victim-1", 3*time.Second, 200*time.Millisecond)
 
 	dirs := func() (total int64) {
 		for _, n := range c.nodes {
@@ -163,7 +163,7 @@ func TestOperatorFloods(t *testing.T) {
 
 	cancel()
 	st := <-victim
-	t.Logf("victim: %d renewals, %d acquires, slowest %v, failures %v", st.Renewals, st.Acquires, st.Slowest, st.Failures)
+	t.Logf("victim: %d renewals, %d acquires, slowest %v, failures %v, leader moves followed %d (the leader measured above is the first)", st.Renewals, st.Acquires, st.Slowest, st.Failures, st.LeaderMoves)
 	if len(st.Failures) > 0 || st.Renewals == 0 || st.Acquires == 0 {
 		t.Errorf("the other sidecar failed during the floods: %v", st.Failures)
 	}

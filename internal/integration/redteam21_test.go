@@ -188,16 +188,16 @@ func TestRedTeamUnfinishedCallsFlood(t *testing.T) {
 	lnode := c.nodes[c.currentLeader().node]
 	addr := lnode.rpcAddr()
 	pid := lnode.proc.pid()
-	victimCl := grpcClient(t, addr, p.creds("sidecar", "victim"))
+	victimDial := grpcDialer(t, p.creds("sidecar", "victim"))
 	bctx, bcancel := context.WithTimeout(context.Background(), 20*time.Second)
 	cpu0 := cpuTime(t, pid)
-	base := <-attack.Victim(bctx, victimCl, "victim-0", 3*time.Second, 200*time.Millisecond)
+	base := <-attack.Victim(bctx, victimDial, addr, "victim-0", 3*time.Second, 200*time.Millisecond)
 	bcancel()
 	t.Logf("victim alone for 20 s: %d renewals, %d acquires, slowest %v, failures %v; leader CPU %v",
 		base.Renewals, base.Acquires, base.Slowest, base.Failures, cpuTime(t, pid)-cpu0)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	victim := attack.Victim(ctx, victimCl, "victim-1", 3*time.Second, 200*time.Millisecond)
+	victim := attack.Victim(ctx, victimDial, addr, "victim-1", 3*time.Second, 200*time.Millisecond)
 
 	p.cert("sidecar", "evil", false)
 	cfg := p.configurator("sidecar", "evil").ClientConfig(pki.ALPNgRPC, pki.Peer{Roles: []string{pki.RoleGrantor}})
@@ -213,7 +213,7 @@ func TestRedTeamUnfinishedCallsFlood(t *testing.T) {
 		fl.Conns, fl.Streams, fl.Written>>20, before>>20, during>>20, goroutines, cpuTime(t, pid)-cpu1)
 	cancel()
 	st := <-victim
-	t.Logf("victim during the flood: %d renewals, %d acquires, slowest %v, failures %v", st.Renewals, st.Acquires, st.Slowest, st.Failures)
+	t.Logf("victim during the flood: %d renewals, %d acquires, slowest %v, failures %v, leader moves followed %d", st.Renewals, st.Acquires, st.Slowest, st.Failures, st.LeaderMoves)
 	t.Logf("leader RSS after the flood: %d MiB", rss(t, pid)>>20)
 	if len(st.Failures) > 0 || st.Renewals == 0 || st.Acquires == 0 {
 		t.Errorf("the other sidecar failed during the flood: %v", st.Failures)

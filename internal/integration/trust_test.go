@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -123,6 +124,33 @@ func grpcClient(t *testing.T, addr string, creds credentials.TransportCredential
 	}
 	t.Cleanup(func() { conn.Close() })
 	return grantorpb.NewGrantorClient(conn)
+}
+
+// grpcDialer returns a dial for attack.Victim: a client of any address
+// with creds, its connection closed when the test ends (it may be called
+// from another goroutine than the test's).
+func grpcDialer(t *testing.T, creds credentials.TransportCredentials) func(addr string) (grantorpb.GrantorClient, error) {
+	var (
+		mu    sync.Mutex
+		conns []*grpc.ClientConn
+	)
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return func(addr string) (grantorpb.GrantorClient, error) {
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
+		if err != nil {
+			return nil, err
+		}
+		mu.Lock()
+		conns = append(conns, conn)
+		mu.Unlock()
+		return grantorpb.NewGrantorClient(conn), nil
+	}
 }
 
 // auditRE reads the session, owner and token of a grant's audit line.
