@@ -68,7 +68,7 @@ func TestAccountFloods(t *testing.T) {
 			"--memory-limit", strconv.Itoa(memoryLimit>>20) + "MiB"}, sc.limits...)
 	}
 	c.startAll()
-	// Metrics on ports the grantors chose (a freeAddr port may be taken
+	// Metrics on ports the grantors chose (a port picked free may be taken
 	// by another process first): read from their logs.
 	for _, n := range c.nodes {
 		metricsAddr[n] = servedMetricsAddr(t, n.proc)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -36,9 +35,10 @@ func TestDevRPCAddrNeedsInsecure(t *testing.T) {
 // too, exit 1, instead of serving a socket whose grantor is gone.
 func TestDevStopsWithItsGrantor(t *testing.T) {
 	t.Parallel()
-	rpc := "127.0.0.1:" + strconv.Itoa(freeLoopbackPorts(t, 1)[0])
-	p := startDev(t, tempSocket(t), t.TempDir(), "--rpc-addr", rpc, "--insecure")
-	leave := exec.Command(bin, "grantor", "leave", "--rpc-addr", rpc)
+	// Its grantor chooses the port (a free one picked here could be taken
+	// by another process before dev binds it).
+	p := startDev(t, tempSocket(t), t.TempDir(), "--rpc-addr", "127.0.0.1:0", "--insecure")
+	leave := exec.Command(bin, "grantor", "leave", "--rpc-addr", p.grantorRPC)
 	if out, err := leave.CombinedOutput(); err != nil {
 		t.Fatalf("grantor leave: %v\n%s", err, out)
 	}

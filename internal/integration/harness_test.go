@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -80,6 +81,31 @@ type devProc struct {
 	data   string
 	log    *bytes.Buffer
 	exited chan error
+	// grantorRPC is the address its grantor serves on, from its ready
+	// line: with --rpc-addr 127.0.0.1:0, the port the grantor chose.
+	grantorRPC string
+	// metrics hears the host:port of its metrics (--metrics-addr
+	// 127.0.0.1:0 lets it choose one), from its log.
+	metrics chan string
+}
+
+var (
+	devRPCRE     = regexp.MustCompile(`\bgrantor_rpc=(\S+)`)
+	devMetricsRE = regexp.MustCompile(`serving metrics.*\baddr=http://([^/\s]+)/`)
+)
+
+// metricsAddr waits for the host:port p serves its metrics on, which p
+// chose itself (start it with --metrics-addr 127.0.0.1:0): a port picked
+// free by the test could be taken by another process before p binds it.
+func (p *devProc) metricsAddr(t *testing.T) string {
+	t.Helper()
+	select {
+	case a := <-p.metrics:
+		return a
+	case <-time.After(timeout):
+		t.Fatalf("leaseside dev logged no metrics address in %v", timeout)
+	}
+	return ""
 }
 
 // startDev starts `leaseside dev` and waits for its ready line.
@@ -117,7 +143,7 @@ func startDevCmd(t *testing.T, socket, data string, cmd *exec.Cmd) *devProc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &devProc{cmd: cmd, socket: socket, data: data, log: &bytes.Buffer{}, exited: make(chan error, 1)}
+	p := &devProc{cmd: cmd, socket: socket, data: data, log: &bytes.Buffer{}, exited: make(chan error, 1), metrics: make(chan string, 1)}
 	ready := make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(stderr)
@@ -125,8 +151,17 @@ func startDevCmd(t *testing.T, socket, data string, cmd *exec.Cmd) *devProc {
 		for sc.Scan() {
 			p.log.WriteString(sc.Text() + "\n")
 			if !signalled && strings.Contains(sc.Text(), "leaseside dev ready") {
+				if m := devRPCRE.FindStringSubmatch(sc.Text()); m != nil {
+					p.grantorRPC = m[1]
+				}
 				close(ready)
 				signalled = true
+			}
+			if m := devMetricsRE.FindStringSubmatch(sc.Text()); m != nil {
+				select {
+				case p.metrics <- m[1]:
+				default:
+				}
 			}
 		}
 		io.Copy(io.Discard, stderr)

@@ -2,23 +2,11 @@ package integration
 
 import (
 	"bufio"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 )
-
-// freeAddr returns a loopback address nothing listens on now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
 
 // servedMetricsAddr is the host:port a process started with
 // --metrics-addr 127.0.0.1:0 serves its metrics on, from its log.

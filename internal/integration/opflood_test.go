@@ -51,7 +51,7 @@ func TestOperatorFloods(t *testing.T) {
 		n.extra = []string{"--audit-log", filepath.Join(auditDir, n.id+".jsonl"), "--metrics-addr", "127.0.0.1:0"}
 	}
 	c.startAll()
-	// Metrics on ports the grantors chose (a freeAddr port may be taken
+	// Metrics on ports the grantors chose (a port picked free may be taken
 	// by another process first): read from their logs.
 	for _, n := range c.nodes {
 		metricsAddr[n] = servedMetricsAddr(t, n.proc)

@@ -30,7 +30,7 @@ func primsCluster(t *testing.T) (c *cluster, metrics []string, a, b *sidecar) {
 	c = newLoopbackCluster(t, 3)
 	for _, n := range c.nodes {
 		// A port of the grantor's own choosing, read from its log: a
-		// free port picked here (freeAddr) was taken by another process
+		// free port picked here was taken by another process
 		// before the grantor bound it, beside the other parallel tests
 		// ("bind: address already in use", and the grantor exited).
 		n.extra = []string{"--metrics-addr", "127.0.0.1:0"}

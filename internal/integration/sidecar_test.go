@@ -154,8 +154,7 @@ func TestACLRefusesUnlistedUID(t *testing.T) {
 func TestWaiterWokenWithoutPolling(t *testing.T) {
 	t.Parallel()
 	socket := tempSocket(t)
-	addr := freeAddr(t)
-	startDev(t, socket, t.TempDir(), "--metrics-addr", addr)
+	addr := startDev(t, socket, t.TempDir(), "--metrics-addr", "127.0.0.1:0").metricsAddr(t)
 	cli(t, socket, "acquire", "jobs/queue", "--detached").must(t, 0)
 
 	// Another owner: this test process (the CLI binds to its parent).
