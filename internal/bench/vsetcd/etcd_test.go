@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,20 +30,37 @@ type etcdMember struct {
 	pid int
 }
 
-// freePort returns a loopback port nobody listened on a moment ago.
+// freePort returns a loopback port below the kernel's ephemeral range
+// that nothing listened on a moment ago. Below that range no outgoing
+// connection takes it meanwhile; a process that binds it by hand still
+// may, which startEtcd survives by starting again on other ports.
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	low := 32768 // the default ephemeral range starts here
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if v, err := strconv.Atoi(f[0]); err == nil && v > 12000 {
+				low = v
+			}
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	for range 1000 {
+		port := 10000 + mrand.IntN(low-10000)
+		ln, err := net.Listen("tcp4", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err == nil {
+			ln.Close()
+			return port
+		}
+	}
+	t.Fatalf("no free loopback port below %d", low)
+	return 0
 }
 
 // startEtcd starts Debian's etcd (installing etcd-server with apt-get if it
 // is not there, as vs-etcd.sh does) as one member with its data in a
-// temporary directory, and waits until it answers.
+// temporary directory, and waits until it answers. An etcd that exits
+// because another process took one of its ports first is started again
+// on others.
 func startEtcd(t *testing.T) etcdMember {
 	t.Helper()
 	if _, err := exec.LookPath("etcd"); err != nil {
@@ -51,6 +70,23 @@ func startEtcd(t *testing.T) etcdMember {
 			t.Fatalf("installing etcd-server: %v\n%s", err, out)
 		}
 	}
+	for attempt := 1; ; attempt++ {
+		m, log, err := tryEtcd(t)
+		if err == nil {
+			return m
+		}
+		if attempt < 3 && strings.Contains(log, "address already in use") {
+			t.Logf("etcd found a port taken (%v); starting it on others", err)
+			continue
+		}
+		t.Fatalf("%v\n%s", err, log)
+	}
+}
+
+// tryEtcd starts etcd once, on two ports picked free, and waits until it
+// answers (nil error) or exits (an error, with its log).
+func tryEtcd(t *testing.T) (etcdMember, string, error) {
+	t.Helper()
 	client := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
 	peer := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
 	var log bytes.Buffer
@@ -66,7 +102,8 @@ func startEtcd(t *testing.T) etcdMember {
 	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() {
 		cmd.Process.Kill()
-		<-exited
+		err := <-exited
+		exited <- err
 		if t.Failed() {
 			t.Logf("etcd log:\n%s", log.String())
 		}
@@ -76,13 +113,14 @@ func startEtcd(t *testing.T) etcdMember {
 	// findLeader asks the member for its status, retrying while it starts.
 	for {
 		if _, err := findLeader(ctx, []string{client}); err == nil {
-			return etcdMember{url: client, pid: cmd.Process.Pid}
+			return etcdMember{url: client, pid: cmd.Process.Pid}, "", nil
 		} else if ctx.Err() != nil {
 			t.Fatalf("etcd did not answer within %v: %v", timeout, err)
 		}
 		select {
 		case err := <-exited:
-			t.Fatalf("etcd exited: %v", err)
+			exited <- err
+			return etcdMember{}, log.String(), fmt.Errorf("etcd exited: %v", err)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
