@@ -75,6 +75,7 @@ func (d *Daemon) proclaim(ctx context.Context, c *ipc.Conn, name, token, value s
 		return nil, ipc.Errorf(ipc.CodeLost, "lease %q was lost before the reply could be sent", name)
 	}
 	l.value = value
+	d.logPutLocked(l)
 	return l.grant(now), nil
 }
 

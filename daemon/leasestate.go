@@ -199,6 +199,7 @@ func (d *Daemon) stepLocked(l *lease, ev leaseEvent, why string, now clockwatch.
 		return false
 	}
 	l.state = to
+	d.logStepLocked(l, from, ev) // persist.go
 	if why != "" && !to.inTable() {
 		l.why = why
 	}

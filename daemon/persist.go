@@ -2,12 +2,8 @@ package daemon
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -23,24 +19,19 @@ import (
 
 // A restart keeps the host's leases (issue 24.1). The daemon writes what
 // a new process needs to go on where it stopped into its state directory
-// (Config.StateDir), atomically (a new file renamed over the old one),
-// whenever the table changes and after renewals (a grant is answered only
-// once the file holds it: persisted): its grantor sessions
-// (ids, terms, the last request seq used), and every lease told to a
-// caller with its owner, token, term, t0 and deadline. Deadlines are on
+// (Config.StateDir; the files and their rules: statefile.go): its grantor
+// sessions (ids, terms, the last request seq used, the deadline their
+// leases were renewed to), and every lease told to a caller with its
+// owner, token, term, t0 and deadline, when it is told and when it ends. A
+// grant is answered only once written (persisted). Deadlines are on
 // CLOCK_BOOTTIME, which a process restart does not reset, so they carry
-// over unchanged: the new process tells nobody a lease is held past the
-// deadline the old one computed from the grantor's promise, and extends
-// none before a renewal of its own (restored leases are renewed at once).
-// A state whose boot id is not this boot's (the host rebooted: BOOTTIME
-// started again) is refused and discarded, and so is one in which every
-// deadline has passed.
-
-// stateFileName is the state file's name in the state directory.
-const stateFileName = "sidecar-state.json"
-
-// stateVersion is the state file's format; another is refused.
-const stateVersion = 1
+// over (the earliest of a session's, at most the one a lease had): the
+// new process tells nobody a lease is held past the deadline the old one
+// computed from the grantor's promise, and extends none before a renewal
+// of its own (restored leases are renewed at once). A state whose boot id
+// is not this boot's (the host rebooted: BOOTTIME started again) is
+// refused and discarded, and so is one in which every deadline has
+// passed.
 
 // seqJump is how far the request seq of a restored session jumps past the
 // one last written: requests numbered after the last write (a kill -9
@@ -53,60 +44,9 @@ const seqJump = 1 << 32
 // the owner's end.
 const resumeGrace = 10 * time.Second
 
-// stateRecord is the state file.
-type stateRecord struct {
-	Version int `json:"version"`
-	// BootID is /proc/sys/kernel/random/boot_id when it was written.
-	BootID string `json:"boot_id"`
-	// WrittenNs is when it was written, on CLOCK_BOOTTIME.
-	WrittenNs int64 `json:"written_boottime_ns"`
-	// Session is the daemon's session id, which its grantor sessions'
-	// ids start with.
-	Session string `json:"session"`
-	// Start counts the daemon processes that used these sessions: it
-	// keeps connection owners of one process apart from another's.
-	Start    uint64          `json:"start"`
-	Detached uint64          `json:"detached"`
-	Sessions []sessionState  `json:"sessions"`
-	Leases   []leaseSnapshot `json:"leases"`
-}
-
-// sessionState is one grantor session.
-type sessionState struct {
-	ID    string `json:"id"`
-	TTLNs int64  `json:"ttl_ns"`
-	Seq   uint64 `json:"seq"`
-}
-
-// leaseSnapshot is one lease of the table.
-type leaseSnapshot struct {
-	Name        string `json:"name"`
-	Key         string `json:"key,omitempty"`
-	Token       uint64 `json:"token"`
-	TTLNs       int64  `json:"ttl_ns"`
-	Limit       int    `json:"limit,omitempty"`
-	Holders     int    `json:"holders,omitempty"`
-	Shared      bool   `json:"shared,omitempty"`
-	Value       string `json:"value,omitempty"`
-	SessionID   string `json:"session_id"`
-	Owner       string `json:"owner"`
-	OwnerID     string `json:"owner_id"`
-	OwnerPID    int    `json:"owner_pid,omitempty"`
-	UID         int    `json:"uid"`
-	LockDelayNs int64  `json:"lock_delay_ns,omitempty"`
-	NoRenew     bool   `json:"no_renew,omitempty"`
-	T0Ns        int64  `json:"t0_boottime_ns"`
-	DeadlineNs  int64  `json:"deadline_boottime_ns"`
-	Renewals    int64  `json:"renewals,omitempty"`
-	Resume      string `json:"resume,omitempty"`
-	// Lapsing: no longer renewed, as its owner process was stopped too
-	// long.
-	Lapsing bool `json:"lapsing,omitempty"`
-}
-
-// persister writes the state file; nil when the daemon keeps no state.
+// persister writes the state files; nil when the daemon keeps no state.
 type persister struct {
-	path  string
+	dir   string
 	dirty chan struct{}
 	// want counts the changes asked to be written (persistLater, under
 	// d.mu); done is the count the last write took in, and written is
@@ -120,9 +60,25 @@ type persister struct {
 	// awaiting holds the restored leases whose connection owner has not
 	// resumed them yet, under d.mu.
 	awaiting map[*lease]bool
+
+	// Under d.mu: queue holds the log lines not written yet, seq is the
+	// last line's seq (it only grows, across processes too), rebuild asks
+	// the next write to start a new log from the table (a process's first
+	// write, a compaction, after a failed write), and inLog counts the
+	// lines of the log with those queued.
+	queue   []logRecord
+	seq     uint64
+	rebuild bool
+	inLog   int
+
+	// Of persistLoop's: the log open for appending, its writer, and
+	// whether format 1's file is still to be removed.
+	logf     *os.File
+	logw     *bufio.Writer
+	removeV1 bool
 }
 
-// persistLater asks for the state file to be written soon.
+// persistLater asks for the state to be written soon.
 func (d *Daemon) persistLater() {
 	if d.ps == nil {
 		return
@@ -134,7 +90,7 @@ func (d *Daemon) persistLater() {
 	}
 }
 
-// persisted waits until the state file holds every change made so far
+// persisted waits until the state files hold every change made so far
 // (a write failed counts: it was logged), or ctx ends. A grant is told
 // only after it: a kill -9 right after the reply must not leave a grant
 // its holder was told of unknown to the next process, which would give
@@ -168,136 +124,157 @@ func bootID() (string, error) {
 	return strings.TrimSpace(string(b)), nil
 }
 
-// snapshot is the state as it is now. Leases nobody was told of (pending)
-// are left out: a new process gives them back when the grantor lists
-// them.
-func (d *Daemon) snapshot(boot string) *stateRecord {
-	now := d.clock.Now()
-	d.mu.Lock()
-	st := &stateRecord{Version: stateVersion, BootID: boot, WrittenNs: now.Nanoseconds(), Session: d.g.session,
-		Start: d.ps.start, Detached: d.detached.Load()}
-	if len(d.leases) > 0 {
-		st.Leases = make([]leaseSnapshot, 0, len(d.leases))
+// snapshotOf is l's line in the log. The caller holds d.mu.
+func snapshotOf(l *lease) *leaseSnapshot {
+	return &leaseSnapshot{Name: l.name, Key: l.key, Token: l.token, TTLNs: int64(l.ttl), Limit: l.limit,
+		Holders: l.holders, Shared: l.shared, Value: l.value, SessionID: l.sess.id, Owner: l.owner, OwnerID: l.ownerID, OwnerPID: l.ownerPID,
+		UID: l.uid, LockDelayNs: int64(l.lockDelay), NoRenew: l.noRenew, T0Ns: l.t0.Nanoseconds(), DeadlineNs: l.deadline.Nanoseconds(),
+		Renewals: l.renewals, Resume: l.resume, Lapsing: l.state == stateLapsing}
+}
+
+// follower reports whether l's deadline follows its session's renewals.
+func (l *lease) follower() bool { return !l.noRenew && l.state != stateLapsing }
+
+// logPutLocked queues l's facts as they are now for the log: when it is
+// told as held, and when a fact changes. The caller holds d.mu.
+func (d *Daemon) logPutLocked(l *lease) {
+	if d.ps == nil {
+		return
 	}
+	d.ps.seq++
+	d.ps.queue = append(d.ps.queue, logRecord{Seq: d.ps.seq, Put: snapshotOf(l)})
+	d.persistLater()
+}
+
+// logStepLocked queues what a transition of l from state from means for
+// the log (stepLocked): a put as it becomes valid or lapses, a del as it
+// stops being valid. The caller holds d.mu.
+func (d *Daemon) logStepLocked(l *lease, from leaseState, ev leaseEvent) {
+	switch to := l.state; {
+	case d.ps == nil:
+	case !from.valid() && to.valid(), to == stateLapsing && from != stateLapsing:
+		d.logPutLocked(l)
+	case from.valid() && !to.valid():
+		d.ps.seq++
+		d.ps.queue = append(d.ps.queue, logRecord{Seq: d.ps.seq, Del: l.tableKey(), Token: l.token})
+		d.persistLater()
+	case ev == evShortened && !l.follower():
+		d.logPutLocked(l) // a deadline of its own, earlier
+	case ev == evShortened:
+		d.persistLater() // its session's earliest deadline, earlier
+	}
+}
+
+// takeLocked takes what the next write holds: the log lines queued (or
+// the whole table, for a new log), the last seq given, and each session's
+// follower lease with the earliest deadline. Leases nobody was told of
+// (pending) have no line. The caller holds d.mu.
+func (d *Daemon) takeLocked() (recs []logRecord, fresh bool, covered uint64, earliest map[*gsession]*lease) {
+	ps := d.ps
+	valid := 0
+	earliest = map[*gsession]*lease{}
 	for _, l := range d.leases {
-		if !l.state.valid() || !now.Before(l.deadline) {
+		if !l.state.valid() {
 			continue
 		}
-		st.Leases = append(st.Leases, leaseSnapshot{Name: l.name, Key: l.key, Token: l.token, TTLNs: int64(l.ttl), Limit: l.limit,
-			Holders: l.holders, Shared: l.shared, Value: l.value, SessionID: l.sess.id, Owner: l.owner, OwnerID: l.ownerID, OwnerPID: l.ownerPID,
-			UID: l.uid, LockDelayNs: int64(l.lockDelay), NoRenew: l.noRenew, T0Ns: l.t0.Nanoseconds(), DeadlineNs: l.deadline.Nanoseconds(),
-			Renewals: l.renewals, Resume: l.resume, Lapsing: l.state == stateLapsing})
+		valid++
+		if e := earliest[l.sess]; l.follower() && (e == nil || l.deadline < e.deadline) {
+			earliest[l.sess] = l
+		}
+	}
+	fresh = ps.rebuild || ps.inLog+len(ps.queue) > max(2*valid, compactMin)
+	if fresh {
+		ps.queue, ps.inLog = ps.queue[:0], 0
+		for _, l := range d.leases {
+			if l.state.valid() {
+				ps.seq++
+				ps.queue = append(ps.queue, logRecord{Seq: ps.seq, Put: snapshotOf(l)})
+			}
+		}
+	}
+	recs, covered = ps.queue, ps.seq
+	ps.inLog += len(recs)
+	ps.queue, ps.rebuild = nil, false
+	return recs, fresh, covered, earliest
+}
+
+// writeState writes the log lines queued and then the sessions file
+// (statefile.go). A failed log write starts a new log at the next write.
+func (d *Daemon) writeState(boot string) error {
+	now := d.clock.Now()
+	d.mu.Lock()
+	recs, fresh, covered, earliest := d.takeLocked()
+	sr := &sessionsRecord{Version: stateVersion, BootID: boot, WrittenNs: now.Nanoseconds(), Session: d.g.session,
+		Start: d.ps.start, Detached: d.detached.Load(), Covered: covered}
+	deadlines := make(map[*gsession][2]int64, len(earliest))
+	for s, l := range earliest {
+		deadlines[s] = [2]int64{l.t0.Nanoseconds(), l.deadline.Nanoseconds()}
 	}
 	d.mu.Unlock()
-	if len(st.Leases) == 0 {
-		st.Leases = nil // "leases": null, as before
-	}
 	d.g.mu.Lock()
 	for _, s := range d.g.sessions {
-		st.Sessions = append(st.Sessions, sessionState{ID: s.id, TTLNs: int64(s.ttl), Seq: s.seq})
+		dl := deadlines[s]
+		sr.Sessions = append(sr.Sessions, sessionState{ID: s.id, TTLNs: int64(s.ttl), Seq: s.seq, T0Ns: dl[0], DeadlineNs: dl[1]})
 	}
 	d.g.mu.Unlock()
-	return st
-}
 
-// writeState writes st to the state file atomically: a new file renamed
-// over the old one. It is not synced to disk: a process's end loses
-// nothing written, and what a crash of the host loses does not matter, as
-// a state from another boot is discarded (and the default directory is
-// under /run, in memory).
-func writeState(path string, st *stateRecord) error {
-	tmp := path + ".new"
-	os.Remove(tmp)
-	f, err := safefs.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	err := d.writeLog(recs, fresh)
 	if err != nil {
+		d.mu.Lock()
+		d.ps.rebuild = true
+		d.mu.Unlock()
 		return err
 	}
-	w := bufio.NewWriterSize(f, 64<<10)
-	err = encodeState(w, st)
-	if err == nil {
-		err = w.Flush()
+	if err := writeSessions(d.ps.dir, sr); err != nil {
+		return err
 	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	if d.ps.removeV1 {
+		d.ps.removeV1 = false
+		os.Remove(filepath.Join(d.ps.dir, stateFileNameV1))
 	}
-	if err == nil {
-		err = os.Rename(tmp, path)
+	return nil
+}
+
+// writeLog appends recs to the log, or starts a new one with them.
+func (d *Daemon) writeLog(recs []logRecord, fresh bool) error {
+	ps := d.ps
+	if fresh || ps.logf == nil {
+		if ps.logf != nil {
+			ps.logf.Close()
+			ps.logf = nil
+		}
+		if !fresh {
+			return fmt.Errorf("the lease log is not open")
+		}
+		f, err := newLeaseLog(ps.dir, recs)
+		if err != nil {
+			return err
+		}
+		ps.logf = f
+		if ps.logw == nil {
+			ps.logw = bufio.NewWriterSize(f, 16<<10)
+		}
+		ps.logw.Reset(f)
+		return nil
 	}
+	if len(recs) == 0 {
+		return nil
+	}
+	err := appendRecords(ps.logw, recs)
 	if err != nil {
-		os.Remove(tmp)
+		ps.logf.Close()
+		ps.logf = nil
 	}
 	return err
 }
 
-// encodeState writes st as json.Marshal would, but for a newline after
-// each lease, one lease at a time: the state is written after every
-// renewal round, and json.Marshal of 10,000 leases built a few MB of
-// output in memory each time (and kept the largest buffer in its pool),
-// which doubled the sidecar's heap at 10,000 leases (docs/performance.md,
-// "The collector's share of a round trip").
-func encodeState(w io.Writer, st *stateRecord) error {
-	head := *st
-	head.Leases = nil
-	b, err := json.Marshal(&head)
-	if err != nil {
-		return err
-	}
-	// Leases is stateRecord's last field.
-	const last = `"leases":null}`
-	if len(st.Leases) == 0 || !bytes.HasSuffix(b, []byte(last)) {
-		if len(st.Leases) > 0 {
-			return errors.New("state file: leases is not the last field")
-		}
-		_, err = w.Write(b)
-		return err
-	}
-	if _, err := w.Write(b[:len(b)-len("null}")]); err != nil {
-		return err
-	}
-	enc := json.NewEncoder(w)
-	sep := []byte("[")
-	for i := range st.Leases {
-		if _, err := w.Write(sep); err != nil {
-			return err
-		}
-		sep = []byte(",")
-		if err := enc.Encode(&st.Leases[i]); err != nil {
-			return err
-		}
-	}
-	_, err = w.Write([]byte("]}"))
-	return err
-}
-
-// readState reads the state file; (nil, nil) when there is none.
-func readState(path string) (*stateRecord, error) {
-	f, err := safefs.OpenFile(path, os.O_RDONLY, 0)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var st stateRecord
-	dec := json.NewDecoder(f)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&st); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if st.Version != stateVersion {
-		return nil, fmt.Errorf("%s: format version %d, this daemon reads %d", path, st.Version, stateVersion)
-	}
-	return &st, nil
-}
-
-// persistLoop writes the state file when asked, and once more when ctx
-// ends. Changes made while a write runs go in the next one, together.
+// persistLoop writes the state when asked, and once more when ctx ends.
+// Changes made while a write runs go in the next one, together.
 func (d *Daemon) persistLoop(ctx context.Context, boot string) {
 	write := func() {
-		gen := d.ps.want.Load() // the snapshot holds every change up to it
-		if err := writeState(d.ps.path, d.snapshot(boot)); err != nil {
-			d.log.Error("writing the state file failed: a restart now would not keep every lease", "path", d.ps.path, "err", err)
+		gen := d.ps.want.Load() // the write holds every change up to it
+		if err := d.writeState(boot); err != nil {
+			d.log.Error("writing the state failed: a restart now would not keep every lease", "dir", d.ps.dir, "err", err)
 		}
 		d.ps.mu.Lock()
 		d.ps.done = max(d.ps.done, gen)
@@ -305,6 +282,12 @@ func (d *Daemon) persistLoop(ctx context.Context, boot string) {
 		d.ps.written = make(chan struct{})
 		d.ps.mu.Unlock()
 	}
+	defer func() {
+		if d.ps.logf != nil {
+			d.ps.logf.Close()
+			d.ps.logf = nil
+		}
+	}()
 	for {
 		select {
 		case <-ctx.Done():
@@ -323,24 +306,30 @@ func (d *Daemon) openState() error {
 	if err := safefs.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("state dir: %w", err)
 	}
-	d.ps = &persister{path: filepath.Join(dir, stateFileName), dirty: make(chan struct{}, 1), written: make(chan struct{}), start: 1, awaiting: map[*lease]bool{}}
+	// The first write starts a new log, from the table as restored.
+	d.ps = &persister{dir: dir, dirty: make(chan struct{}, 1), written: make(chan struct{}), start: 1, awaiting: map[*lease]bool{}, rebuild: true}
+	d.persistLater()
 	boot, err := bootID()
 	if err != nil {
 		return fmt.Errorf("state dir: reading the boot id: %w", err)
 	}
-	st, err := readState(d.ps.path)
+	st, torn, err := loadState(dir)
 	if err != nil {
-		d.log.Error("the state file cannot be read; starting without the leases it held (they lapse at the grantors)", "err", err)
-		os.Remove(d.ps.path)
+		d.log.Error("the state cannot be read; starting without the leases it held (they lapse at the grantors)", "err", err)
+		removeState(dir)
 		return nil
 	}
 	if st == nil {
 		return nil
 	}
+	if torn > 0 {
+		d.log.Warn("the lease log ends in a line cut short (a write the previous daemon did not finish, told to nobody); ignoring it", "dir", dir)
+	}
+	d.ps.removeV1 = st.Version == stateVersionV1
 	if why := d.unresumable(st, boot); why != "" {
-		d.log.Warn("not resuming the previous daemon's leases: "+why+"; the state file is discarded", "path", d.ps.path,
+		d.log.Warn("not resuming the previous daemon's leases: "+why+"; the state is discarded", "dir", dir,
 			"leases", len(st.Leases), "session", st.Session)
-		os.Remove(d.ps.path)
+		removeState(dir)
 		return nil
 	}
 	d.restore(st)
@@ -394,8 +383,10 @@ func (d *Daemon) restore(st *stateRecord) {
 		byID[gs.id] = gs
 	}
 	g.mu.Unlock()
-	d.ps.start = st.Start + 1
-	d.detached.Store(st.Detached)
+	start, detached := ownerCounters(st.Leases)
+	d.ps.start = max(st.Start, start) + 1
+	d.detached.Store(max(st.Detached, detached))
+	d.ps.seq = st.lastSeq // the new log's lines come after every old one
 
 	now := d.clock.Now()
 	var kept, lapsed, gone int

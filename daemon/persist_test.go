@@ -87,14 +87,34 @@ func (r *restartRig) start(t testing.TB) (d *Daemon, stop func()) {
 	return d, stop
 }
 
-// state reads the state file.
+// state reads the state files.
 func (r *restartRig) state(t *testing.T) *stateRecord {
 	t.Helper()
-	st, err := readState(filepath.Join(r.cfg.StateDir, stateFileName))
-	if err != nil || st == nil {
-		t.Fatalf("state file: %v (%v)", st, err)
+	st, torn, err := loadState(r.cfg.StateDir)
+	if err != nil || st == nil || torn != 0 {
+		t.Fatalf("state files: %v (%v, %d lines cut short)", st, err, torn)
 	}
 	return st
+}
+
+// writeV1 replaces the state with st in format 1's one file, as a daemon
+// of that format left it.
+func (r *restartRig) writeV1(t *testing.T, st *stateRecord) {
+	t.Helper()
+	v1 := *st
+	v1.Version = stateVersionV1
+	v1.Sessions = nil
+	for _, s := range st.Sessions {
+		v1.Sessions = append(v1.Sessions, sessionState{ID: s.ID, TTLNs: s.TTLNs, Seq: s.Seq})
+	}
+	b, err := json.Marshal(&v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	removeState(r.cfg.StateDir)
+	if err := os.WriteFile(filepath.Join(r.cfg.StateDir, stateFileNameV1), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // drainKeepAlives forgets the keepalives seen so far.
@@ -315,11 +335,7 @@ func TestRestartRefusesAnotherBootAndLapsedState(t *testing.T) {
 			stop1()
 			st := r.state(t)
 			tc.alter(r, st)
-			b, _ := json.Marshal(st)
-			path := filepath.Join(r.cfg.StateDir, stateFileName)
-			if err := os.WriteFile(path, b, 0o600); err != nil {
-				t.Fatal(err)
-			}
+			r.writeV1(t, st)
 			d2, _ := r.start(t)
 			if d2.Session() == d1.Session() {
 				t.Fatal("the new daemon resumed the refused state's session")
@@ -347,10 +363,7 @@ func TestRestartPIDOwnerGone(t *testing.T) {
 	stop1()
 	st := r.state(t)
 	st.Leases[0].OwnerID = "pid:" + strconv.Itoa(os.Getpid()) + ":1" // started at another time: another process
-	b, _ := json.Marshal(st)
-	if err := os.WriteFile(filepath.Join(r.cfg.StateDir, stateFileName), b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	r.writeV1(t, st)
 	r.start(t)
 	rel := waitReleaseOf(t, r.g.releases)
 	if rel.Lease != "p" || strconv.FormatUint(rel.Token, 10) != l.Token || !rel.OwnerEnded {

@@ -276,6 +276,9 @@ func (d *Daemon) applySessionLocked(b *batch, sb *sessionBatch, r *grantorpb.Ses
 			d.emitLocked(l, &ipc.Event{Event: ipc.EventRenewed, DeadlineBoottimeNs: l.deadline.Nanoseconds(), ValidMs: l.deadline.Sub(now).Milliseconds()})
 		}
 		d.stepLocked(l, evRenewed, "", now) // pending or jeopardy: held
+		if !l.follower() {
+			d.logPutLocked(l) // renewed on request: a deadline of its own
+		}
 		l.signalRenewed()
 	}
 	d.endsAnsweredLocked(sb, r.Renewed, listed, now)

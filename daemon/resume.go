@@ -17,7 +17,7 @@ import (
 // client connects again and resumes the lease with it (op resume), within
 // resumeGrace of the new process's start, and its new connection owns the
 // lease from then on. The secret is told only to the connection that
-// acquired the lease, and kept in the root-only state file.
+// acquired the lease, and kept in the root-only state files.
 
 // newResumeSecret returns the secret of a lease whose owner is a
 // connection, or "" when the daemon keeps no state (nothing to resume
