@@ -49,6 +49,9 @@ const endRetryPause = time.Second
 // the grantor no longer holds it: as untold (no lock-delay), or with its
 // owner ended (its lock-delay kept). The caller holds d.mu.
 func (d *Daemon) endAtGrantorLocked(s *gsession, k grantKey, ownerEnded bool) {
+	if s.refused {
+		return // the grantors refuse this sidecar the session: its grants end at their expiry
+	}
 	if d.ends == nil {
 		d.ends = map[*gsession]*sessionEnds{}
 	}
@@ -153,6 +156,9 @@ func contains(ks []grantKey, k grantKey) bool {
 // its session's keepalives, and the daemon keeps nothing else of it. The
 // caller holds d.mu.
 func (d *Daemon) queueReleaseLocked(l *lease, why string, ownerEnded bool) {
+	if l.sess.refused {
+		return // the grantors would refuse it (sessionRefusedLocked)
+	}
 	if !ownerEnded {
 		d.untoldLocked(l.sess, l.name, l.token)
 		return

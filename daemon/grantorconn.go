@@ -179,10 +179,13 @@ func (g *grantorConn) failed(addr string, err error) {
 }
 
 // gsession is one grantor session of this daemon: the leases of one term.
-// Its fields below mu are guarded by grantorConn.mu.
+// Its fields below refused are guarded by grantorConn.mu.
 type gsession struct {
 	id  string
 	ttl time.Duration
+	// refused says a grantor refused the session as another identity's
+	// (sessionRefusedLocked); guarded by Daemon.mu.
+	refused bool
 
 	seq      uint64
 	inflight map[uint64]struct{}

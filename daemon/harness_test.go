@@ -66,8 +66,9 @@ type scriptedGrantor struct {
 	acquires chan *grantorpb.AcquireRequest
 	// membersAsked counts the calls of Members (the leader probe).
 	membersAsked atomic.Int64
-	// taken are sessions another identity owns: their acquires are
-	// refused PERMISSION_DENIED, as a grantor refuses them.
+	// taken are sessions another identity owns: their acquires and
+	// releases are refused PERMISSION_DENIED, and a keepalive answers
+	// each refused, as a grantor does.
 	taken map[string]bool
 }
 
@@ -117,8 +118,11 @@ func (s *scriptedGrantor) Members(ctx context.Context, req *grantorpb.MembersReq
 func (s *scriptedGrantor) Release(ctx context.Context, req *grantorpb.ReleaseRequest) (*grantorpb.ReleaseResponse, error) {
 	s.releases <- req
 	s.mu.Lock()
-	stall := s.releaseStall
+	stall, taken := s.releaseStall, s.taken[req.GetId().GetSession()]
 	s.mu.Unlock()
+	if taken {
+		return nil, status.Errorf(codes.PermissionDenied, "grantor: permission denied: session %q belongs to another identity than %q", req.GetId().GetSession(), "web-1")
+	}
 	if stall != nil {
 		select {
 		case <-stall:
@@ -156,10 +160,13 @@ func (s *scriptedGrantor) KeepAlive(stream grantorpb.Grantor_KeepAliveServer) er
 		for _, ss := range req.Sessions {
 			r := &grantorpb.SessionRenewed{Session: ss.Session, Renewed: true, TtlNs: ss.TtlNs, LeaseSetVersion: ss.LeaseSetVersion}
 			s.mu.Lock()
-			answer := s.sessionReply
+			answer, taken := s.sessionReply, s.taken[ss.Session]
 			s.mu.Unlock()
 			if answer != nil {
 				answer(ss, r)
+			}
+			if taken {
+				r = &grantorpb.SessionRenewed{Session: ss.Session, Refused: true}
 			}
 			resp.Sessions = append(resp.Sessions, r)
 		}

@@ -234,6 +234,9 @@ func (d *Daemon) applySessionLocked(b *batch, sb *sessionBatch, r *grantorpb.Ses
 			listed[grantKey{ref.Lease, ref.Token}] = ref
 		}
 	}
+	if r.Refused {
+		d.sessionRefusedLocked(sb.s)
+	}
 	applied := time.Duration(r.TtlNs)
 	for _, l := range sb.leases {
 		if d.leases[l.tableKey()] != l {
@@ -282,6 +285,24 @@ func (d *Daemon) applySessionLocked(b *batch, sb *sessionBatch, r *grantorpb.Ses
 		l.signalRenewed()
 	}
 	d.endsAnsweredLocked(sb, r.Renewed, listed, now)
+}
+
+// sessionRefusedLocked takes in a grantor's refusal of session s as
+// another identity's (this host's certificate was renamed since it opened
+// the session, or another sidecar opened its id first; review finding
+// K3): nothing of s can be renewed or ended by this sidecar any more. The
+// reply's renewed is false, so its leases are lost (revoked) as they are
+// for a session that ended; nothing of it is released or named to end
+// (the grantors would refuse that too, and end its grants at their own
+// expiry); the term's next acquire opens a new session. Logged once per
+// session: the other sessions renew on. The caller holds d.mu.
+func (d *Daemon) sessionRefusedLocked(s *gsession) {
+	s.refused = true
+	delete(d.ends, s)
+	if d.g.dropSession(s) {
+		d.log.Error("grantor refused this sidecar's session as another identity's (was this host's certificate renamed?): its leases are lost, and the term's next acquire opens a new session",
+			"session", s.id, "ttl", s.ttl)
+	}
 }
 
 // finishBatch wakes whoever waits on the renewal of a failed batch.

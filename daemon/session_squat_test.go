@@ -68,3 +68,67 @@ func TestAcquireInASessionAnotherIdentityTookOpensANewOne(t *testing.T) {
 		t.Fatalf("acquires sent under sessions %v after %s was taken: want one refused in it, then one in a new session of the same term", sessions, first)
 	}
 }
+
+// Lane review of 2026-12-03, finding K3: a grantor that finds one session
+// of a keepalive is another identity's (this host's certificate was
+// renamed since it opened the session) answers that session refused and
+// renews the others. The daemon loses that session's leases at once
+// (revoked), renews the other session's, releases and names nothing of
+// the refused one (the grantors would refuse that too: before, each lost
+// lease went as a release refused PERMISSION_DENIED, then in the
+// session's keepalives), and the term's next acquire goes in a new
+// session, not first into the refused one.
+func TestKeepAliveRefusingOneSessionLosesOnlyItsLeases(t *testing.T) {
+	r := newRig(t)
+	long := 2 * ttl
+	if _, err := r.c.Acquire(ctxT(t), "a", ipc.AcquireOptions{TTL: long}); err != nil {
+		t.Fatal(err)
+	}
+	refused := (<-r.g.acquires).GetId().GetSession()
+	if _, err := r.c.Acquire(ctxT(t), "b", ipc.AcquireOptions{TTL: ttl}); err != nil {
+		t.Fatal(err)
+	}
+	own := (<-r.g.acquires).GetId().GetSession()
+	r.g.set(func() { r.g.taken = map[string]bool{refused: true} })
+
+	r.clock.Advance(long / 3) // both sessions due: one keepalive
+	if ev := r.waitLeaseEvent(t, ipc.EventLost, "a"); ev.Reason != ipc.ReasonRevoked {
+		t.Fatalf("a, in the refused session: %+v, want lost (revoked)", ev)
+	}
+	r.waitLeaseEvent(t, ipc.EventRenewed, "b")
+
+	if _, err := r.c.Acquire(ctxT(t), "c", ipc.AcquireOptions{TTL: long}); err != nil {
+		t.Fatal(err)
+	}
+	var sessions []string
+	for len(r.g.acquires) > 0 {
+		sessions = append(sessions, (<-r.g.acquires).GetId().GetSession())
+	}
+	if len(sessions) != 1 || sessions[0] == refused || sessions[0] == own {
+		t.Fatalf("the acquire of term %v after %s was refused went under sessions %v: want one new session", long, refused, sessions)
+	}
+	for range 3 {
+		r.clock.Advance(ttl / 3)
+		r.waitLeaseEvent(t, ipc.EventRenewed, "b")
+	}
+	for len(r.g.keepalives) > 0 {
+		ka := <-r.g.keepalives
+		for _, s := range ka.Sessions {
+			if s.Session == refused && (len(s.Untold) > 0 || len(s.OwnerEnded) > 0) {
+				t.Fatalf("a keepalive names grants of the refused session to end: %v", s)
+			}
+		}
+	}
+	select {
+	case rel := <-r.g.releases:
+		t.Fatalf("release %v sent under a session the grantor refused", rel)
+	default:
+	}
+	r.d.mu.Lock()
+	defer r.d.mu.Unlock()
+	for s := range r.d.ends {
+		if s.id == refused {
+			t.Fatal("the daemon keeps grants of the refused session to end")
+		}
+	}
+}

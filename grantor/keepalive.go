@@ -41,6 +41,10 @@ type sessionRenewed struct {
 	Digest uint64
 	Listed bool
 	Grants []sessionGrant
+	// Refused says the session belongs to another identity than the
+	// caller's: nothing of it was renewed, ended or listed, and nothing
+	// else is said of it.
+	Refused bool
 }
 
 // renewal is one keepalive request waiting for a verify round: either the
@@ -48,6 +52,7 @@ type sessionRenewed struct {
 // an older sidecar.
 type renewal struct {
 	sessions []sessionRenewal
+	caller   string // the requester's identity name (sessions only)
 	session  string
 	refs     []leaseRef
 	done     chan renewResult // 1-buffered
@@ -76,15 +81,18 @@ func (l *lessor) renew(ctx context.Context, o *office, session string, refs []le
 // session): each is acknowledged after a verify round that started after
 // the request arrived, and runs until tG + d(1+rho) + eps, tG read after
 // the round returned. caller is the identity name of the requester; a
-// session another identity owns is refused (ownership.go).
+// session another identity owns is answered Refused, and the others are
+// renewed (ownership.go; before, one such session failed the whole call,
+// and with it the renewal of every other session of the host).
 func (l *lessor) renewSessions(ctx context.Context, o *office, caller string, ss []sessionRenewal) ([]sessionRenewed, clockwatch.Instant, error) {
-	for _, s := range ss {
-		if err := checkOwner(&sessionRecord{Owner: l.fsm.sessionOwner(s.Session)}, s.Session, caller); err != nil {
-			return nil, 0, err
-		}
-	}
-	res, err := l.queueRenewal(ctx, o, &renewal{sessions: ss, done: make(chan renewResult, 1)})
+	res, err := l.queueRenewal(ctx, o, &renewal{sessions: ss, caller: caller, done: make(chan renewResult, 1)})
 	return res.sessions, res.tG, err
+}
+
+// foreign reports whether session belongs to another identity than
+// caller (checkOwner).
+func (l *lessor) foreign(session, caller string) bool {
+	return checkOwner(&sessionRecord{Owner: l.fsm.sessionOwner(session)}, session, caller) != nil
 }
 
 // queueRenewal queues r for the next verify round and waits. Its sessions
@@ -124,7 +132,8 @@ func (l *lessor) queueRenewal(ctx context.Context, o *office, r *renewal) (renew
 
 // markBusyLocked marks r's sessions that the FSM knows busy and seen now,
 // as lessor.touch does for one, under one lock, and records them in
-// r.marked.
+// r.marked; not one of another identity than r's caller, whose use it
+// is not.
 func (l *lessor) markBusyLocked(o *office, r *renewal) {
 	now := l.clock.Now()
 	mark := func(session string, term time.Duration) {
@@ -141,7 +150,9 @@ func (l *lessor) markBusyLocked(o *office, r *renewal) {
 		mark(r.session, 0)
 	}
 	for _, s := range r.sessions {
-		mark(s.Session, s.TTL)
+		if !l.foreign(s.Session, r.caller) {
+			mark(s.Session, s.TTL)
+		}
 	}
 }
 
@@ -239,7 +250,7 @@ func (l *lessor) renewLocked(o *office, r *renewal, tG clockwatch.Instant) renew
 	if r.refs == nil && r.session == "" {
 		res.sessions = make([]sessionRenewed, len(r.sessions))
 		for i, s := range r.sessions {
-			res.sessions[i] = l.renewSessionLocked(o, s, tG)
+			res.sessions[i] = l.renewSessionLocked(o, s, r.caller, tG)
 		}
 		return res
 	}
@@ -257,11 +268,16 @@ func (l *lessor) renewLocked(o *office, r *renewal, tG clockwatch.Instant) renew
 	return res
 }
 
-// renewSessionLocked renews one session at tG. Nothing in it depends on
-// how many leases the session holds, unless the digests differ and the
-// reply lists them.
-func (l *lessor) renewSessionLocked(o *office, r sessionRenewal, tG clockwatch.Instant) sessionRenewed {
+// renewSessionLocked renews one session at tG for caller. Nothing in it
+// depends on how many leases the session holds, unless the digests differ
+// and the reply lists them. A session of another identity is answered
+// Refused, and nothing else is done with it.
+func (l *lessor) renewSessionLocked(o *office, r sessionRenewal, caller string, tG clockwatch.Instant) sessionRenewed {
 	out := sessionRenewed{Session: r.Session}
+	if l.foreign(r.Session, caller) {
+		out.Refused = true
+		return out
+	}
 	// A session the FSM does not know (closed, or never opened) is not
 	// renewed and gets no state (review R8-3); its list is empty.
 	if l.fsm.hasSession(r.Session) {

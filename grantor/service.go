@@ -378,7 +378,12 @@ func (s *service) keepAlive(ctx context.Context, o *office, caller Identity, req
 		for i, r := range res {
 			out := &sessions[i]
 			*out = grantorpb.SessionRenewed{Session: r.Session, Renewed: r.Renewed, TtlNs: int64(r.TTL),
-				LeaseSetVersion: r.Digest, Listed: r.Listed}
+				LeaseSetVersion: r.Digest, Listed: r.Listed, Refused: r.Refused}
+			if r.Refused {
+				// Audited as the call's refusal was (authz.go), limited
+				// as every refusal is.
+				s.n.audit.refused(caller, "KeepAlive", (&PermissionError{Session: r.Session, Identity: caller.owner()}).Error())
+			}
 			if r.Listed {
 				out.Leases = make([]*grantorpb.LeaseRef, len(r.Grants))
 				for j, g := range r.Grants {

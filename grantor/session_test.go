@@ -235,7 +235,7 @@ func TestSessionKeepAliveCostsTheSameForAnySize(t *testing.T) {
 		req := sessionRenewal{Session: session, TTL: ttl, Digest: grantorpb.LeaseSetDigest(tokens)}
 		return testing.AllocsPerRun(100, func() {
 			h.l.mu.Lock()
-			r := h.l.renewSessionLocked(o, req, tG)
+			r := h.l.renewSessionLocked(o, req, "", tG)
 			h.l.mu.Unlock()
 			if !r.Renewed || r.Listed {
 				t.Fatalf("%s: %+v", session, r)
