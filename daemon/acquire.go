@@ -70,9 +70,12 @@ func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*i
 		return nil, ipc.TTLError(req.TTLMs, d.cfg.MinTTL, d.cfg.MaxTTL) // the server checked already; this is for other callers
 	}
 	ttl := req.TTL()
-	owner := req.Owner
-	if owner == "" {
-		owner = ipc.OwnerConnection
+	owner, ok := ownerOf(req.Owner)
+	if req.Owner == "" {
+		owner, ok = ownerConnection, true
+	}
+	if !ok { // the server checked already; this is for other callers
+		return nil, ipc.Errorf(ipc.CodeBadRequest, "owner must be %q, %q or %q, got %q", ipc.OwnerConnection, ipc.OwnerPID, ipc.OwnerDetached, req.Owner)
 	}
 	id, ierr := d.ownerID(c, req)
 	if ierr != nil {
@@ -108,7 +111,7 @@ func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*i
 	d.mu.Lock()
 	if l := d.ownLeaseLocked(req.Lease, key, id, c.Cred.UID, now); l != nil {
 		defer d.mu.Unlock()
-		if l.ttl != ttl || l.lockDelay != req.LockDelay() || l.noRenew != req.NoRenew || l.limit != limit || l.value != value || l.shared != shared {
+		if l.ttl != ttl || l.lockDelay != req.LockDelay() || l.noRenew != req.NoRenew || int(l.limit) != limit || l.value != value || l.shared != shared {
 			return nil, ipc.Errorf(ipc.CodeBadRequest, "this owner holds %q already, with other options (ttl, lock_delay, no_renew, limit, shared, value); release it first (or proclaim a new value)", req.Lease)
 		}
 		return d.ownGrant(l, now), nil // this owner holds it already: a no-op
@@ -121,15 +124,15 @@ func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*i
 	}
 	defer reserved()
 
-	l := &lease{name: req.Lease, key: key, limit: limit, value: value, shared: shared, ttl: ttl, sess: sess, owner: owner, ownerID: id, ownerPID: req.OwnerPID, uid: c.Cred.UID,
+	l := &lease{name: req.Lease, key: key, limit: int32(limit), value: value, shared: shared, ttl: ttl, sess: sess, owner: owner, ownerID: id, ownerPID: req.OwnerPID, uid: uint32(c.Cred.UID),
 		conn: c, lockDelay: req.LockDelay(), noRenew: req.NoRenew, renewed: make(chan struct{}), stopWatch: func() {},
-		resume: d.newResumeSecret(owner)}
+		resume: d.newResumeSecret(owner.String())}
 	// abandon is closed when nobody can take the grant any more: the
 	// owner ended, or the requester left.
 	abandon := make(chan struct{})
 	var once sync.Once
 	closeAbandon := func() { once.Do(func() { close(abandon) }) }
-	if owner == ipc.OwnerPID {
+	if owner == ownerProcess {
 		stop, err := watchPID(req.OwnerPID, func() { d.ownerEndedEarly(l, ipc.ReasonOwnerExited, closeAbandon) })
 		if err != nil {
 			return nil, ipc.Errorf(ipc.CodeBadRequest, "owner_pid: %v", err)
@@ -207,7 +210,7 @@ func (d *Daemon) acquire(ctx context.Context, c *ipc.Conn, req *ipc.Request) (*i
 // with other options is then refused). The caller holds d.mu.
 func (d *Daemon) ownLeaseLocked(name, key, id string, uid int, now clockwatch.Instant) *lease {
 	for _, k := range []string{cmp.Or(key, name), name, slotKey(name, 1, true, id)} {
-		if l := d.validLocked(k, now); l != nil && l.ownerID == id && l.uid == uid {
+		if l := d.validLocked(k, now); l != nil && l.ownerID == id && int(l.uid) == uid {
 			return l
 		}
 	}
@@ -255,7 +258,7 @@ func (d *Daemon) granted(ctx context.Context, l *lease, resp *grantorpb.AcquireR
 		l.ttl = time.Duration(resp.TtlNs)
 	}
 	l.token = resp.Token
-	l.holders = int(resp.Holders)
+	l.holders = resp.Holders
 	l.t0 = t0
 	l.deadline = timing.HolderDeadline(t0, l.ttl) // rule 3
 	l.scheduleRenewal(t0)

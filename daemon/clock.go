@@ -73,7 +73,7 @@ func (d *Daemon) checkStoppedOwners(now clockwatch.Instant) {
 	d.mu.Lock()
 	for _, l := range d.leases {
 		pid := l.ownerPID
-		if l.owner == ipc.OwnerConnection && l.conn != nil {
+		if l.owner == ownerConnection && l.conn != nil {
 			pid = l.conn.Cred.PID
 		}
 		if pid > 0 && !l.noRenew && (l.state == stateHeld || l.state == stateJeopardy) {
@@ -96,7 +96,7 @@ func (d *Daemon) checkStoppedOwners(now clockwatch.Instant) {
 		case !stoppedPIDs[o.pid]:
 			l.stoppedSince = 0
 		case l.stoppedSince == 0:
-			l.stoppedSince, l.stoppedPID = now, o.pid
+			l.stoppedSince, l.stoppedPID = now, int32(o.pid)
 		case now.Sub(l.stoppedSince) >= d.cfg.OwnerStoppedLimit:
 			over = append(over, l)
 		}

@@ -333,7 +333,7 @@ func (d *Daemon) Closed(c *ipc.Conn) {
 	for _, l := range d.leases {
 		if l.conn == c {
 			l.conn = nil // nobody left to tell
-			if l.owner == ipc.OwnerConnection {
+			if l.owner == ownerConnection {
 				gone = append(gone, l)
 			}
 		}

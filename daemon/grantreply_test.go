@@ -72,7 +72,7 @@ func newGrantDaemon(t *testing.T, clock clockwatch.Clock, grantorAddr string, ti
 }
 
 func newTestLease(d *Daemon, name, ownerID string, ttl time.Duration) *lease {
-	return &lease{name: name, ttl: ttl, sess: d.g.sessionFor(ttl), owner: "connection", ownerID: ownerID,
+	return &lease{name: name, ttl: ttl, sess: d.g.sessionFor(ttl), owner: ownerConnection, ownerID: ownerID,
 		renewed: make(chan struct{}), stopWatch: func() {}}
 }
 

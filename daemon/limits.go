@@ -52,7 +52,7 @@ func (d *Daemon) dropUIDLocked(uid int) {
 // caller holds d.mu.
 func (d *Daemon) listLocked(l *lease) {
 	d.leases[l.tableKey()] = l
-	d.uidUse(l.uid).held++
+	d.uidUse(int(l.uid)).held++
 	d.indexSlotLocked(l, true)
 	d.persistLater()
 }
@@ -63,8 +63,8 @@ func (d *Daemon) forgetLocked(l *lease) {
 	if d.leases[l.tableKey()] == l {
 		delete(d.leases, l.tableKey())
 		d.indexSlotLocked(l, false)
-		d.uidUse(l.uid).held--
-		d.dropUIDLocked(l.uid)
+		d.uidUse(int(l.uid)).held--
+		d.dropUIDLocked(int(l.uid))
 		d.persistLater()
 	}
 	l.stopWatch()
@@ -75,5 +75,5 @@ func (d *Daemon) forgetLocked(l *lease) {
 // an ACL rule names them for. (An empty ACL lets every socket user use
 // every name, but shows each only its own leases.)
 func (d *Daemon) visible(cred ipc.Cred, l *lease) bool {
-	return cred.UID == 0 || cred.UID == l.uid || d.cfg.ACL.grants(cred, l.name)
+	return cred.UID == 0 || cred.UID == int(l.uid) || d.cfg.ACL.grants(cred, l.name)
 }

@@ -89,7 +89,7 @@ func (d *Daemon) heldByLocked(c *ipc.Conn, name, token string, now clockwatch.In
 	if token != "" && token != strconv.FormatUint(l.token, 10) {
 		return nil, ipc.Errorf(ipc.CodeTokenMismatch, "this host holds %q with token %d, not %s", name, l.token, token)
 	}
-	if c.Cred.UID != 0 && c.Cred.UID != l.uid {
+	if c.Cred.UID != 0 && c.Cred.UID != int(l.uid) {
 		return nil, ipc.Errorf(ipc.CodePermissionDenied, "%q was acquired by uid %d; only it or root may act on it", name, l.uid)
 	}
 	return l, nil

@@ -126,9 +126,9 @@ func bootID() (string, error) {
 
 // snapshotOf is l's line in the log. The caller holds d.mu.
 func snapshotOf(l *lease) *leaseSnapshot {
-	return &leaseSnapshot{Name: l.name, Key: l.key, Token: l.token, TTLNs: int64(l.ttl), Limit: l.limit,
-		Holders: l.holders, Shared: l.shared, Value: l.value, SessionID: l.sess.id, Owner: l.owner, OwnerID: l.ownerID, OwnerPID: l.ownerPID,
-		UID: l.uid, LockDelayNs: int64(l.lockDelay), NoRenew: l.noRenew, T0Ns: l.t0.Nanoseconds(), DeadlineNs: l.deadline.Nanoseconds(),
+	return &leaseSnapshot{Name: l.name, Key: l.key, Token: l.token, TTLNs: int64(l.ttl), Limit: int(l.limit),
+		Holders: int(l.holders), Shared: l.shared, Value: l.value, SessionID: l.sess.id, Owner: l.owner.String(), OwnerID: l.ownerID, OwnerPID: l.ownerPID,
+		UID: int(l.uid), LockDelayNs: int64(l.lockDelay), NoRenew: l.noRenew, T0Ns: l.t0.Nanoseconds(), DeadlineNs: l.deadline.Nanoseconds(),
 		Renewals: l.renewals, Resume: l.resume, Lapsing: l.state == stateLapsing}
 }
 
@@ -406,8 +406,9 @@ func (d *Daemon) restore(st *stateRecord) {
 				"late", now.Sub(dl).Round(time.Millisecond))
 			continue
 		}
-		l := &lease{name: r.Name, key: r.Key, token: r.Token, ttl: time.Duration(r.TTLNs), limit: r.Limit, holders: r.Holders, shared: r.Shared, value: r.Value,
-			sess: sess, owner: r.Owner, ownerID: r.OwnerID, ownerPID: r.OwnerPID, uid: r.UID, lockDelay: time.Duration(r.LockDelayNs),
+		owner, _ := ownerOf(r.Owner) // loadState checked it
+		l := &lease{name: r.Name, key: r.Key, token: r.Token, ttl: time.Duration(r.TTLNs), limit: int32(r.Limit), holders: uint32(r.Holders), shared: r.Shared, value: r.Value,
+			sess: sess, owner: owner, ownerID: r.OwnerID, ownerPID: r.OwnerPID, uid: uint32(r.UID), lockDelay: time.Duration(r.LockDelayNs),
 			noRenew: r.NoRenew, t0: clockwatch.Instant(r.T0Ns), deadline: dl, renewals: r.Renewals, resume: r.Resume,
 			stopWatch: func() {}}
 		l.renewAt = 0 // a renewal of this process's own before anything is extended
@@ -423,13 +424,13 @@ func (d *Daemon) restore(st *stateRecord) {
 		}
 		kept++
 		switch l.owner {
-		case ipc.OwnerPID:
+		case ownerProcess:
 			if err := d.watchAgainLocked(l); err != nil {
 				d.log.Info("a restored lease's owner process is gone", "lease", l.name, "token", l.token, "pid", l.ownerPID, "why", err)
 				ended = append(ended, l)
 				gone++
 			}
-		case ipc.OwnerConnection:
+		case ownerConnection:
 			d.ps.awaiting[l] = true
 		}
 	}

@@ -146,7 +146,9 @@ func (d *Daemon) dueSessions(now clockwatch.Instant, ready func(*gsession) bool)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	due := map[*gsession]bool{}
+	count := map[*gsession]int{} // leases a session: its batch's size
 	for _, l := range d.leases {
+		count[l.sess]++
 		if l.renewAt != never && !now.Before(l.renewAt) {
 			due[l.sess] = true
 		}
@@ -167,7 +169,9 @@ func (d *Daemon) dueSessions(now clockwatch.Instant, ready func(*gsession) bool)
 	batchOf := func(s *gsession) *sessionBatch {
 		sb := bySession[s]
 		if sb == nil {
-			sb = &sessionBatch{s: s}
+			// At its size: grown by appends, a batch of 10,000 leases
+			// allocated 310 KB every round, not 80 (issue 25 item 6).
+			sb = &sessionBatch{s: s, leases: make([]*lease, 0, count[s])}
 			bySession[s] = sb
 			out = append(out, sb)
 		}

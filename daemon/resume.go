@@ -62,7 +62,7 @@ func (d *Daemon) resumeLease(c *ipc.Conn, req *ipc.Request) (*ipc.Grant, *ipc.Er
 	if l == nil || l.token != parseToken(req.Token) {
 		return nil, ipc.Errorf(ipc.CodeNotHeld, "this host does not hold %q with token %s (it ended, or its deadline passed, while the client was away)", req.Lease, req.Token)
 	}
-	if l.resume == "" || subtle.ConstantTimeCompare([]byte(l.resume), []byte(req.Resume)) != 1 || (c.Cred.UID != 0 && c.Cred.UID != l.uid) {
+	if l.resume == "" || subtle.ConstantTimeCompare([]byte(l.resume), []byte(req.Resume)) != 1 || (c.Cred.UID != 0 && c.Cred.UID != int(l.uid)) {
 		return nil, ipc.Errorf(ipc.CodePermissionDenied, "the resume secret does not match the grant of %q with token %s", req.Lease, req.Token)
 	}
 	if l.conn != nil && l.conn != c {

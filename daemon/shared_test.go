@@ -108,7 +108,7 @@ func TestSharedLockKeptAcrossRestart(t *testing.T) {
 	r := newRestartRig(t)
 	d, stop := r.start(t)
 	l := &lease{name: "rw/x", key: slotKey("rw/x", 1, true, "detached:1"), token: 7, ttl: 9 * time.Second, shared: true, holders: 2,
-		owner: ipc.OwnerDetached, ownerID: "detached:1", stopWatch: func() {}}
+		owner: ownerDetached, ownerID: "detached:1", stopWatch: func() {}}
 	d.mu.Lock()
 	l.sess = d.g.sessionFor(l.ttl)
 	l.t0 = d.clock.Now()

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/leaseside/leaseside/internal/safefs"
+	"github.com/leaseside/leaseside/ipc"
 )
 
 // The state directory's files (format version 2, issue 25 item 6). A
@@ -141,6 +143,25 @@ type leaseSnapshot struct {
 	// Lapsing: no longer renewed, as its owner process was stopped too
 	// long.
 	Lapsing bool `json:"lapsing,omitempty"`
+}
+
+// check refuses a lease whose facts the table cannot hold: the state
+// files are the daemon's own, in a directory nobody else may write, but
+// are decoded as strictly as anything read.
+func (s *leaseSnapshot) check() error {
+	switch _, ok := ownerOf(s.Owner); {
+	case s.Name == "" || s.OwnerID == "" || s.SessionID == "":
+		return errors.New("a lease without a name, an owner id or a session")
+	case !ok:
+		return fmt.Errorf("lease %q: owner %q", s.Name, s.Owner)
+	case s.Limit < 0 || s.Limit > ipc.MaxLimit:
+		return fmt.Errorf("lease %q: limit %d", s.Name, s.Limit)
+	case s.Holders < 0 || s.Holders > math.MaxUint32 || s.UID < 0 || s.UID > math.MaxUint32:
+		return fmt.Errorf("lease %q: holders %d, uid %d", s.Name, s.Holders, s.UID)
+	case s.TTLNs <= 0:
+		return fmt.Errorf("lease %q: term %d ns", s.Name, s.TTLNs)
+	}
+	return nil
 }
 
 // follower reports whether the lease's deadline follows its session's
@@ -316,6 +337,11 @@ func readLeaseLog(path string) (live []*logRecord, last uint64, torn int, err er
 		if err := decodeStrict(line, rec); err != nil || (rec.Put == nil) == (rec.Del == "") {
 			return nil, 0, 0, fmt.Errorf("%s: line %d is not a put or a del: %v", leaseLogName, n, err)
 		}
+		if rec.Put != nil {
+			if err := rec.Put.check(); err != nil {
+				return nil, 0, 0, fmt.Errorf("%s: line %d: %w", leaseLogName, n, err)
+			}
+		}
 		last = max(last, rec.Seq)
 		if rec.Put != nil {
 			byKey[rec.Put.tableKey()] = rec
@@ -382,6 +408,11 @@ func readStateV1(path string) (*stateRecord, error) {
 	for _, s := range st.Sessions {
 		if s.T0Ns != 0 || s.DeadlineNs != 0 {
 			return nil, fmt.Errorf("%s: a session of format 1 with a deadline", path)
+		}
+	}
+	for i := range st.Leases {
+		if err := st.Leases[i].check(); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 	}
 	return &st, nil

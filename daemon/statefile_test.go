@@ -50,7 +50,7 @@ func newStateDirRig(t testing.TB) *stateDirRig {
 func (r *stateDirRig) grant(s *gsession, noRenew, short bool) *lease {
 	r.n++
 	now := r.clock.Now()
-	l := &lease{name: fmt.Sprintf("jobs/%07d", r.n), token: uint64(r.n), ttl: s.ttl, sess: s, owner: ipc.OwnerDetached,
+	l := &lease{name: fmt.Sprintf("jobs/%07d", r.n), token: uint64(r.n), ttl: s.ttl, sess: s, owner: ownerDetached,
 		ownerID: fmt.Sprintf("detached:%d", r.n), uid: 1000, noRenew: noRenew, t0: now, deadline: now.Add(s.ttl * 9 / 10), stopWatch: func() {}}
 	if short {
 		l.deadline = now.Add(s.ttl / 4)
@@ -359,5 +359,35 @@ func TestRestartFromFormat1(t *testing.T) {
 	}
 	if st := r.state(t); st.Version != stateVersion || len(st.Leases) != 1 {
 		t.Fatalf("state after the upgrade: version %d, %d leases", st.Version, len(st.Leases))
+	}
+}
+
+// TestStateLeaseFactsChecked: a log line whose lease the table cannot
+// hold (an unknown owner binding, a limit over ipc.MaxLimit, a uid beyond
+// 32 bits) refuses the state, rather than being cut to fit.
+func TestStateLeaseFactsChecked(t *testing.T) {
+	for _, tc := range []struct{ name, put, want string }{
+		{"owner", `"owner":"nobody","uid":1`, `owner "nobody"`},
+		{"limit", `"owner":"detached","uid":1,"limit":257`, "limit 257"},
+		{"uid", `"owner":"detached","uid":4294967296`, "uid 4294967296"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newStateDirRig(t)
+			r.grant(r.sess[0], false, false)
+			r.write(t)
+			f, err := os.OpenFile(filepath.Join(r.dir, leaseLogName), os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			line := `{"seq":99,"put":{"name":"x","token":1,"ttl_ns":9000000000,"session_id":"s","owner_id":"o",` + tc.put +
+				`,"t0_boottime_ns":1,"deadline_boottime_ns":2}}` + "\n"
+			if _, err := f.WriteString(line); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			if _, _, err := loadState(r.dir); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("loadState: %v, want an error naming %s", err, tc.want)
+			}
+		})
 	}
 }
