@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"slices"
+
 	"github.com/leaseside/leaseside/clockwatch"
 )
 
@@ -72,12 +74,18 @@ func (f *kaFlight) start(b *batch) {
 	}
 }
 
-// answered takes b out of flight after its reply was applied: its
-// sessions renew on schedule again.
-func (f *kaFlight) answered(b *batch) {
+// answered takes b out of flight after its reply was applied at now: its
+// sessions renew on schedule again, but those in unanswered (the grantor
+// withheld their listing), which back off as failed ones do.
+func (f *kaFlight) answered(b *batch, unanswered []*sessionBatch, now clockwatch.Instant) {
 	delete(f.batches, b.id)
 	for _, sb := range b.sessions {
-		delete(f.terms, sb.s)
+		if !slices.Contains(unanswered, sb) {
+			delete(f.terms, sb.s)
+		}
+	}
+	for _, sb := range unanswered {
+		f.failedSession(sb, now)
 	}
 }
 
@@ -86,11 +94,17 @@ func (f *kaFlight) answered(b *batch) {
 func (f *kaFlight) failed(b *batch, now clockwatch.Instant) {
 	delete(f.batches, b.id)
 	for _, sb := range b.sessions {
-		t := f.term(sb.s)
-		t.inflight = nil
-		t.failures++
-		t.retryAt = now.Add(sb.retryDelay(now, t.failures))
+		f.failedSession(sb, now)
 	}
+}
+
+// failedSession counts a failure of sb's session at now, and sets when
+// it may be sent again.
+func (f *kaFlight) failedSession(sb *sessionBatch, now clockwatch.Instant) {
+	t := f.term(sb.s)
+	t.inflight = nil
+	t.failures++
+	t.retryAt = now.Add(sb.retryDelay(now, t.failures))
 }
 
 // overdue returns a batch in flight whose timeout has passed at now, nil

@@ -56,6 +56,7 @@ func (d *Daemon) renewLoop(ctx context.Context) {
 		leader       string // where the last keepalive reply came from
 	)
 	kaLog := &rateLog{log: d.log, every: warnEvery} // no grantor in reach: ~1.5 failures a second
+	heldLog := &rateLog{log: d.log, every: warnEvery}
 	fail := func(b *batch, now clockwatch.Instant) {
 		d.metrics.keepalivesFailed.Add(1)
 		d.finishBatch(b)
@@ -127,10 +128,16 @@ func (d *Daemon) renewLoop(ctx context.Context) {
 				fail(b, now)
 			default:
 				d.watcher.ObserveKeepAlive(clockwatch.Sample{Sent: b.t0, Received: now, Remote: clockwatch.Instant(r.resp.GrantorTimeNs)})
-				d.applyRenewal(b, r.resp)
+				withheld := d.applyRenewal(b, r.resp)
 				d.metrics.keepalivesOK.Add(1)
 				kaLog.ok(now, "keepalives answered again")
-				f.answered(b)
+				if len(withheld) > 0 {
+					heldLog.warn(now, "the grantor withheld the list of grants of sessions whose digest differs: this sidecar's queued_bytes at the grantors is at its limit; their leases keep the deadlines they had, and are renewed again after a pause",
+						"sessions", len(withheld))
+				} else {
+					heldLog.ok(now, "the grantor lists sessions again")
+				}
+				f.answered(b, withheld, now)
 			}
 		}
 	}
@@ -205,17 +212,31 @@ func keepAliveRequest(id uint64, ss []*sessionBatch) *grantorpb.KeepAliveRequest
 	return req
 }
 
-// applyRenewal takes in the reply to batch b, session by session.
-func (d *Daemon) applyRenewal(b *batch, resp *grantorpb.KeepAliveResponse) {
+// applyRenewal takes in the reply to batch b, session by session, and
+// returns the sessions the grantor withheld the listing of: each is as
+// good as not answered (finishSessionLocked), and is sent again after a
+// pause, as after a failed keepalive.
+func (d *Daemon) applyRenewal(b *batch, resp *grantorpb.KeepAliveResponse) (withheld []*sessionBatch) {
 	d.learnTiming(resp.Rho, resp.EpsilonNs)
 	now := d.clock.Now()
 	timing := d.timing()
 	d.mu.Lock()
 	for i, sb := range b.sessions {
+		if r := resp.Sessions[i]; r.Withheld || (r.Renewed && !r.Listed && r.LeaseSetVersion != sb.digest) {
+			// Not renewed, whatever else it says (review K2): the
+			// grantor's grants of the session differ from those the
+			// daemon knows and it did not say which still stand, so no
+			// deadline of it moves, and nothing of it ends; its named
+			// grants stay named.
+			d.finishSessionLocked(sb)
+			withheld = append(withheld, sb)
+			continue
+		}
 		d.applySessionLocked(b, sb, resp.Sessions[i], timing, now)
 	}
 	d.mu.Unlock()
 	d.persistLater() // the new deadlines
+	return withheld
 }
 
 // applySessionLocked applies one session's reply. When the grantor
@@ -314,13 +335,19 @@ func (d *Daemon) finishBatch(b *batch) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, sb := range b.sessions {
-		for _, l := range sb.leases {
-			if d.leases[l.tableKey()] == l {
-				if l.noRenew || l.state == stateLapsing {
-					l.renewAt = never // a failed renew request is not retried on its own
-				}
-				l.signalRenewed()
+		d.finishSessionLocked(sb)
+	}
+}
+
+// finishSessionLocked wakes whoever waits on the renewal of sb's leases
+// when it failed. The caller holds d.mu.
+func (d *Daemon) finishSessionLocked(sb *sessionBatch) {
+	for _, l := range sb.leases {
+		if d.leases[l.tableKey()] == l {
+			if l.noRenew || l.state == stateLapsing {
+				l.renewAt = never // a failed renew request is not retried on its own
 			}
+			l.signalRenewed()
 		}
 	}
 }

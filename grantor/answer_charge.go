@@ -146,15 +146,10 @@ func (c *identityConn) Close() error {
 // 4,000 names on its 32 connections and reading none took the leader
 // from 112 to 531 MiB resident.
 func (e *edgeLimits) chargeAnswer(ctx context.Context, n int) error {
-	p, ok := peer.FromContext(ctx)
-	if !ok || p.Addr == nil {
-		return nil
-	}
-	v, ok := e.byAddr.Load(p.Addr.String())
-	if !ok {
+	c := e.connOf(ctx)
+	if c == nil {
 		return nil // no certificate identity: no account
 	}
-	c := v.(*identityConn)
 	acct := c.acct
 	if max := acct.limits.QueuedBytes; n == 0 && max > 0 && acct.queued.Load() >= int64(max) {
 		acct.refused[limQueuedBytes].Add(1)
@@ -163,15 +158,88 @@ func (e *edgeLimits) chargeAnswer(ctx context.Context, n int) error {
 	if n == 0 {
 		return nil
 	}
-	id, ok := streamID(ctx)
-	if !ok {
+	s := e.answerStream(ctx)
+	if s == nil {
 		return nil // a grpc-go whose streams this cannot follow: TestStreamIDOfACall fails
 	}
-	if err := acct.chargeQueued(n); err != nil {
+	if err := s.reserve(n); err != nil {
 		return err
 	}
+	return s.owe(ctx, n, n)
+}
+
+// connOf returns the connection of ctx's call, nil when it has no
+// certificate identity (and so no account).
+func (e *edgeLimits) connOf(ctx context.Context) *identityConn {
+	p, ok := peer.FromContext(ctx)
+	if !ok || p.Addr == nil {
+		return nil
+	}
+	v, ok := e.byAddr.Load(p.Addr.String())
+	if !ok {
+		return nil
+	}
+	return v.(*identityConn)
+}
+
+// answerStream is the connection and HTTP/2 stream of a call whose
+// answers are charged to its caller's queued bytes until they are
+// written. A nil *answerStream charges nothing (a call without a
+// certificate identity).
+type answerStream struct {
+	c  *identityConn
+	id uint32
+}
+
+// answerStream returns the stream of ctx's call, nil when its answers
+// are charged to nobody: it has no certificate identity, or a grpc-go
+// whose streams this cannot follow (TestStreamIDOfACall fails then).
+func (e *edgeLimits) answerStream(ctx context.Context) *answerStream {
+	c := e.connOf(ctx)
+	if c == nil {
+		return nil
+	}
+	id, ok := streamID(ctx)
+	if !ok {
+		return nil
+	}
+	return &answerStream{c: c, id: id}
+}
+
+// reserve charges n bytes of an answer being built to the account, or
+// refuses with a *LimitError when they would take it past its
+// queued_bytes; owe or unreserve gives them back.
+func (s *answerStream) reserve(n int) error {
+	if s == nil {
+		return nil
+	}
+	return s.c.acct.chargeQueued(n)
+}
+
+// unreserve gives back n bytes reserve took.
+func (s *answerStream) unreserve(n int) {
+	if s != nil {
+		s.c.acct.refundQueued(n)
+	}
+}
+
+// owe charges the n bytes of an answer about to be sent on the stream
+// until the connection has written as many of the stream's DATA bytes (or
+// the stream ended), turning the reserved bytes of it that reserve took
+// into part of that charge. The rest is charged whatever the limit: an
+// answer that is sent anyway (a small one, or one reserved while it was
+// built) is counted, so that every byte the stream writes pays off bytes
+// charged for it, and none of another answer's. It returns ctx's error
+// when the call has ended (nothing of it will be sent; nothing stays
+// charged).
+func (s *answerStream) owe(ctx context.Context, n, reserved int) error {
+	if s == nil {
+		return nil
+	}
+	c, acct := s.c, s.c.acct
+	acct.queued.Add(int64(n - reserved))
 	c.mu.Lock()
-	if c.closed || slices.Contains(c.resets, id) {
+	if c.closed || slices.Contains(c.resets, s.id) {
 		c.mu.Unlock()
 		acct.refundQueued(n)
 		return nil // nothing of it will be sent
@@ -179,13 +247,13 @@ func (e *edgeLimits) chargeAnswer(ctx context.Context, n int) error {
 	if c.owed == nil {
 		c.owed = map[uint32]int{}
 	}
-	c.owed[id] += n
+	c.owed[s.id] += n
 	c.mu.Unlock()
 	if err := ctx.Err(); err != nil {
 		// The call ended (the client reset it, or its deadline passed):
 		// its answer will not be sent.
 		c.mu.Lock()
-		paid := c.payLocked(id, c.owed[id])
+		paid := c.payLocked(s.id, c.owed[s.id])
 		c.mu.Unlock()
 		acct.refundQueued(paid)
 		return err

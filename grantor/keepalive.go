@@ -37,10 +37,14 @@ type sessionRenewed struct {
 	Renewed bool
 	TTL     time.Duration
 	// Digest is the digest of the session's grants; when it differs from
-	// the request's, Listed is set and Grants lists them all.
-	Digest uint64
-	Listed bool
-	Grants []sessionGrant
+	// the request's, Listed is set and Grants lists them all, unless the
+	// listing was refused its bytes: then Withheld is set instead, and
+	// Renewed is false (the holder must not extend a deadline on an
+	// answer that does not say which of its grants still stand).
+	Digest   uint64
+	Listed   bool
+	Grants   []sessionGrant
+	Withheld bool
 	// Refused says the session belongs to another identity than the
 	// caller's: nothing of it was renewed, ended or listed, and nothing
 	// else is said of it.
@@ -84,9 +88,34 @@ func (l *lessor) renew(ctx context.Context, o *office, session string, refs []le
 // session another identity owns is answered Refused, and the others are
 // renewed (ownership.go; before, one such session failed the whole call,
 // and with it the renewal of every other session of the host).
-func (l *lessor) renewSessions(ctx context.Context, o *office, caller string, ss []sessionRenewal) ([]sessionRenewed, clockwatch.Instant, error) {
+//
+// A session whose digest differs is listed after the round, outside the
+// lessor's lock (renewSessionLocked only compares digests): reserve is
+// asked first for the bytes of its listing (the caller's queued_bytes,
+// service.keepAlive; nil takes any), and when it refuses them the session
+// is answered Withheld, not renewed, and nothing of the listing is built.
+// A listing read after the renewal was decided is as safe as one read
+// with it: a grant can only have ended since (the holder then drops it),
+// or be new (the holder leaves grants it does not know alone).
+func (l *lessor) renewSessions(ctx context.Context, o *office, caller string, ss []sessionRenewal, reserve func(n int) bool) ([]sessionRenewed, clockwatch.Instant, error) {
 	res, err := l.queueRenewal(ctx, o, &renewal{sessions: ss, caller: caller, done: make(chan renewResult, 1)})
-	return res.sessions, res.tG, err
+	if err != nil {
+		return nil, 0, err
+	}
+	if reserve == nil {
+		reserve = func(int) bool { return true }
+	}
+	for i := range res.sessions {
+		r := &res.sessions[i]
+		if !r.Listed {
+			continue
+		}
+		var ok bool
+		if r.Grants, r.Digest, ok = l.fsm.sessionListing(r.Session, reserve); !ok {
+			r.Listed, r.Withheld, r.Renewed = false, true, false
+		}
+	}
+	return res.sessions, res.tG, nil
 }
 
 // foreign reports whether session belongs to another identity than
@@ -269,9 +298,10 @@ func (l *lessor) renewLocked(o *office, r *renewal, tG clockwatch.Instant) renew
 }
 
 // renewSessionLocked renews one session at tG for caller. Nothing in it
-// depends on how many leases the session holds, unless the digests differ
-// and the reply lists them. A session of another identity is answered
-// Refused, and nothing else is done with it.
+// depends on how many leases the session holds: when the digests differ
+// it says so (Listed), and renewSessions lists them after the lock. A
+// session of another identity is answered Refused, and nothing else is
+// done with it.
 func (l *lessor) renewSessionLocked(o *office, r sessionRenewal, caller string, tG clockwatch.Instant) sessionRenewed {
 	out := sessionRenewed{Session: r.Session}
 	if l.foreign(r.Session, caller) {
@@ -287,10 +317,8 @@ func (l *lessor) renewSessionLocked(o *office, r sessionRenewal, caller string, 
 		out.TTL = s.ttl
 	}
 	l.endNamedLocked(o, r)
-	if out.Digest = l.fsm.sessionDigest(r.Session); out.Digest != r.Digest {
-		out.Listed = true
-		out.Grants, out.Digest = l.fsm.sessionGrants(r.Session)
-	}
+	out.Digest = l.fsm.sessionDigest(r.Session)
+	out.Listed = out.Digest != r.Digest
 	return out
 }
 

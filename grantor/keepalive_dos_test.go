@@ -27,7 +27,7 @@ func TestKeepAliveOfUnknownSessionsLeavesNoLeaderState(t *testing.T) {
 		for i := range ss {
 			ss[i] = sessionRenewal{Session: fmt.Sprintf("nobody-%d-%d", m, i), TTL: 10 * time.Second}
 		}
-		res, _, err := h.l.renewSessions(h.ctx(), o, "evil", ss)
+		res, _, err := h.l.renewSessions(h.ctx(), o, "evil", ss, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -146,7 +146,7 @@ func TestSemaphoreHolderRenewedWithSession(t *testing.T) {
 	r := h.acquire(semAcq("s", 1, "sem", 3))
 	h.clock.Advance(ttl / 3)
 	o, _ := h.l.await(h.ctx())
-	res, tG, err := h.l.renewSessions(h.ctx(), o, "insecure", []sessionRenewal{{Session: "s", TTL: ttl}})
+	res, tG, err := h.l.renewSessions(h.ctx(), o, "insecure", []sessionRenewal{{Session: "s", TTL: ttl}}, nil)
 	if err != nil || len(res) != 1 || !res[0].Renewed {
 		t.Fatalf("renewal: %+v %v", res, err)
 	}

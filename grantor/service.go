@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strconv"
 	"sync"
 
 	"google.golang.org/grpc"
@@ -223,10 +224,11 @@ func (s *service) KeepAlive(stream grpc.BidiStreamingServer[grantorpb.KeepAliveR
 		spawnMu.Unlock()
 		work.Wait() // no reply is sent after the handler returns
 	}()
+	as := s.n.edge.answerStream(stream.Context())
 	answer := func(req *grantorpb.KeepAliveRequest, refund func()) {
 		defer work.Done()
 		defer refund()
-		resp, err := s.keepAlive(ctx, o, caller, req)
+		resp, err := s.keepAlive(ctx, o, caller, req, as)
 		if err != nil {
 			cancel(toStatus(err))
 			return
@@ -357,8 +359,36 @@ func (r *kaRoom) take() (refund func()) {
 // message: grpc-go's SendMsg says a message must not be modified after
 // it is sent (a stats handler or tracer may read it later), so a stream
 // never writes into a reply it sent (review 9/12/13 S5).
-func (s *service) keepAlive(ctx context.Context, o *office, caller Identity, req *grantorpb.KeepAliveRequest) (*grantorpb.KeepAliveResponse, error) {
-	resp := &grantorpb.KeepAliveResponse{
+//
+// Every reply is charged to the caller's queued_bytes on its stream (as)
+// until the connection has written it (answer_charge.go): a listing
+// reserves its bytes before it is built and is withheld past the limit
+// (renewSessions); the rest, which the request's own size bounds, is
+// charged whatever the limit. Before, a sidecar certificate holding 2,000
+// grants that sent keepalives with wrong digests and read none of the
+// answers took a grantor's live heap from 9 to 53 MiB (review K2).
+func (s *service) keepAlive(ctx context.Context, o *office, caller Identity, req *grantorpb.KeepAliveRequest, as *answerStream) (*grantorpb.KeepAliveResponse, error) {
+	resp, reserved, err := s.keepAliveAnswer(ctx, o, caller, req, as)
+	if err != nil {
+		as.unreserve(reserved)
+		return nil, err
+	}
+	if as != nil {
+		if err := as.owe(ctx, grpcMessageHeader+proto.Size(resp), reserved); err != nil {
+			return nil, err
+		}
+	}
+	return resp, nil
+}
+
+// grpcMessageHeader is the bytes gRPC writes before each message on a
+// stream (a compression flag and the length), in the stream's DATA.
+const grpcMessageHeader = 5
+
+// keepAliveAnswer makes keepAlive's reply, and says how many bytes of it
+// as reserved.
+func (s *service) keepAliveAnswer(ctx context.Context, o *office, caller Identity, req *grantorpb.KeepAliveRequest, as *answerStream) (resp *grantorpb.KeepAliveResponse, reserved int, err error) {
+	resp = &grantorpb.KeepAliveResponse{
 		Batch:     req.GetBatch(),
 		Rho:       s.n.cfg.Timing.Rho,
 		EpsilonNs: int64(s.n.cfg.Timing.Epsilon),
@@ -366,11 +396,20 @@ func (s *service) keepAlive(ctx context.Context, o *office, caller Identity, req
 	if len(req.GetSessions()) > 0 {
 		ss, err := validSessions(req)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
-		res, tG, err := s.n.lessor.renewSessions(ctx, o, caller.owner(), ss)
+		var refusal error
+		reserve := func(n int) bool {
+			if err := as.reserve(n); err != nil {
+				refusal = err
+				return false
+			}
+			reserved += n
+			return true
+		}
+		res, tG, err := s.n.lessor.renewSessions(ctx, o, caller.owner(), ss, reserve)
 		if err != nil {
-			return nil, err
+			return nil, reserved, err
 		}
 		resp.GrantorTimeNs = tG.Nanoseconds()
 		sessions := make([]grantorpb.SessionRenewed, len(res)) // one allocation for the reply's sessions
@@ -378,11 +417,14 @@ func (s *service) keepAlive(ctx context.Context, o *office, caller Identity, req
 		for i, r := range res {
 			out := &sessions[i]
 			*out = grantorpb.SessionRenewed{Session: r.Session, Renewed: r.Renewed, TtlNs: int64(r.TTL),
-				LeaseSetVersion: r.Digest, Listed: r.Listed, Refused: r.Refused}
-			if r.Refused {
-				// Audited as the call's refusal was (authz.go), limited
-				// as every refusal is.
+				LeaseSetVersion: r.Digest, Listed: r.Listed, Refused: r.Refused, Withheld: r.Withheld}
+			// Audited as a call's refusal is (authz.go), limited as
+			// every refusal is.
+			switch {
+			case r.Refused:
 				s.n.audit.refused(caller, "KeepAlive", (&PermissionError{Session: r.Session, Identity: caller.owner()}).Error())
+			case r.Withheld:
+				s.n.audit.refused(caller, "KeepAlive", "listing of session "+strconv.Quote(r.Session)+" withheld, the session not renewed: "+refusal.Error())
 			}
 			if r.Listed {
 				out.Leases = make([]*grantorpb.LeaseRef, len(r.Grants))
@@ -392,21 +434,21 @@ func (s *service) keepAlive(ctx context.Context, o *office, caller Identity, req
 			}
 			resp.Sessions = append(resp.Sessions, out)
 		}
-		return resp, nil
+		return resp, reserved, nil
 	}
 	refs, err := validKeepAlive(req)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if err := checkOwner(&sessionRecord{Owner: s.n.fsm.sessionOwner(req.GetSession())}, req.GetSession(), caller.owner()); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	res, err := s.n.lessor.renew(ctx, o, req.GetSession(), refs)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	resp.Renewed, resp.Lost, resp.GrantorTimeNs = toPB(res.renewed), toPB(res.lost), res.tG.Nanoseconds()
-	return resp, nil
+	return resp, 0, nil
 }
 
 func toPB(refs []leaseRef) []*grantorpb.LeaseRef {

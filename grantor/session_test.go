@@ -24,7 +24,7 @@ func (h *harness) renewSession(session string, ttl time.Duration, tokens ...uint
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	res, tG, err := h.l.renewSessions(h.ctx(), o, "", []sessionRenewal{{Session: session, TTL: ttl, Digest: grantorpb.LeaseSetDigest(tokens)}})
+	res, tG, err := h.l.renewSessions(h.ctx(), o, "", []sessionRenewal{{Session: session, TTL: ttl, Digest: grantorpb.LeaseSetDigest(tokens)}}, nil)
 	if err != nil {
 		h.t.Fatalf("renewing %s: %v", session, err)
 	}
@@ -135,7 +135,7 @@ func TestSessionRenewalNeedsAFreshVerify(t *testing.T) {
 	renew := func() <-chan out {
 		ch := make(chan out, 1)
 		go func() {
-			r, _, err := h.l.renewSessions(h.ctx(), o, "", []sessionRenewal{{Session: "s1", TTL: ttl, Digest: grantorpb.LeaseSetDigest([]uint64{a.Token})}})
+			r, _, err := h.l.renewSessions(h.ctx(), o, "", []sessionRenewal{{Session: "s1", TTL: ttl, Digest: grantorpb.LeaseSetDigest([]uint64{a.Token})}}, nil)
 			ch <- out{r, err}
 		}()
 		return ch

@@ -3,6 +3,8 @@ package grantor
 import (
 	"time"
 
+	"google.golang.org/protobuf/encoding/protowire"
+
 	"github.com/leaseside/leaseside/grantor/grantorpb"
 )
 
@@ -94,20 +96,52 @@ func (f *fsm) sessionDigest(session string) uint64 {
 	return 0
 }
 
-// sessionGrants returns session's grants and their digest.
-func (f *fsm) sessionGrants(session string) ([]sessionGrant, uint64) {
+// sessionListing returns session's grants and their digest, if reserve
+// takes the bytes they make in a keepalive answer (listedSize), measured
+// first and listed under the same read lock, so that what is listed is
+// what was reserved; ok is false, and nothing is listed, when reserve
+// refuses (before anything is built for the listing).
+func (f *fsm) sessionListing(session string, reserve func(n int) bool) (grants []sessionGrant, digest uint64, ok bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	sl := f.bySession[session]
 	if sl == nil {
-		return nil, 0
+		return nil, 0, reserve(0)
 	}
-	out := make([]sessionGrant, 0, len(sl.grants))
+	n := 0
 	for g := range sl.grants {
 		rec, _ := f.grantLocked(g.Lease, g.Token)
-		out = append(out, sessionGrant{Lease: g.Lease, Token: rec.Token, TTL: rec.TTL, Owner: rec.Owner})
+		n += listedSize(g.Lease, rec.Token, rec.TTL, rec.Owner)
 	}
-	return out, sl.digest
+	if !reserve(n) {
+		return nil, 0, false
+	}
+	grants = make([]sessionGrant, 0, len(sl.grants))
+	for g := range sl.grants {
+		rec, _ := f.grantLocked(g.Lease, g.Token)
+		grants = append(grants, sessionGrant{Lease: g.Lease, Token: rec.Token, TTL: rec.TTL, Owner: rec.Owner})
+	}
+	return grants, sl.digest, true
+}
+
+// listedSize is the bytes one grant adds to a keepalive answer that
+// lists it: a grantorpb.LeaseRef in SessionRenewed.leases (field 6), as
+// proto.Size counts them.
+func listedSize(lease string, token uint64, ttl time.Duration, owner string) int {
+	n := 0
+	if lease != "" {
+		n += 1 + protowire.SizeBytes(len(lease))
+	}
+	if token != 0 {
+		n += 1 + protowire.SizeVarint(token)
+	}
+	if ttl != 0 {
+		n += 1 + protowire.SizeVarint(uint64(ttl))
+	}
+	if owner != "" {
+		n += 1 + protowire.SizeBytes(len(owner))
+	}
+	return 1 + protowire.SizeBytes(n)
 }
 
 // sessionHeld returns session's grants as refs (lease, token), the

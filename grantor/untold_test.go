@@ -17,7 +17,7 @@ func (h *harness) endNamed(session string, ttl time.Duration, untold, ownerEnded
 		h.t.Fatal(err)
 	}
 	m := h.events.mark()
-	res, _, err := h.l.renewSessions(h.ctx(), o, "", []sessionRenewal{{Session: session, TTL: ttl, Untold: untold, OwnerEnded: ownerEnded}})
+	res, _, err := h.l.renewSessions(h.ctx(), o, "", []sessionRenewal{{Session: session, TTL: ttl, Untold: untold, OwnerEnded: ownerEnded}}, nil)
 	if err != nil {
 		h.t.Fatalf("renewing %s: %v", session, err)
 	}
@@ -44,7 +44,7 @@ func TestKeepAliveEndsNamedGrants(t *testing.T) {
 
 	// Another session names s1's grant: nothing changes.
 	o, _ := h.l.await(h.ctx())
-	if _, _, err := h.l.renewSessions(h.ctx(), o, "", []sessionRenewal{{Session: "s2", TTL: ttl, Untold: []grantRef{{"u", g.Token}}}}); err != nil {
+	if _, _, err := h.l.renewSessions(h.ctx(), o, "", []sessionRenewal{{Session: "s2", TTL: ttl, Untold: []grantRef{{"u", g.Token}}}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if h.held("u") != g.Token {
