@@ -302,18 +302,45 @@ func (n *Node) leaveRaft(ctx context.Context) (outcome string, err error) {
 	}
 }
 
-// members answers the Members RPC: the raft configuration as this node
-// knows it, merged with the gossip member list; with leaderOnly, only the
-// leader's and this node's entries.
-func (n *Node) members(leaderOnly bool) *grantorpb.MembersResponse {
-	return n.membersFrom(n.gossipMembers(), leaderOnly)
+// membersScope says which entries a Members answer holds.
+type membersScope uint8
+
+const (
+	// scopeAll: every gossip member, sidecars included, and every raft
+	// server; about 77 bytes a sidecar.
+	scopeAll membersScope = iota
+	// scopeLeader: the entries that stand for the leader and for the
+	// answering grantor (MembersRequest.leader_only).
+	scopeLeader
+	// scopeServers: the entries that stand for the servers of the
+	// answering grantor's raft configuration
+	// (MembersRequest.servers_only).
+	scopeServers
+)
+
+// scopeOf is the scope a Members request asks for.
+func scopeOf(req *grantorpb.MembersRequest) membersScope {
+	switch {
+	case req.GetLeaderOnly():
+		return scopeLeader
+	case req.GetServersOnly():
+		return scopeServers
+	}
+	return scopeAll
 }
 
-// membersFrom is members with ms as the gossip member list. With
-// leaderOnly the answer holds at most two entries, whatever the length
-// of ms: the one that stands for the leader and the one that stands for
-// this node (each from gossip, else from the raft configuration).
-func (n *Node) membersFrom(ms []gossip.MemberInfo, leaderOnly bool) *grantorpb.MembersResponse {
+// members answers the Members RPC: the raft configuration as this node
+// knows it, merged with the gossip member list, as much of it as scope
+// asks.
+func (n *Node) members(scope membersScope) *grantorpb.MembersResponse {
+	return n.membersFrom(n.gossipMembers(), scope)
+}
+
+// membersFrom is members with ms as the gossip member list. With a scope
+// other than scopeAll, the answer holds one entry for each server or
+// grantor the scope names, whatever the length of ms: the gossip member
+// that stands for it, else one from the raft configuration.
+func (n *Node) membersFrom(ms []gossip.MemberInfo, scope membersScope) *grantorpb.MembersResponse {
 	_, lid := n.raft.LeaderWithID()
 	leaderID := string(lid)
 	resp := &grantorpb.MembersResponse{LeaderId: leaderID, AnsweredBy: n.cfg.NodeID}
@@ -343,10 +370,20 @@ func (n *Node) membersFrom(ms []gossip.MemberInfo, leaderOnly bool) *grantorpb.M
 		}
 		return d.Milliseconds()
 	}
-	wanted := func(id string) bool { return !leaderOnly || id == leaderID || id == n.cfg.NodeID }
 	inRaft := map[string]raft.Server{}
+	isServer := map[string]bool{}
 	for _, s := range servers {
 		inRaft[string(s.ID)] = s
+		isServer[string(s.ID)] = true
+	}
+	wanted := func(id string) bool {
+		switch scope {
+		case scopeLeader:
+			return id == leaderID || id == n.cfg.NodeID
+		case scopeServers:
+			return isServer[id]
+		}
+		return true
 	}
 
 	// The gossip member that stands for each raft server: alive first.
@@ -360,7 +397,7 @@ func (n *Node) membersFrom(ms []gossip.MemberInfo, leaderOnly bool) *grantorpb.M
 		}
 	}
 	for i, in := range ms {
-		if leaderOnly && (in.MetaErr != nil || in.Meta.Role != gossip.RoleGrantor || !wanted(in.Meta.NodeID) || stand[in.Meta.NodeID] != i) {
+		if scope != scopeAll && (in.MetaErr != nil || in.Meta.Role != gossip.RoleGrantor || !wanted(in.Meta.NodeID) || stand[in.Meta.NodeID] != i) {
 			continue
 		}
 		m := &grantorpb.Member{

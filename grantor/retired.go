@@ -64,8 +64,9 @@ import (
 // retiredAskEvery is how long a grantor refused as a non-member, that has
 // heard of no leader since it started, waits after a round of asking
 // whether it was retired that did not confirm it, before it asks again:
-// each round costs every voter a Members answer, which lists every
-// gossip member.
+// each round costs every voter a Members answer (of the servers of its
+// raft configuration; from a grantor older than wire version 18, of
+// every gossip member).
 const retiredAskEvery = 5 * time.Second
 
 // retiredRoundLine is logged (debug) after each round of asking whether

@@ -294,11 +294,14 @@ func (n *Node) askRemoval(ctx context.Context, c raft.Configuration) removalRoun
 // TLS) that it present the grantor certificate of id (callPeer): the
 // answer names its own sender (AnsweredBy) as it pleases, so without the
 // name check a grantor certificate of any name could answer for a voter
-// and stop a member that is catching up.
+// and stop a member that is catching up. It asks for the servers of the
+// raft configuration only (servers_only), all its callers read: a full
+// answer lists every sidecar too, and past about 54,000 of them it is
+// larger than queued_bytes and refused. An older grantor lists everyone.
 func (n *Node) membersOf(ctx context.Context, id, rpcAddr string) (*grantorpb.MembersResponse, error) {
 	var resp *grantorpb.MembersResponse
 	err := n.callPeer(ctx, id, rpcAddr, func(ctx context.Context, c grantorpb.GrantorClient) (err error) {
-		resp, err = c.Members(ctx, &grantorpb.MembersRequest{})
+		resp, err = c.Members(ctx, &grantorpb.MembersRequest{ServersOnly: true})
 		return err
 	})
 	return resp, err

@@ -117,15 +117,15 @@ func (s *service) Release(ctx context.Context, req *grantorpb.ReleaseRequest) (*
 // follower last answered it; merged with every gossip member, sidecars
 // included, and their gossip states; to a grantor certificate, whether
 // a join rule admits its name (CallerJoin, retired.go). With leader_only
-// it lists only the leader and itself: a full answer grows by about 77
-// bytes a gossip member, a leader-only one stays under a kilobyte. The
-// answer is charged to the caller's queued bytes until it is sent
-// (edgeLimits.chargeAnswer).
+// it lists only the leader and itself, with servers_only only the servers
+// of its raft configuration: a full answer grows by about 77 bytes a
+// gossip member, these do not. The answer is charged to the caller's
+// queued bytes until it is sent (edgeLimits.chargeAnswer).
 func (s *service) Members(ctx context.Context, req *grantorpb.MembersRequest) (*grantorpb.MembersResponse, error) {
 	if err := s.n.edge.chargeAnswer(ctx, 0); err != nil {
 		return nil, toStatus(err)
 	}
-	resp := s.n.members(req.GetLeaderOnly())
+	resp := s.n.members(scopeOf(req))
 	if id := IdentityFrom(ctx); s.n.cfg.TLS != nil && id.Role == RoleGrantor {
 		resp.CallerJoin = callerJoin(s.n.nameRules.Load().admitsGrantor(id.Name))
 	}
