@@ -36,7 +36,10 @@ import (
 // (askRetired): the voters of its own latest configuration, then the
 // leader they name, then the voters of that leader's configuration, each
 // for its Members over callPeer, which takes an answer only from the
-// grantor certificate of the name asked. To a grantor certificate, a
+// grantor certificate of the name asked (at the address an answer,
+// gossip, the replicated state or, for a grantor started without a seed
+// that reaches the others, the registrations in its own raft log give:
+// loggedRPCAddrs). To a grantor certificate, a
 // Members answer says whether the answering grantor's join rules admit it
 // (CallerJoin). It stops with a RetiredError (exit status 78 from
 // `leaseside grantor`) only when, in one round:
@@ -156,10 +159,12 @@ func (r retiredRound) err(self string) *RetiredError {
 func (n *Node) askRetired(ctx context.Context, c raft.Configuration) retiredRound {
 	self := n.cfg.NodeID
 	answers := map[string]*grantorpb.MembersResponse{} // nil: no answer that counts
+	var logged map[string]string                       // loggedRPCAddrs, read once a round needs it
 	addr := func(id string) string {
 		// An address a counted answer gives, else gossip's or the
-		// replicated state's: whoever answers there must show id's
-		// certificate (callPeer), so an address is only a hint.
+		// replicated state's, else this node's raft log's: whoever
+		// answers there must show id's certificate (callPeer), so an
+		// address is only a hint.
 		for _, resp := range answers {
 			for _, m := range resp.GetMembers() {
 				if m.GetNodeId() == id && m.GetRpcAddr() != "" {
@@ -167,7 +172,13 @@ func (n *Node) askRetired(ctx context.Context, c raft.Configuration) retiredRoun
 				}
 			}
 		}
-		return n.peerRPCAddr(id)
+		if a := n.peerRPCAddr(id); a != "" {
+			return a
+		}
+		if logged == nil {
+			logged = n.loggedRPCAddrs()
+		}
+		return logged[id]
 	}
 	ask := func(ids []string) {
 		type answer struct {
@@ -254,4 +265,38 @@ func (n *Node) askRetired(ctx context.Context, c raft.Configuration) retiredRoun
 	slices.Sort(r.notAdmitted)
 	slices.Sort(r.silent)
 	return r
+}
+
+// loggedRPCAddrs returns the gRPC address of each grantor that the latest
+// registration of it in this node's raft log names. A grantor started
+// again applies none of its log's entries until a leader says which are
+// committed, and a retired one hears from no leader: when it started
+// without a --join seed that reaches the others (gossip lists none of
+// them) and no snapshot restored their registrations, its log is where it
+// learns where the voters it asks are. An entry there may never have been
+// committed, which does not matter for a hint (see askRetired). It reads
+// the whole log (at most SnapshotThreshold plus raft's trailing 10,240
+// entries), once in a round of asking that needs it.
+func (n *Node) loggedRPCAddrs() map[string]string {
+	out := map[string]string{}
+	first, err := n.wal.FirstIndex()
+	if err != nil {
+		return out
+	}
+	last, err := n.wal.LastIndex()
+	if err != nil {
+		return out
+	}
+	for i := max(first, 1); i <= last; i++ {
+		var l raft.Log
+		if n.wal.GetLog(i, &l) != nil || l.Type != raft.LogCommand || len(l.Data) == 0 || cmdType(l.Data[0]) != cmdRegisterNode {
+			continue
+		}
+		if _, body, err := decodeCmd(l.Data); err == nil {
+			if c, ok := body.(*registerNodeCmd); ok && c.NodeID != "" && c.RPCAddr != "" {
+				out[c.NodeID] = c.RPCAddr
+			}
+		}
+	}
+	return out
 }

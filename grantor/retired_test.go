@@ -74,7 +74,10 @@ func retiredCluster(t *testing.T, p *testPKI) (*gossipCluster, map[string]*lineL
 
 // restartAt starts n again on its data dir and at its addresses (gRPC
 // and gossip; raft too with sameRaft, else another port), joining gossip
-// through seed, logging into a new lineLog; n must have stopped.
+// through seed, logging into a new lineLog; n must have stopped. With
+// seed "" it joins nobody, on another gossip port: the others, which
+// gossip to a dead member's address for a while, do not find it either
+// (as a grantor down for longer than that).
 //
 // A grantor removed while down misses its removal only if the leader's
 // one last send to it fails (raft then stops replicating to it), and
@@ -88,7 +91,10 @@ func restartAt(t *testing.T, n *running, seed string, sameRaft bool) (*running, 
 		cfg.RaftAddr = n.RaftAddr()
 	}
 	g := *cfg.Gossip
-	g.BindAddr, g.Join = n.GossipAddr(), []string{seed}
+	g.BindAddr, g.Join = "127.0.0.1:0", nil
+	if seed != "" {
+		g.BindAddr, g.Join = n.GossipAddr(), []string{seed}
+	}
 	cfg.Gossip = &g
 	log := newLineLog()
 	cfg.Logger = log.logger()
@@ -128,6 +134,24 @@ func removeWhileDown(t *testing.T, v *running, rest ...*running) {
 // answered, and what to do; the others go on granting. Before the
 // change it campaigned for good (the wait for its stop times out).
 func TestRemovedWhileDownStopsOnceRetired(t *testing.T) {
+	removedWhileDownStops(t, true)
+}
+
+// The same grantor started again without a gossip seed that reaches the
+// others (its seed was itself, or is down): gossip lists none of them,
+// no snapshot restored their registrations, and it applies none of its
+// log's entries while no leader says which are committed, so it knew no
+// address of a voter to ask, and waited for good (the wait for its stop
+// timed out). The registrations in its own raft log name them
+// (loggedRPCAddrs).
+func TestRemovedWhileDownWithoutSeedStopsOnceRetired(t *testing.T) {
+	removedWhileDownStops(t, false)
+}
+
+// removedWhileDownStops is TestRemovedWhileDownStopsOnceRetired, the
+// grantor started again with a gossip seed that reaches the others when
+// seeded, else with none.
+func removedWhileDownStops(t *testing.T, seeded bool) {
 	p := newTestPKI(t)
 	c, _ := retiredCluster(t, p)
 	l := c.leader()
@@ -143,7 +167,11 @@ func TestRemovedWhileDownStopsOnceRetired(t *testing.T) {
 		n.SetNameRules(joinRules(t, keep...))
 	}
 
-	again, log := restartAt(t, v, rest[0].GossipAddr(), false)
+	seed := ""
+	if seeded {
+		seed = rest[0].GossipAddr()
+	}
+	again, log := restartAt(t, v, seed, false)
 	again.runErrOK = func(err error) bool { return errors.Is(err, ErrRetired) }
 	if !lists(again, id) {
 		t.Fatalf("setup: %s, started again, does not list itself: %v (it should have missed its removal)", id, servers(again))
