@@ -45,6 +45,8 @@ const (
 	cmdExpireSession3                // 28: expireSessionCmd as cmdExpireSession2, whose Next's Shared are applied
 	cmdEndDelay2                     // 29: endDelayCmd as cmdEndDelay, whose Next's Shared is applied
 	cmdEndGrant2                     // 30: endGrantCmd as cmdEndGrant, whose Next's Shared is applied
+	cmdAcquireB                      // 31: acquireCmd as cmdAcquire9, its body binary (commands_binary.go)
+	cmdReleaseB                      // 32: releaseCmd as cmdRelease7, its body binary (commands_binary.go)
 )
 
 // Which command types a grantor may propose (versions.go). A grantor that
@@ -53,7 +55,7 @@ const (
 // that it applies it.
 const (
 	// newestCmd is the newest type this binary applies.
-	newestCmd = cmdEndGrant2
+	newestCmd = cmdReleaseB
 	// baselineCmd is what a server that registered nothing is taken to
 	// apply: the types of grantors built before registration.
 	baselineCmd = cmdRegisterNode
@@ -121,11 +123,16 @@ func (t cmdType) String() string {
 		return "end-delay2"
 	case cmdEndGrant2:
 		return "end-grant2"
+	case cmdAcquireB:
+		return "acquire-bin"
+	case cmdReleaseB:
+		return "release-bin"
 	}
 	return fmt.Sprintf("cmd(%d)", uint8(t))
 }
 
-// The command bodies are JSON after the type byte. encoding/json writes
+// The command bodies are JSON after the type byte, except those of
+// cmdAcquireB and cmdReleaseB (binaryCmd), which are binary. encoding/json writes
 // struct fields in declaration order and no maps appear in commands, so the
 // encoding is deterministic. Field names are part of the log format: only
 // add fields (old entries decode with the zero value), never rename them.
@@ -226,13 +233,17 @@ func encodeCmd(t cmdType, body any) []byte {
 	return append([]byte{byte(t)}, b...)
 }
 
-// acquireEntry is the log entry of an Acquire, of the newest type that
-// allowed (the newest every server applies) permits and the Acquire
-// needs (cmdAcquire9 only for a shared one): cmdAcquire3, else
+// acquireEntry is the log entry of an Acquire: cmdAcquireB when allowed
+// (the newest type every server applies) permits it, else the newest JSON
+// type that allowed permits and the Acquire needs (cmdAcquire9 only for a
+// shared one): cmdAcquire3, else
 // cmdAcquire2 when it lists also_received, else cmdAcquire without the
 // list (forgetting is a permission, not an order). A semaphore or a value
 // needs cmdAcquire5; the lessor refuses them before (ErrNotSupported).
 func acquireEntry(c acquireCmd, allowed cmdType) []byte {
+	if allowed >= binaryCmd {
+		return appendAcquireB([]byte{byte(cmdAcquireB)}, &c)
+	}
 	if c.Shared && allowed >= sharedCmd {
 		return encodeCmd(cmdAcquire9, c)
 	}
@@ -268,6 +279,9 @@ func acquireEntry(c acquireCmd, allowed cmdType) []byte {
 
 // releaseEntry is the log entry of a Release (see acquireEntry).
 func releaseEntry(c releaseCmd, allowed cmdType) []byte {
+	if allowed >= binaryCmd {
+		return appendReleaseB([]byte{byte(cmdReleaseB)}, &c)
+	}
 	if c.Next != nil && c.Next.Shared && allowed >= sharedCmd {
 		return encodeCmd(cmdRelease7, c)
 	}
@@ -333,6 +347,12 @@ func decodeCmd(data []byte) (cmdType, any, error) {
 		body = &closeSessionCmd{}
 	case cmdRegisterNode:
 		body = &registerNodeCmd{}
+	case cmdAcquireB, cmdReleaseB:
+		body, err := decodeBinary(t, data[1:])
+		if err != nil {
+			return t, nil, fmt.Errorf("decoding %v command: %w", t, err)
+		}
+		return t, body, nil
 	default:
 		return t, nil, fmt.Errorf("%w %d", errUnknownCmd, uint8(t))
 	}

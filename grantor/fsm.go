@@ -204,6 +204,7 @@ func (f *fsm) Apply(l *raft.Log) any {
 		}
 		return h
 	}
+	t = t.meaning() // a binary type applies as the JSON type it encodes
 	var res any
 	f.evs = f.evs[:0]
 	f.applied = l.Index

@@ -225,15 +225,16 @@ func TestSharedOlderEntriesApplyExclusive(t *testing.T) {
 		t.Fatal("an entry encoder changed the caller's Acquire")
 	}
 	// Where every server applies them, only entries that carry a shared
-	// Acquire take the shared types.
+	// Acquire take the shared types (Acquires and Releases up to the
+	// binary types, which carry both: commands_binary_test.go).
 	excl := acq("w", 1, "x", time.Second)
 	for _, tc := range []struct {
 		name       string
 		got, plain []byte
 		want       cmdType
 	}{
-		{"acquire", acquireEntry(next, newestCmd), acquireEntry(excl, newestCmd), cmdAcquire9},
-		{"release", releaseEntry(releaseCmd{Next: &next}, newestCmd), releaseEntry(releaseCmd{Next: &excl}, newestCmd), cmdRelease7},
+		{"acquire", acquireEntry(next, binaryCmd-1), acquireEntry(excl, binaryCmd-1), cmdAcquire9},
+		{"release", releaseEntry(releaseCmd{Next: &next}, binaryCmd-1), releaseEntry(releaseCmd{Next: &excl}, binaryCmd-1), cmdRelease7},
 		{"expire", expireEntry(expireSessionCmd{Next: []acquireCmd{excl, next}}, newestCmd), expireEntry(expireSessionCmd{Next: []acquireCmd{excl}}, newestCmd), cmdExpireSession3},
 		{"end delay", endDelayEntry(endDelayCmd{Next: &next}, newestCmd), endDelayEntry(endDelayCmd{Next: &excl}, newestCmd), cmdEndDelay2},
 		{"end grant", endGrantEntry(endGrantCmd{Next: &next}, newestCmd), endGrantEntry(endGrantCmd{Next: &excl}, newestCmd), cmdEndGrant2},
