@@ -383,12 +383,22 @@ func (d *Daemon) restore(st *stateRecord) {
 		byID[gs.id] = gs
 	}
 	g.mu.Unlock()
+	// Owner ids must never be given twice in these sessions: a grantor
+	// asked by a session's owner for a name that owner holds ends that
+	// grant and makes a new one, while its first holder may still believe
+	// it. A process whose writes failed told grants (persisted counts a
+	// failed write) under ids no file holds, and the next one restores
+	// the older state: so both counters start at least at this process's
+	// start on CLOCK_BOOTTIME in ns, later than any earlier process's of
+	// this boot (no state of another is restored), which gave fewer ids
+	// than the nanoseconds it ran (review rev1, finding 1).
+	now := d.clock.Now()
+	floor := uint64(max(now.Nanoseconds(), 0))
 	start, detached := ownerCounters(st.Leases)
-	d.ps.start = max(st.Start, start) + 1
-	d.detached.Store(max(st.Detached, detached))
+	d.ps.start = max(st.Start, start, floor) + 1
+	d.detached.Store(max(st.Detached, detached, floor))
 	d.ps.seq = st.lastSeq // the new log's lines come after every old one
 
-	now := d.clock.Now()
 	var kept, lapsed, gone int
 	var ended []*lease
 	d.mu.Lock()

@@ -84,8 +84,10 @@ type stateRecord struct {
 	// Session is the daemon's session id, which its grantor sessions'
 	// ids start with.
 	Session string `json:"session"`
-	// Start counts the daemon processes that used these sessions: it
-	// keeps connection owners of one process apart from another's.
+	// Start numbers the daemon process that used these sessions last
+	// (each restoring one takes a larger number: at least its start on
+	// CLOCK_BOOTTIME in ns); it keeps connection owners of one process
+	// apart from another's.
 	Start    uint64          `json:"start"`
 	Detached uint64          `json:"detached"`
 	Sessions []sessionState  `json:"sessions"`

@@ -1,0 +1,91 @@
+package daemon
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/leaseside/leaseside/grantor/grantorpb"
+	"github.com/leaseside/leaseside/ipc"
+)
+
+// copyState copies the state files of src into dst (made empty first).
+func copyState(t *testing.T, src, dst string) {
+	t.Helper()
+	os.RemoveAll(dst)
+	if err := os.MkdirAll(dst, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{sessionsFileName, leaseLogName} {
+		b, err := os.ReadFile(filepath.Join(src, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dst, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// acquireOwners acquires a detached lease and one owned by a new
+// connection, and returns the owner ids the grantor saw.
+func (r *restartRig) acquireOwners(t *testing.T, name string) (detached, conn string) {
+	t.Helper()
+	c := &ipc.Client{Socket: r.sock}
+	defer c.Close()
+	ownerOf := func(opt ipc.AcquireOptions, lease string) string {
+		for {
+			select {
+			case <-r.g.acquires:
+				continue
+			default:
+			}
+			break
+		}
+		if _, err := c.Acquire(ctxT(t), lease, opt); err != nil {
+			t.Fatal(err)
+		}
+		var req *grantorpb.AcquireRequest
+		select {
+		case req = <-r.g.acquires:
+		case <-ctxT(t).Done():
+			t.Fatal("no acquire at the grantor")
+		}
+		return req.GetOwner()
+	}
+	return ownerOf(ipc.AcquireOptions{TTL: 9 * time.Second, Owner: ipc.OwnerDetached}, name+"/det"),
+		ownerOf(ipc.AcquireOptions{TTL: 9 * time.Second}, name+"/conn")
+}
+
+// Review rev1 finding 1: a process whose state writes failed (a full
+// disk: persisted counts a failed write, and the grant is told) hands out
+// owner ids that the next process, restoring the older state, must not
+// hand out again in the same grantor sessions: a grantor asked by the same
+// (session, owner) for a name that owner holds ends that grant and makes a
+// new one (cmdAcquire3), while its first holder, told of it by the process
+// that died, still believes it until its deadline: two holders at once.
+// Here process 2's files are lost (as if every write of it failed), and
+// process 3 starts from process 1's. Fails on 9d09117: process 3 gives
+// detached:2 and conn:2.1 again.
+func TestOwnerIDsNotReusedAfterUnwrittenProcess(t *testing.T) {
+	r := newRestartRig(t)
+	_, stop1 := r.start(t)
+	r.acquireOwners(t, "p1")
+	stop1()
+	saved := filepath.Join(t.TempDir(), "saved")
+	copyState(t, r.cfg.StateDir, saved)
+
+	r.clock.Advance(time.Second)
+	_, stop2 := r.start(t)
+	det2, conn2 := r.acquireOwners(t, "p2")
+	stop2()
+	copyState(t, saved, r.cfg.StateDir) // process 2 wrote nothing that stayed
+
+	r.clock.Advance(time.Second)
+	r.start(t)
+	det3, conn3 := r.acquireOwners(t, "p3")
+	if det3 == det2 || conn3 == conn2 {
+		t.Fatalf("process 3 named its owners %s and %s; process 2, whose grants it does not know, used %s and %s", det3, conn3, det2, conn2)
+	}
+}
