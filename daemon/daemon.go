@@ -202,8 +202,11 @@ func (d *Daemon) Run(ctx context.Context, ln *net.UnixListener) error {
 // it is not checked, and the ids are the daemon's business.
 func (d *Daemon) Handle(ctx context.Context, c *ipc.Conn, req *ipc.Request) *ipc.Response {
 	resp := d.handle(ctx, c, req)
-	if resp.Grant != nil && (req.Op == ipc.OpAcquire || req.Op == ipc.OpElect) {
-		d.persisted(ctx) // persist.go: a restart keeps what was told
+	switch req.Op {
+	case ipc.OpAcquire, ipc.OpElect, ipc.OpProclaim, ipc.OpRelease, ipc.OpResign:
+		if resp.Error == nil {
+			d.persisted(ctx) // persist.go: a restart keeps what was told
+		}
 	}
 	if c.Cred.UID != 0 && c.Cred.UID != os.Geteuid() {
 		resp = d.hideSession(resp)

@@ -3,9 +3,11 @@ package daemon
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/leaseside/leaseside/clockwatch"
 	"github.com/leaseside/leaseside/grantor/grantorpb"
 	"github.com/leaseside/leaseside/ipc"
 )
@@ -87,5 +89,54 @@ func TestOwnerIDsNotReusedAfterUnwrittenProcess(t *testing.T) {
 	det3, conn3 := r.acquireOwners(t, "p3")
 	if det3 == det2 || conn3 == conn2 {
 		t.Fatalf("process 3 named its owners %s and %s; process 2, whose grants it does not know, used %s and %s", det3, conn3, det2, conn2)
+	}
+}
+
+// Review rev1 finding 2: a proclaim's and a release's replies come only
+// once the state files hold them, as a grant's do: a kill -9 right after
+// a proclaim's reply restored the value before it (found by killing a real
+// daemon under elections: "leader/0: v0, the last acknowledged v162"), and
+// right after a release's reply the lease the caller was told it no
+// longer holds. Read the files after each reply. Fails without the wait
+// (the write is asynchronous): a value or a released lease missing.
+func TestProclaimAndReleaseWrittenBeforeReply(t *testing.T) {
+	addr := startGrantor(t, clockwatch.System, clockwatch.DefaultTiming())
+	cfg := DefaultConfig()
+	cfg.Grantors = []string{addr}
+	cfg.StateDir = filepath.Join(t.TempDir(), "state")
+	_, sock := startDaemon(t, cfg)
+	c := client(t, sock)
+	read := func() *stateRecord {
+		st, _, err := loadState(cfg.StateDir)
+		if err != nil || st == nil {
+			t.Fatalf("state files: %v (%v)", st, err)
+		}
+		return st
+	}
+	for i := range 10 {
+		name := "elect/" + strconv.Itoa(i)
+		l, err := c.Campaign(ctxT(t), name, "v0", ipc.AcquireOptions{TTL: 5 * time.Second, Owner: ipc.OwnerDetached})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := 1; j <= 3; j++ {
+			v := "v" + strconv.Itoa(j)
+			if err := c.Proclaim(ctxT(t), l, v); err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range read().Leases {
+				if s.Name == name && s.Value != v {
+					t.Fatalf("%s: the reply to proclaim %q came before the state files held it (value %q)", name, v, s.Value)
+				}
+			}
+		}
+		if err := c.ReleaseToken(ctxT(t), name, l.Token); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range read().Leases {
+			if s.Name == name {
+				t.Fatalf("%s: the reply to its release came before the state files dropped it", name)
+			}
+		}
 	}
 }
