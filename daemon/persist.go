@@ -158,10 +158,12 @@ func (d *Daemon) logStepLocked(l *lease, from leaseState, ev leaseEvent) {
 		d.ps.seq++
 		d.ps.queue = append(d.ps.queue, logRecord{Seq: d.ps.seq, Del: l.tableKey(), Token: l.token})
 		d.persistLater()
-	case ev == evShortened && !l.follower():
-		d.logPutLocked(l) // a deadline of its own, earlier
 	case ev == evShortened:
-		d.persistLater() // its session's earliest deadline, earlier
+		// Its deadline, earlier, on a line of its own: a follower's last
+		// line may be covered by a sessions file written before, whose
+		// deadline for the session a crash before the next one would
+		// restore (review rev1, finding 3).
+		d.logPutLocked(l)
 	}
 }
 

@@ -27,7 +27,8 @@ import (
 //   - the lease log (leaseLogName): a line per change of the lease table,
 //     appended when a lease is told to a caller as held (put, with its
 //     facts and the deadline it had then), when one of its facts changes
-//     (put again: it lapses, an election's value, a deadline of its own),
+//     (put again: it lapses, an election's value, a deadline of its own,
+//     a deadline shortened),
 //     and when it leaves the table (del). When the lines outnumber twice
 //     the live leases (and compactMin), the next write starts a new log
 //     from the table; every process's first write does too. A line cut
@@ -49,8 +50,9 @@ import (
 // was written, so never later than its own; any other lease takes the
 // deadline on its last log line, which it had when the line was written
 // (deadlines only move later, but for a drift found late, which shortens
-// them and asks for a write, as before). An earlier deadline than the
-// true one is safe: the new process renews every restored lease at once.
+// them and puts a line of each lease it shortened). An earlier deadline
+// than the true one is safe: the new process renews every restored lease
+// at once.
 
 // Names of the state files in the state directory.
 const (

@@ -391,3 +391,33 @@ func TestStateLeaseFactsChecked(t *testing.T) {
 		})
 	}
 }
+
+// Review rev1 finding 3: a follower lease whose deadline a drift found
+// late shortened, and then a crash after the next log append but before
+// its sessions file: the lease's last line was covered by the sessions
+// file before the shortening, so it took that file's deadline for its
+// session, later than the shortened one the daemon (and the lease's owner,
+// told at once) believed. Fails without a put of the shortened follower's
+// deadline: restored 1s later than the daemon's.
+func TestShortenedFollowerThenCutWrite(t *testing.T) {
+	r := newStateDirRig(t)
+	d := r.d
+	l := r.grant(r.sess[0], false, false)
+	r.write(t)
+	now := r.clock.Now()
+	d.mu.Lock()
+	l.deadline = l.deadline.Add(-time.Second)
+	d.stepLocked(l, evShortened, ipc.ReasonDrift, now)
+	recs, fresh, _, _ := d.takeLocked() // a crash after the log, before the sessions file
+	d.mu.Unlock()
+	if err := d.writeLog(recs, fresh); err != nil {
+		t.Fatal(err)
+	}
+	st, _, err := loadState(r.dir)
+	if err != nil || st == nil || len(st.Leases) != 1 {
+		t.Fatalf("state: %v (%v)", st, err)
+	}
+	if got := st.Leases[0].DeadlineNs; got > l.deadline.Nanoseconds() {
+		t.Fatalf("restored deadline %v later than the shortened one the daemon believed", time.Duration(got-l.deadline.Nanoseconds()))
+	}
+}
