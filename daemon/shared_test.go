@@ -107,15 +107,14 @@ func TestSharedLockRefusedByAnOlderGrantor(t *testing.T) {
 func TestSharedLockKeptAcrossRestart(t *testing.T) {
 	r := newRestartRig(t)
 	d, stop := r.start(t)
+	d.persisted(ctxT(t)) // the first write (a new log from the table) is done
 	l := &lease{name: "rw/x", key: slotKey("rw/x", 1, true, "detached:1"), token: 7, ttl: 9 * time.Second, shared: true, holders: 2,
 		owner: ownerDetached, ownerID: "detached:1", stopWatch: func() {}}
 	d.mu.Lock()
 	l.sess = d.g.sessionFor(l.ttl)
 	l.t0 = d.clock.Now()
 	l.deadline = d.timing().HolderDeadline(l.t0, l.ttl)
-	l.state = stateHeld
-	d.leases[l.key] = l
-	d.indexSlotLocked(l, true)
+	d.stepLocked(l, evGranted, "", l.t0) // into the table and the lease log, as a grant
 	d.mu.Unlock()
 	stop()
 	st := r.state(t)
