@@ -327,7 +327,7 @@ func (d *Daemon) openState() error {
 	if torn > 0 {
 		d.log.Warn("the lease log ends in a line cut short (a write the previous daemon did not finish, told to nobody); ignoring it", "dir", dir)
 	}
-	d.ps.removeV1 = st.Version == stateVersionV1
+	d.ps.removeV1 = true // read, or older than these files: stale once written
 	if why := d.unresumable(st, boot); why != "" {
 		d.log.Warn("not resuming the previous daemon's leases: "+why+"; the state is discarded", "dir", dir,
 			"leases", len(st.Leases), "session", st.Session)

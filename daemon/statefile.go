@@ -60,7 +60,8 @@ const (
 	leaseLogName     = "sidecar-leases.log"
 	// stateFileNameV1 is format 1's one file, the whole table rewritten
 	// at every change and renewal round: read once, by the first process
-	// of this version, then removed.
+	// of this version (or when it is newer than this format's files),
+	// then removed at the first write.
 	stateFileNameV1 = "sidecar-state.json"
 )
 
@@ -280,6 +281,15 @@ func loadState(dir string) (st *stateRecord, torn int, err error) {
 	}
 	if sr.Version != stateVersion {
 		return nil, 0, fmt.Errorf("%s: format version %d, this daemon reads %d (and %d)", sessionsFileName, sr.Version, stateVersion, stateVersionV1)
+	}
+	// Format 1's file beside these, and newer: a daemon of that format ran
+	// after this version's last write (a rollback, undone) and knew
+	// nothing of these files. Its state is the host's; the next log's
+	// seqs come after every one these files cover (review rev1, finding
+	// 4).
+	if v1, err := readStateV1(filepath.Join(dir, stateFileNameV1)); err == nil && v1 != nil && v1.WrittenNs > sr.WrittenNs {
+		v1.lastSeq = sr.Covered
+		return v1, 0, nil
 	}
 	live, last, torn, err := readLeaseLog(filepath.Join(dir, leaseLogName))
 	if err != nil {

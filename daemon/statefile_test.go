@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -419,5 +420,51 @@ func TestShortenedFollowerThenCutWrite(t *testing.T) {
 	}
 	if got := st.Leases[0].DeadlineNs; got > l.deadline.Nanoseconds() {
 		t.Fatalf("restored deadline %v later than the shortened one the daemon believed", time.Duration(got-l.deadline.Nanoseconds()))
+	}
+}
+
+// Review rev1 finding 4: format 1's file beside this format's files, and
+// newer (this version, then an older one that wrote format 1, then this
+// one again: a rollback undone): the newer state is restored, not this
+// version's stale files, and format 1's file goes at the first write, so
+// that a later rollback does not restore it stale in its turn. Fails
+// without it: the stale lease is restored and the newer one not.
+func TestFormat1NewerThanTheLog(t *testing.T) {
+	r := newRestartRig(t)
+	_, stop1 := r.start(t)
+	c := &ipc.Client{Socket: r.sock}
+	if _, err := c.Acquire(ctxT(t), "old", ipc.AcquireOptions{TTL: 9 * time.Second, Owner: ipc.OwnerDetached}); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	stop1()
+	r.clock.Advance(time.Second)
+	v1 := *r.state(t) // what the older daemon wrote after it, beside the files it does not know
+	v1.Version, v1.WrittenNs = stateVersionV1, r.clock.Now().Nanoseconds()
+	v1.Leases = []leaseSnapshot{v1.Leases[0]}
+	v1.Leases[0].Name, v1.Leases[0].Token, v1.Leases[0].OwnerID = "new", 1000, "detached:1000"
+	for i := range v1.Sessions {
+		v1.Sessions[i].T0Ns, v1.Sessions[i].DeadlineNs = 0, 0
+	}
+	b, err := json.Marshal(&v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(r.cfg.StateDir, stateFileNameV1), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r.clock.Advance(time.Second)
+	_, stop2 := r.start(t)
+	c2 := &ipc.Client{Socket: r.sock}
+	t.Cleanup(func() { c2.Close() })
+	if _, err := c2.Check(ctxT(t), "new", "1000"); err != nil {
+		t.Fatalf("the newer state's lease after the restart: %v", err)
+	}
+	if g, err := c2.Check(ctxT(t), "old", "1"); err == nil {
+		t.Fatalf("the stale state's lease was restored: %+v", g)
+	}
+	stop2()
+	if _, err := os.Stat(filepath.Join(r.cfg.StateDir, stateFileNameV1)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("format 1's file is still there: %v", err)
 	}
 }
