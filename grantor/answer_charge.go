@@ -20,7 +20,9 @@ import (
 // ends (its trailers or a reset written, a reset read from the client) or
 // the connection closes. Nothing else written pays it off (review
 // finding Q1: when any byte written did, the trailers of calls refused at
-// once paid for pages that were never sent).
+// once paid for pages that were never sent). Each call that reached a
+// handler stays charged to the account's calls until its stream ends
+// the same way (call_charge.go).
 type identityConn struct {
 	net.Conn
 	acct    *account
@@ -33,9 +35,10 @@ type identityConn struct {
 	// goroutine of grpc-go at a time; the handlers charge.
 	mu     sync.Mutex
 	closed bool
-	owed   map[uint32]int // stream ID: bytes charged, not yet written
-	resets []uint32       // the client's latest resets of streams that owed nothing
-	wr, rd frameScanner   // the frames written, and read
+	owed   map[uint32]int         // stream ID: bytes charged, not yet written
+	resets []uint32               // the client's latest resets of streams that owed nothing
+	calls  map[uint32]*callCharge // stream ID: its call, charged until the stream ends
+	wr, rd frameScanner           // the frames written, and read
 }
 
 // maxRecentResets is how many of the client's resets of streams that
@@ -60,8 +63,13 @@ func newIdentityConn(conn net.Conn, acct *account, e *edgeLimits) *identityConn 
 			owed += n
 		}
 		ic.owed = nil
+		calls := ic.calls
+		ic.calls = nil
 		ic.mu.Unlock()
 		acct.refundQueued(owed)
+		for _, cc := range calls {
+			cc.end(callOnStream)
+		}
 		e.byAddr.CompareAndDelete(ic.key, ic)
 		e.accounts.refund(acct, limConns, 1)
 	})
@@ -72,33 +80,45 @@ func newIdentityConn(conn net.Conn, acct *account, e *edgeLimits) *identityConn 
 	return ic
 }
 
-// Write writes p, and pays off what it wrote of the answers owed.
+// Write writes p, pays off what it wrote of the answers owed, and ends
+// the calls of streams it ended.
 func (c *identityConn) Write(p []byte) (int, error) {
 	n, err := c.Conn.Write(p)
 	if n > 0 {
 		c.mu.Lock()
 		paid := 0
+		var ended []*callCharge
 		c.wr.scan(p[:n], func(id uint32, k int) {
 			if o := c.owed[id]; o > 0 {
 				k = min(k, o)
 				c.payLocked(id, k)
 				paid += k
 			}
-		}, func(id uint32) { paid += c.payLocked(id, c.owed[id]) })
+		}, func(id uint32) {
+			paid += c.payLocked(id, c.owed[id])
+			if cc := c.endCallLocked(id); cc != nil {
+				ended = append(ended, cc)
+			}
+		})
 		c.mu.Unlock()
 		c.acct.refundQueued(paid)
+		endCalls(ended)
 	}
 	return n, err
 }
 
-// Read reads into p, and pays off the answers of streams the client
-// reset: grpc-go drops what they had left to send.
+// Read reads into p, and pays off the answers (and ends the calls) of
+// streams the client reset: grpc-go drops what they had left to send.
 func (c *identityConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 {
 		c.mu.Lock()
 		paid := 0
+		var ended []*callCharge
 		c.rd.scan(p[:n], func(uint32, int) {}, func(id uint32) {
+			if cc := c.endCallLocked(id); cc != nil {
+				ended = append(ended, cc)
+			}
 			if o, ok := c.owed[id]; ok {
 				paid += c.payLocked(id, o)
 				return
@@ -110,6 +130,7 @@ func (c *identityConn) Read(p []byte) (int, error) {
 		})
 		c.mu.Unlock()
 		c.acct.refundQueued(paid)
+		endCalls(ended)
 	}
 	return n, err
 }

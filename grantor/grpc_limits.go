@@ -88,7 +88,8 @@ func (e *edgeLimits) serverOptions(maxStreams uint32, tls bool) []grpc.ServerOpt
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: grpcMinPingInterval, PermitWithoutStream: true}),
 	}
 	if tls {
-		opts = append(opts, grpc.InTapHandle(e.tap))
+		opts = append(opts, grpc.InTapHandle(e.tap),
+			grpc.ChainUnaryInterceptor(e.unaryHold), grpc.ChainStreamInterceptor(e.streamHold))
 	}
 	return opts
 }
@@ -112,7 +113,7 @@ func callerOf(ai credentials.AuthInfo) (Identity, bool) {
 }
 
 // tap admits a call when its caller's account has room for one more call
-// in progress, and charges it until the call ends.
+// in progress, and charges it until the call's stream ends.
 func (e *edgeLimits) tap(ctx context.Context, _ *tap.Info) (context.Context, error) {
 	p, ok := peer.FromContext(ctx)
 	if !ok {
@@ -127,9 +128,8 @@ func (e *edgeLimits) tap(ctx context.Context, _ *tap.Info) (context.Context, err
 		e.refusals.Refused(who.String(), "too many calls in progress for this certificate")
 		return nil, status.Error(codes.ResourceExhausted, err.Error())
 	}
-	// The stream's context ends with the call, however it ends.
-	context.AfterFunc(ctx, func() { e.accounts.refund(acct, limCalls, 1) })
-	return ctx, nil
+	// Given back when the call's stream ends (call_charge.go).
+	return e.chargeCall(ctx, acct), nil
 }
 
 // credentials wraps c so that each connection is charged to its
