@@ -75,7 +75,8 @@ type rwActor struct {
 	session string
 	seq     uint64
 	// pending is the outcome of an Acquire in flight; long says it waits
-	// longer than the test runs (it must be granted in the end).
+	// longer than the test runs and did not hold the name when it asked
+	// (it must be granted in the end).
 	pending <-chan acquireOutcome
 	long    bool
 	token   uint64
@@ -179,7 +180,12 @@ func TestSharedRandomized(t *testing.T) {
 			case 1:
 				wait = time.Duration(1+rng.IntN(20)) * time.Second
 			case 2:
-				wait, a.long = MaxWait, true
+				// A holder of the name (a grant it forgot above, still
+				// standing) that asks again while others wait is refused
+				// at once, for good: they wait for its grant to go
+				// (waiters.go, errWaitForOwnGrant). Only others must be
+				// served in the end.
+				wait, a.long = MaxWait, !h.fsm.heldBy(a.lease, a.session, "o")
 			}
 			m := h.events.mark()
 			a.pending = h.goAcquire(ctx, c, wait)
