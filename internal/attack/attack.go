@@ -10,6 +10,8 @@
 // grantor takes them. The operator's floods (operator.go): SendUnread
 // sends whole calls whose answers it never reads, OperatorCalls makes
 // every call that changes nothing, Fill holds names for them to list.
+// HoldAnswers (unread.go) has the grantor answer calls one at a time into
+// streams that never open a window, keeping each answer unsent.
 package attack
 
 import (
