@@ -44,13 +44,11 @@ func (e *edgeLimits) chargeCall(ctx context.Context, acct *account) context.Cont
 	return context.WithValue(ctx, callChargeKey{}, cc)
 }
 
-// end gives the call back when it is in state from; false when it was not.
-func (cc *callCharge) end(from int32) bool {
-	if !cc.state.CompareAndSwap(from, callEnded) {
-		return false
+// end gives the call back when it is in state from.
+func (cc *callCharge) end(from int32) {
+	if cc.state.CompareAndSwap(from, callEnded) {
+		cc.accts.refund(cc.acct, limCalls, 1)
 	}
-	cc.accts.refund(cc.acct, limCalls, 1)
-	return true
 }
 
 // holdCall moves ctx's call charge onto its stream: it is then given back
