@@ -282,12 +282,12 @@ func loadState(dir string) (st *stateRecord, torn int, err error) {
 	if sr.Version != stateVersion {
 		return nil, 0, fmt.Errorf("%s: format version %d, this daemon reads %d (and %d)", sessionsFileName, sr.Version, stateVersion, stateVersionV1)
 	}
-	// Format 1's file beside these, and newer: a daemon of that format ran
-	// after this version's last write (a rollback, undone) and knew
-	// nothing of these files. Its state is the host's; the next log's
-	// seqs come after every one these files cover (review rev1, finding
-	// 4).
-	if v1, err := readStateV1(filepath.Join(dir, stateFileNameV1)); err == nil && v1 != nil && v1.WrittenNs > sr.WrittenNs {
+	// Format 1's file beside these, and newer (of the same boot: another
+	// boot's instants do not compare): a daemon of that format ran after
+	// this version's last write (a rollback, undone) and knew nothing of
+	// these files. Its state is the host's; the next log's seqs come
+	// after every one these files cover (review rev1, finding 4).
+	if v1, err := readStateV1(filepath.Join(dir, stateFileNameV1)); err == nil && v1 != nil && v1.BootID == sr.BootID && v1.WrittenNs > sr.WrittenNs {
 		v1.lastSeq = sr.Covered
 		return v1, 0, nil
 	}

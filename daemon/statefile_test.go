@@ -427,44 +427,60 @@ func TestShortenedFollowerThenCutWrite(t *testing.T) {
 // newer (this version, then an older one that wrote format 1, then this
 // one again: a rollback undone): the newer state is restored, not this
 // version's stale files, and format 1's file goes at the first write, so
-// that a later rollback does not restore it stale in its turn. Fails
-// without it: the stale lease is restored and the newer one not.
+// that a later rollback does not restore it stale in its turn. A format 1
+// file of another boot is not compared (its instants mean nothing now).
+// Fails without it: the stale lease is restored and the newer one not.
 func TestFormat1NewerThanTheLog(t *testing.T) {
-	r := newRestartRig(t)
-	_, stop1 := r.start(t)
-	c := &ipc.Client{Socket: r.sock}
-	if _, err := c.Acquire(ctxT(t), "old", ipc.AcquireOptions{TTL: 9 * time.Second, Owner: ipc.OwnerDetached}); err != nil {
-		t.Fatal(err)
-	}
-	c.Close()
-	stop1()
-	r.clock.Advance(time.Second)
-	v1 := *r.state(t) // what the older daemon wrote after it, beside the files it does not know
-	v1.Version, v1.WrittenNs = stateVersionV1, r.clock.Now().Nanoseconds()
-	v1.Leases = []leaseSnapshot{v1.Leases[0]}
-	v1.Leases[0].Name, v1.Leases[0].Token, v1.Leases[0].OwnerID = "new", 1000, "detached:1000"
-	for i := range v1.Sessions {
-		v1.Sessions[i].T0Ns, v1.Sessions[i].DeadlineNs = 0, 0
-	}
-	b, err := json.Marshal(&v1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(r.cfg.StateDir, stateFileNameV1), b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	r.clock.Advance(time.Second)
-	_, stop2 := r.start(t)
-	c2 := &ipc.Client{Socket: r.sock}
-	t.Cleanup(func() { c2.Close() })
-	if _, err := c2.Check(ctxT(t), "new", "1000"); err != nil {
-		t.Fatalf("the newer state's lease after the restart: %v", err)
-	}
-	if g, err := c2.Check(ctxT(t), "old", "1"); err == nil {
-		t.Fatalf("the stale state's lease was restored: %+v", g)
-	}
-	stop2()
-	if _, err := os.Stat(filepath.Join(r.cfg.StateDir, stateFileNameV1)); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("format 1's file is still there: %v", err)
+	for _, tc := range []struct {
+		name      string
+		otherBoot bool
+		want      string // the lease restored: "new" (format 1's) or "old"
+	}{
+		{name: "same boot", want: "new"},
+		{name: "another boot", otherBoot: true, want: "old"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRestartRig(t)
+			_, stop1 := r.start(t)
+			c := &ipc.Client{Socket: r.sock}
+			if _, err := c.Acquire(ctxT(t), "old", ipc.AcquireOptions{TTL: 9 * time.Second, Owner: ipc.OwnerDetached}); err != nil {
+				t.Fatal(err)
+			}
+			c.Close()
+			stop1()
+			r.clock.Advance(time.Second)
+			v1 := *r.state(t) // what the older daemon wrote after it, beside the files it does not know
+			v1.Version, v1.WrittenNs = stateVersionV1, r.clock.Now().Nanoseconds()
+			if tc.otherBoot {
+				v1.BootID = "another-boot"
+			}
+			v1.Leases = []leaseSnapshot{v1.Leases[0]}
+			v1.Leases[0].Name, v1.Leases[0].Token, v1.Leases[0].OwnerID = "new", 1000, "detached:1000"
+			for i := range v1.Sessions {
+				v1.Sessions[i].T0Ns, v1.Sessions[i].DeadlineNs = 0, 0
+			}
+			b, err := json.Marshal(&v1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(r.cfg.StateDir, stateFileNameV1), b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			r.clock.Advance(time.Second)
+			_, stop2 := r.start(t)
+			c2 := &ipc.Client{Socket: r.sock}
+			t.Cleanup(func() { c2.Close() })
+			tokens := map[string]string{"new": "1000", "old": "1"}
+			for name, token := range tokens {
+				_, err := c2.Check(ctxT(t), name, token)
+				if held := err == nil; held != (name == tc.want) {
+					t.Fatalf("%s after the restart: held %v (%v), want the %s state's lease only", name, held, err, tc.want)
+				}
+			}
+			stop2()
+			if _, err := os.Stat(filepath.Join(r.cfg.StateDir, stateFileNameV1)); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("format 1's file is still there: %v", err)
+			}
+		})
 	}
 }
