@@ -140,6 +140,7 @@ func (d *Daemon) Run(ctx context.Context, ln *net.UnixListener) error {
 		d.stop()
 		d.bg.Wait()
 		d.g.close()
+		d.unlockState()
 	}()
 
 	var wg sync.WaitGroup

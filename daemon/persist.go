@@ -3,6 +3,7 @@ package daemon
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -44,6 +45,15 @@ const seqJump = 1 << 32
 // the owner's end.
 const resumeGrace = 10 * time.Second
 
+// stateLockName is the file in the state directory a daemon holds an
+// exclusive flock on, with its pid in it, from New until Run returns.
+const stateLockName = "sidecar.lock"
+
+// ErrStateDirInUse is returned by New when another process holds the
+// state directory: two daemons on one directory would share grantor
+// sessions and request seqs, and write over each other's files.
+var ErrStateDirInUse = errors.New("daemon: state dir in use")
+
 // persister writes the state files; nil when the daemon keeps no state.
 type persister struct {
 	dir   string
@@ -70,6 +80,9 @@ type persister struct {
 	seq     uint64
 	rebuild bool
 	inLog   int
+
+	// lock holds the state directory's lock (stateLockName) while open.
+	lock *os.File
 
 	// Of persistLoop's: the log open for appending, its writer, and
 	// whether format 1's file is still to be removed.
@@ -308,8 +321,12 @@ func (d *Daemon) openState() error {
 	if err := safefs.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("state dir: %w", err)
 	}
+	lock, err := lockStateDir(dir)
+	if err != nil {
+		return err
+	}
 	// The first write starts a new log, from the table as restored.
-	d.ps = &persister{dir: dir, dirty: make(chan struct{}, 1), written: make(chan struct{}), start: 1, awaiting: map[*lease]bool{}, rebuild: true}
+	d.ps = &persister{dir: dir, dirty: make(chan struct{}, 1), written: make(chan struct{}), start: 1, awaiting: map[*lease]bool{}, rebuild: true, lock: lock}
 	d.persistLater()
 	boot, err := bootID()
 	if err != nil {
@@ -336,6 +353,35 @@ func (d *Daemon) openState() error {
 	}
 	d.restore(st)
 	return nil
+}
+
+// lockStateDir takes dir for this process (safefs.Lock on
+// stateLockName): one held by another process fails at once with
+// ErrStateDirInUse, naming the dir and the holder's pid.
+func lockStateDir(dir string) (*os.File, error) {
+	f, err := safefs.Lock(filepath.Join(dir, stateLockName))
+	var held *safefs.LockedError
+	switch {
+	case errors.As(err, &held):
+		who := "another process"
+		if held.PID > 0 {
+			who = "pid " + strconv.Itoa(held.PID)
+		}
+		return nil, fmt.Errorf("%w: %s is in use by %s (another leaseside daemon keeps its state there; give each daemon its own --state-dir)",
+			ErrStateDirInUse, dir, who)
+	case err != nil:
+		return nil, fmt.Errorf("state dir: %w", err)
+	}
+	return f, nil
+}
+
+// unlockState lets the state directory go: Run calls it once the last
+// write is done.
+func (d *Daemon) unlockState() {
+	if d.ps != nil && d.ps.lock != nil {
+		d.ps.lock.Close()
+		d.ps.lock = nil
+	}
 }
 
 // unresumable says why st cannot be resumed now, or "".

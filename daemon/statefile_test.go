@@ -41,6 +41,7 @@ func newStateDirRig(t testing.TB) *stateDirRig {
 		if d.ps.logf != nil {
 			d.ps.logf.Close()
 		}
+		d.unlockState()
 	})
 	return &stateDirRig{d: d, clock: clock, dir: cfg.StateDir,
 		sess: []*gsession{d.g.sessionFor(9 * time.Second), d.g.sessionFor(15 * time.Second)}}
@@ -319,11 +320,12 @@ func TestLeaseLogCutShortOrBroken(t *testing.T) {
 	}
 
 	cfg := r.d.cfg
+	r.d.unlockState() // the first process ended
 	d2, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(d2.stop)
+	t.Cleanup(func() { d2.stop(); d2.unlockState() })
 	if len(d2.leases) != 0 {
 		t.Fatalf("a daemon on a refused state holds %d leases", len(d2.leases))
 	}

@@ -6,9 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/leaseside/leaseside/internal/safefs"
 )
@@ -77,39 +74,15 @@ func makeDataDir(dir string) error {
 // closed, or with the process.
 func lockDataDir(dir string) (*os.File, error) {
 	path := filepath.Join(dir, lockFileName)
-	f, err := safefs.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if errors.Is(err, safefs.ErrUnsafe) {
+	f, err := safefs.Lock(path)
+	var held *safefs.LockedError
+	switch {
+	case errors.As(err, &held):
+		return nil, &DataDirInUseError{Dir: dir, PID: held.PID}
+	case errors.Is(err, safefs.ErrUnsafe):
 		return nil, fmt.Errorf("%w: %w: remove it", ErrUnsafeDataDir, err)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("grantor: opening %s: %w", path, err)
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, &DataDirInUseError{Dir: dir, PID: readLockPID(path)}
-		}
-		return nil, fmt.Errorf("grantor: locking %s: %w", path, err)
-	}
-	if err := f.Truncate(0); err == nil {
-		_, err = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
-	}
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("grantor: writing %s: %w", path, err)
+	case err != nil:
+		return nil, fmt.Errorf("grantor: %w", err)
 	}
 	return f, nil
-}
-
-// readLockPID reads the pid a lock holder wrote, 0 when there is none.
-func readLockPID(path string) int {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 0 {
-		return 0
-	}
-	return pid
 }

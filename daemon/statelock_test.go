@@ -1,0 +1,51 @@
+package daemon
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/leaseside/leaseside/internal/safefs"
+)
+
+// TestStateDirLocked: a second daemon on a state directory another
+// holds (review rev1's open finding 2: two daemons with one --state-dir
+// and two sockets shared sessions and seqs, and wrote over each other's
+// files) fails in New with ErrStateDirInUse, naming the directory and the
+// holder's pid; once the first one's Run returns, a daemon starts on it.
+// Fails without the lock: the second New succeeds.
+func TestStateDirLocked(t *testing.T) {
+	r := newRestartRig(t)
+	_, stop1 := r.start(t)
+	_, err := New(r.cfg)
+	if !errors.Is(err, ErrStateDirInUse) || !strings.Contains(err.Error(), r.cfg.StateDir) || !strings.Contains(err.Error(), "pid "+strconv.Itoa(os.Getpid())) {
+		t.Fatalf("a second daemon on the state dir: %v, want ErrStateDirInUse naming %s and pid %d", err, r.cfg.StateDir, os.Getpid())
+	}
+	stop1()
+	r.start(t) // the first one's Run returned: the dir is free
+}
+
+// TestStateLockNotFollowed: a lock file that is a symbolic link (to a
+// file of the daemon's user's choosing) is refused, not truncated.
+func TestStateLockNotFollowed(t *testing.T) {
+	r := newRestartRig(t)
+	if err := os.MkdirAll(r.cfg.StateDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(t.TempDir(), "precious")
+	if err := os.WriteFile(target, []byte("keep me\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, filepath.Join(r.cfg.StateDir, stateLockName)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(r.cfg); !errors.Is(err, safefs.ErrUnsafe) {
+		t.Fatalf("a symbolic link as the lock file: %v, want safefs.ErrUnsafe", err)
+	}
+	if b, _ := os.ReadFile(target); string(b) != "keep me\n" {
+		t.Fatalf("the link's target was written: %q", b)
+	}
+}
