@@ -163,7 +163,7 @@ func (d *Daemon) Run(ctx context.Context, ln *net.UnixListener) error {
 		d.runWatcher(ctx)
 	}()
 	if d.ps != nil {
-		boot, err := bootID()
+		boot, err := readBootClock()
 		if err != nil {
 			return err
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -128,13 +129,56 @@ func (d *Daemon) persisted(ctx context.Context) {
 	}
 }
 
-// bootID reads this boot's id.
-func bootID() (string, error) {
+// bootClock names the CLOCK_BOOTTIME a process reads: the boot's id and
+// its time namespace's boottime offset (a process in a time namespace
+// reads the host's BOOTTIME plus it). Deadlines written under one compare
+// only with instants read under the same.
+type bootClock struct {
+	// ID is /proc/sys/kernel/random/boot_id.
+	ID string
+	// OffsetNs is the boottime line of /proc/self/timens_offsets, in ns
+	// (0 without time namespaces).
+	OffsetNs int64
+}
+
+// readBootClock reads this process's bootClock.
+func readBootClock() (bootClock, error) {
 	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	if err != nil {
-		return "", err
+		return bootClock{}, err
 	}
-	return strings.TrimSpace(string(b)), nil
+	bc := bootClock{ID: strings.TrimSpace(string(b))}
+	offs, err := os.ReadFile("/proc/self/timens_offsets")
+	if errors.Is(err, os.ErrNotExist) {
+		return bc, nil // a kernel without time namespaces
+	}
+	if err != nil {
+		return bootClock{}, err
+	}
+	bc.OffsetNs, err = boottimeOffset(string(offs))
+	return bc, err
+}
+
+// boottimeOffset reads the boottime offset in ns from the text of
+// /proc/PID/timens_offsets (lines "CLOCK SECONDS NANOSECONDS"); no
+// boottime line is 0.
+func boottimeOffset(text string) (int64, error) {
+	for _, line := range strings.Split(text, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || (f[0] != "boottime" && f[0] != "7") { // CLOCK_BOOTTIME is 7
+			continue
+		}
+		if len(f) != 3 {
+			return 0, fmt.Errorf("timens_offsets: %q is not CLOCK SECONDS NANOSECONDS", line)
+		}
+		sec, err1 := strconv.ParseInt(f[1], 10, 64)
+		ns, err2 := strconv.ParseInt(f[2], 10, 64)
+		if err1 != nil || err2 != nil || ns < 0 || ns >= 1e9 || sec > math.MaxInt64/int64(time.Second)-1 || sec < math.MinInt64/int64(time.Second)+1 {
+			return 0, fmt.Errorf("timens_offsets: %q is not CLOCK SECONDS NANOSECONDS", line)
+		}
+		return sec*1e9 + ns, nil
+	}
+	return 0, nil
 }
 
 // snapshotOf is l's line in the log. The caller holds d.mu.
@@ -215,11 +259,11 @@ func (d *Daemon) takeLocked() (recs []logRecord, fresh bool, covered uint64, ear
 
 // writeState writes the log lines queued and then the sessions file
 // (statefile.go). A failed log write starts a new log at the next write.
-func (d *Daemon) writeState(boot string) error {
+func (d *Daemon) writeState(boot bootClock) error {
 	now := d.clock.Now()
 	d.mu.Lock()
 	recs, fresh, covered, earliest := d.takeLocked()
-	sr := &sessionsRecord{Version: stateVersion, BootID: boot, WrittenNs: now.Nanoseconds(), Session: d.g.session,
+	sr := &sessionsRecord{Version: stateVersion, BootID: boot.ID, BoottimeOffsetNs: boot.OffsetNs, WrittenNs: now.Nanoseconds(), Session: d.g.session,
 		Start: d.ps.start, Detached: d.detached.Load(), Covered: covered}
 	deadlines := make(map[*gsession][2]int64, len(earliest))
 	for s, l := range earliest {
@@ -285,7 +329,7 @@ func (d *Daemon) writeLog(recs []logRecord, fresh bool) error {
 
 // persistLoop writes the state when asked, and once more when ctx ends.
 // Changes made while a write runs go in the next one, together.
-func (d *Daemon) persistLoop(ctx context.Context, boot string) {
+func (d *Daemon) persistLoop(ctx context.Context, boot bootClock) {
 	write := func() {
 		gen := d.ps.want.Load() // the write holds every change up to it
 		if err := d.writeState(boot); err != nil {
@@ -328,9 +372,9 @@ func (d *Daemon) openState() error {
 	// The first write starts a new log, from the table as restored.
 	d.ps = &persister{dir: dir, dirty: make(chan struct{}, 1), written: make(chan struct{}), start: 1, awaiting: map[*lease]bool{}, rebuild: true, lock: lock}
 	d.persistLater()
-	boot, err := bootID()
+	boot, err := readBootClock()
 	if err != nil {
-		return fmt.Errorf("state dir: reading the boot id: %w", err)
+		return fmt.Errorf("state dir: reading the boot id and time namespace offsets: %w", err)
 	}
 	st, torn, err := loadState(dir)
 	if err != nil {
@@ -385,9 +429,13 @@ func (d *Daemon) unlockState() {
 }
 
 // unresumable says why st cannot be resumed now, or "".
-func (d *Daemon) unresumable(st *stateRecord, boot string) string {
-	if st.BootID != boot {
-		return fmt.Sprintf("the host rebooted since it was written (boot id %s, now %s): CLOCK_BOOTTIME started again, so its deadlines mean nothing", st.BootID, boot)
+func (d *Daemon) unresumable(st *stateRecord, boot bootClock) string {
+	if st.BootID != boot.ID {
+		return fmt.Sprintf("the host rebooted since it was written (boot id %s, now %s): CLOCK_BOOTTIME started again, so its deadlines mean nothing", st.BootID, boot.ID)
+	}
+	if st.BoottimeOffsetNs != boot.OffsetNs {
+		return fmt.Sprintf("it was written in a time namespace with another CLOCK_BOOTTIME offset (%v, now %v), so its deadlines are not this process's instants",
+			time.Duration(st.BoottimeOffsetNs), time.Duration(boot.OffsetNs))
 	}
 	now := d.clock.Now()
 	if now.Nanoseconds() < st.WrittenNs {

@@ -82,6 +82,9 @@ type stateRecord struct {
 	Version int `json:"version"`
 	// BootID is /proc/sys/kernel/random/boot_id when it was written.
 	BootID string `json:"boot_id"`
+	// BoottimeOffsetNs is the writer's time namespace's CLOCK_BOOTTIME
+	// offset (bootClock); format 1 has none (0).
+	BoottimeOffsetNs int64 `json:"boottime_offset_ns,omitempty"`
 	// WrittenNs is when it was written, on CLOCK_BOOTTIME.
 	WrittenNs int64 `json:"written_boottime_ns"`
 	// Session is the daemon's session id, which its grantor sessions'
@@ -101,12 +104,17 @@ type stateRecord struct {
 
 // sessionsRecord is the sessions file.
 type sessionsRecord struct {
-	Version   int    `json:"version"`
-	BootID    string `json:"boot_id"`
-	WrittenNs int64  `json:"written_boottime_ns"`
-	Session   string `json:"session"`
-	Start     uint64 `json:"start"`
-	Detached  uint64 `json:"detached"`
+	Version int    `json:"version"`
+	BootID  string `json:"boot_id"`
+	// BoottimeOffsetNs: as stateRecord's. Omitted when 0, so that the
+	// file is as before outside time namespaces; a daemon of this format
+	// that does not know it refuses a file with it (and starts without
+	// the leases, which lapse at the grantors).
+	BoottimeOffsetNs int64  `json:"boottime_offset_ns,omitempty"`
+	WrittenNs        int64  `json:"written_boottime_ns"`
+	Session          string `json:"session"`
+	Start            uint64 `json:"start"`
+	Detached         uint64 `json:"detached"`
 	// Covered is the seq of the last log line written before this file.
 	Covered  uint64         `json:"covered"`
 	Sessions []sessionState `json:"sessions"`
@@ -287,7 +295,7 @@ func loadState(dir string) (st *stateRecord, torn int, err error) {
 	// this version's last write (a rollback, undone) and knew nothing of
 	// these files. Its state is the host's; the next log's seqs come
 	// after every one these files cover (review rev1, finding 4).
-	if v1, err := readStateV1(filepath.Join(dir, stateFileNameV1)); err == nil && v1 != nil && v1.BootID == sr.BootID && v1.WrittenNs > sr.WrittenNs {
+	if v1, err := readStateV1(filepath.Join(dir, stateFileNameV1)); err == nil && v1 != nil && v1.BootID == sr.BootID && sr.BoottimeOffsetNs == 0 && v1.WrittenNs > sr.WrittenNs {
 		v1.lastSeq = sr.Covered
 		return v1, 0, nil
 	}
@@ -295,7 +303,7 @@ func loadState(dir string) (st *stateRecord, torn int, err error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	st = &stateRecord{Version: stateVersion, BootID: sr.BootID, WrittenNs: sr.WrittenNs, Session: sr.Session,
+	st = &stateRecord{Version: stateVersion, BootID: sr.BootID, BoottimeOffsetNs: sr.BoottimeOffsetNs, WrittenNs: sr.WrittenNs, Session: sr.Session,
 		Start: sr.Start, Detached: sr.Detached, Sessions: sr.Sessions, lastSeq: max(sr.Covered, last)}
 	byID := map[string]*sessionState{}
 	for i := range sr.Sessions {

@@ -81,7 +81,7 @@ func (r *stateDirRig) renew(s *gsession) {
 // write is one pass of persistLoop.
 func (r *stateDirRig) write(t testing.TB) {
 	t.Helper()
-	if err := r.d.writeState("boot"); err != nil {
+	if err := r.d.writeState(bootClock{ID: "boot"}); err != nil {
 		t.Fatal(err)
 	}
 }

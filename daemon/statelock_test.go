@@ -49,3 +49,32 @@ func TestStateLockNotFollowed(t *testing.T) {
 		t.Fatalf("the link's target was written: %q", b)
 	}
 }
+
+// TestBoottimeOffset reads /proc/PID/timens_offsets' boottime line (its
+// clock by name, or by number on older kernels), and refuses what is not
+// CLOCK SECONDS NANOSECONDS.
+func TestBoottimeOffset(t *testing.T) {
+	for _, tc := range []struct {
+		name, text string
+		want       int64
+		bad        bool
+	}{
+		{name: "no time namespace", text: "monotonic           0         0\nboottime            0         0\n"},
+		{name: "an offset", text: "monotonic           0         0\nboottime         1000       500\n", want: 1000e9 + 500},
+		{name: "negative", text: "boottime -3 0\n", want: -3e9},
+		{name: "by number", text: "1 0 0\n7 2 0\n", want: 2e9},
+		{name: "no boottime line", text: "monotonic 5 0\n"},
+		{name: "empty", text: ""},
+		{name: "a field missing", text: "boottime 5\n", bad: true},
+		{name: "not a number", text: "boottime five 0\n", bad: true},
+		{name: "ns out of range", text: "boottime 1 1000000000\n", bad: true},
+		{name: "seconds overflow", text: "boottime 9223372036854775807 0\n", bad: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := boottimeOffset(tc.text)
+			if (err != nil) != tc.bad || got != tc.want {
+				t.Fatalf("boottimeOffset(%q) = %d, %v; want %d, error %v", tc.text, got, err, tc.want, tc.bad)
+			}
+		})
+	}
+}
