@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -82,6 +81,12 @@ type persister struct {
 	rebuild bool
 	inLog   int
 
+	// boot is the CLOCK_BOOTTIME the files are written under.
+	boot bootClock
+	// floorMu serialises the writes of the timing floor's file
+	// (floorfile.go).
+	floorMu sync.Mutex
+
 	// lock holds the state directory's lock (stateLockName) while open.
 	lock *os.File
 
@@ -129,58 +134,6 @@ func (d *Daemon) persisted(ctx context.Context) {
 	}
 }
 
-// bootClock names the CLOCK_BOOTTIME a process reads: the boot's id and
-// its time namespace's boottime offset (a process in a time namespace
-// reads the host's BOOTTIME plus it). Deadlines written under one compare
-// only with instants read under the same.
-type bootClock struct {
-	// ID is /proc/sys/kernel/random/boot_id.
-	ID string
-	// OffsetNs is the boottime line of /proc/self/timens_offsets, in ns
-	// (0 without time namespaces).
-	OffsetNs int64
-}
-
-// readBootClock reads this process's bootClock.
-func readBootClock() (bootClock, error) {
-	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	if err != nil {
-		return bootClock{}, err
-	}
-	bc := bootClock{ID: strings.TrimSpace(string(b))}
-	offs, err := os.ReadFile("/proc/self/timens_offsets")
-	if errors.Is(err, os.ErrNotExist) {
-		return bc, nil // a kernel without time namespaces
-	}
-	if err != nil {
-		return bootClock{}, err
-	}
-	bc.OffsetNs, err = boottimeOffset(string(offs))
-	return bc, err
-}
-
-// boottimeOffset reads the boottime offset in ns from the text of
-// /proc/PID/timens_offsets (lines "CLOCK SECONDS NANOSECONDS"); no
-// boottime line is 0.
-func boottimeOffset(text string) (int64, error) {
-	for _, line := range strings.Split(text, "\n") {
-		f := strings.Fields(line)
-		if len(f) == 0 || (f[0] != "boottime" && f[0] != "7") { // CLOCK_BOOTTIME is 7
-			continue
-		}
-		if len(f) != 3 {
-			return 0, fmt.Errorf("timens_offsets: %q is not CLOCK SECONDS NANOSECONDS", line)
-		}
-		sec, err1 := strconv.ParseInt(f[1], 10, 64)
-		ns, err2 := strconv.ParseInt(f[2], 10, 64)
-		if err1 != nil || err2 != nil || ns < 0 || ns >= 1e9 || sec > math.MaxInt64/int64(time.Second)-1 || sec < math.MinInt64/int64(time.Second)+1 {
-			return 0, fmt.Errorf("timens_offsets: %q is not CLOCK SECONDS NANOSECONDS", line)
-		}
-		return sec*1e9 + ns, nil
-	}
-	return 0, nil
-}
-
 // snapshotOf is l's line in the log. The caller holds d.mu.
 func snapshotOf(l *lease) *leaseSnapshot {
 	return &leaseSnapshot{Name: l.name, Key: l.key, Token: l.token, TTLNs: int64(l.ttl), Limit: int(l.limit),
@@ -225,20 +178,26 @@ func (d *Daemon) logStepLocked(l *lease, from leaseState, ev leaseEvent) {
 }
 
 // takeLocked takes what the next write holds: the log lines queued (or
-// the whole table, for a new log), the last seq given, and each session's
-// follower lease with the earliest deadline. Leases nobody was told of
-// (pending) have no line. The caller holds d.mu.
-func (d *Daemon) takeLocked() (recs []logRecord, fresh bool, covered uint64, earliest map[*gsession]*lease) {
+// the whole table, for a new log), the last seq given, and for each
+// session the earliest t0 and the earliest deadline of its follower
+// leases. Leases nobody was told of (pending) have no line. The caller
+// holds d.mu.
+func (d *Daemon) takeLocked() (recs []logRecord, fresh bool, covered uint64, earliest map[*gsession][2]clockwatch.Instant) {
 	ps := d.ps
 	valid := 0
-	earliest = map[*gsession]*lease{}
+	earliest = map[*gsession][2]clockwatch.Instant{}
 	for _, l := range d.leases {
 		if !l.state.valid() {
 			continue
 		}
 		valid++
-		if e := earliest[l.sess]; l.follower() && (e == nil || l.deadline < e.deadline) {
-			earliest[l.sess] = l
+		if !l.follower() {
+			continue
+		}
+		if e, ok := earliest[l.sess]; !ok {
+			earliest[l.sess] = [2]clockwatch.Instant{l.t0, l.deadline}
+		} else {
+			earliest[l.sess] = [2]clockwatch.Instant{min(e[0], l.t0), min(e[1], l.deadline)}
 		}
 	}
 	fresh = ps.rebuild || ps.inLog+len(ps.queue) > max(2*valid, compactMin)
@@ -266,8 +225,8 @@ func (d *Daemon) writeState(boot bootClock) error {
 	sr := &sessionsRecord{Version: stateVersion, BootID: boot.ID, BoottimeOffsetNs: boot.OffsetNs, WrittenNs: now.Nanoseconds(), Session: d.g.session,
 		Start: d.ps.start, Detached: d.detached.Load(), Covered: covered}
 	deadlines := make(map[*gsession][2]int64, len(earliest))
-	for s, l := range earliest {
-		deadlines[s] = [2]int64{l.t0.Nanoseconds(), l.deadline.Nanoseconds()}
+	for s, e := range earliest {
+		deadlines[s] = [2]int64{e[0].Nanoseconds(), e[1].Nanoseconds()}
 	}
 	d.mu.Unlock()
 	d.g.mu.Lock()
@@ -376,7 +335,11 @@ func (d *Daemon) openState() error {
 	if err != nil {
 		return fmt.Errorf("state dir: reading the boot id and time namespace offsets: %w", err)
 	}
+	d.ps.boot = boot
 	st, torn, err := loadState(dir)
+	if err == nil && st != nil {
+		err = d.restoreFloor(boot)
+	}
 	if err != nil {
 		d.log.Error("the state cannot be read; starting without the leases it held (they lapse at the grantors)", "err", err)
 		removeState(dir)
@@ -506,6 +469,12 @@ func (d *Daemon) restore(st *stateRecord) {
 	for _, r := range st.Leases {
 		sess := byID[r.SessionID]
 		dl := clockwatch.Instant(r.DeadlineNs)
+		if sess != nil && r.T0Ns != 0 {
+			// No later than the timing floor gives from its t0: a
+			// deadline shortened by a drift and told before its line
+			// was written (floorfile.go; review rev1 open finding 1).
+			dl = min(dl, d.floor.get().HolderDeadline(clockwatch.Instant(r.T0Ns), time.Duration(r.TTLNs)))
+		}
 		if sess == nil || !now.Before(dl) {
 			lapsed++
 			d.log.Warn("a lease lapsed while no daemon ran; not resuming it", "lease", r.Name, "token", r.Token,

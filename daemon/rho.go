@@ -65,6 +65,7 @@ func (d *Daemon) timing() clockwatch.Timing {
 // owner and watchers get a shortened event; a lease whose new deadline
 // has passed is lost at the renew loop's next pass, which this wakes.
 func (d *Daemon) shortenDeadlines(t clockwatch.Timing) {
+	d.writeFloor(t) // before anyone is told (floorfile.go)
 	now := d.clock.Now()
 	d.mu.Lock()
 	for _, l := range d.leases {

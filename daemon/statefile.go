@@ -39,9 +39,9 @@ import (
 //   - the sessions file (sessionsFileName), rewritten (a new file renamed
 //     over the old) after the log at every write: the boot id, the
 //     grantor sessions with their request seqs, and for each session the
-//     earliest deadline of the leases it renews (follower leases: neither
-//     no_renew nor lapsing), with Covered, the last log line written when
-//     it was taken.
+//     earliest t0 and the earliest deadline of the leases it renews
+//     (follower leases: neither no_renew nor lapsing), with Covered, the
+//     last log line written when it was taken.
 //
 // The deadline rule (DESIGN.md section 2: a restarted daemon never
 // believes a lease longer than the old one could have): a restored
@@ -50,7 +50,10 @@ import (
 // was written, so never later than its own; any other lease takes the
 // deadline on its last log line, which it had when the line was written
 // (deadlines only move later, but for a drift found late, which shortens
-// them and puts a line of each lease it shortened). An earlier deadline
+// them and puts a line of each lease it shortened). Every restored
+// deadline is also no later than the timing floor, as the previous
+// process last wrote it (floorfile.go), gives from its t0: a crash
+// between a shortening told and its line written. An earlier deadline
 // than the true one is safe: the new process renews every restored lease
 // at once.
 
@@ -125,9 +128,9 @@ type sessionState struct {
 	ID    string `json:"id"`
 	TTLNs int64  `json:"ttl_ns"`
 	Seq   uint64 `json:"seq"`
-	// T0Ns and DeadlineNs are the t0 and deadline of the session's
-	// follower lease with the earliest deadline (0: it has none); in the
-	// sessions file only.
+	// T0Ns and DeadlineNs are the earliest t0 and the earliest deadline
+	// of the session's follower leases (0: it has none); in the sessions
+	// file only.
 	T0Ns       int64 `json:"t0_boottime_ns,omitempty"`
 	DeadlineNs int64 `json:"deadline_boottime_ns,omitempty"`
 }
@@ -214,7 +217,13 @@ func writeSessions(dir string, sr *sessionsRecord) error {
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(dir, sessionsFileName)
+	return writeFileAtomic(dir, sessionsFileName, b)
+}
+
+// writeFileAtomic writes b and a newline as the file name in dir: a new
+// file renamed over the old one.
+func writeFileAtomic(dir, name string, b []byte) error {
+	path := filepath.Join(dir, name)
 	tmp := path + ".new"
 	os.Remove(tmp)
 	f, err := safefs.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
@@ -442,7 +451,7 @@ func readStateV1(path string) (*stateRecord, error) {
 
 // removeState removes every state file in dir.
 func removeState(dir string) {
-	for _, name := range []string{sessionsFileName, leaseLogName, stateFileNameV1} {
+	for _, name := range []string{sessionsFileName, leaseLogName, stateFileNameV1, timingFileName} {
 		os.Remove(filepath.Join(dir, name))
 	}
 }

@@ -1,0 +1,98 @@
+package daemon
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/leaseside/leaseside/clockwatch"
+)
+
+// The timing floor (rho.go) outlives a process (review rev1 open finding
+// 1). A drift found late raises it and shortens every deadline already
+// handed out; the owners are told at once, and the shortened deadlines'
+// log lines are written after. A process killed between the two left
+// lines with the deadlines from before, and the next one, which started
+// from the configured timing, restored them, told them to a client that
+// resumed or checked its lease, and renewed with the smaller drift rate.
+//
+// So the floor is written, synchronously, to its own small file
+// (timingFileName) before any deadline is shortened (shortenDeadlines),
+// and a restoring process raises its floor to it and restores no lease
+// later than the floor gives from the lease's t0 (restore): exactly what
+// a shortening computed, or earlier (a restored t0 is never later than
+// the lease's: a session's is the earliest of its followers'). An older
+// daemon does not read the file and restores as it did.
+
+// timingFileName is the timing floor's file in the state directory.
+const timingFileName = "sidecar-timing.json"
+
+// timingRecord is the timing floor's file.
+type timingRecord struct {
+	Version int `json:"version"`
+	// BootID and BoottimeOffsetNs: as the sessions file's; a file of
+	// another boot or time namespace is ignored (its state is refused).
+	BootID           string  `json:"boot_id"`
+	BoottimeOffsetNs int64   `json:"boottime_offset_ns,omitempty"`
+	Rho              float64 `json:"rho"`
+	EpsilonNs        int64   `json:"epsilon_ns"`
+}
+
+// writeFloor writes t as the timing floor's file, before anyone is told a
+// deadline computed with it. A failed write is logged: the owners are
+// told all the same (an earlier deadline told late is worse).
+func (d *Daemon) writeFloor(t clockwatch.Timing) {
+	if d.ps == nil {
+		return
+	}
+	d.ps.floorMu.Lock()
+	defer d.ps.floorMu.Unlock()
+	b, err := json.Marshal(&timingRecord{Version: stateVersion, BootID: d.ps.boot.ID, BoottimeOffsetNs: d.ps.boot.OffsetNs,
+		Rho: t.Rho, EpsilonNs: int64(t.Epsilon)})
+	if err == nil {
+		err = writeFileAtomic(d.ps.dir, timingFileName, b)
+	}
+	if err != nil {
+		d.log.Error("writing the timing floor failed: a restart now could restore deadlines from before it", "dir", d.ps.dir, "err", err)
+	}
+}
+
+// restoreFloor raises the floor to the one in the state directory's
+// timing file, when it is of boot. A file that cannot be read refuses
+// the state.
+func (d *Daemon) restoreFloor(boot bootClock) error {
+	t, ok, err := readFloor(d.ps.dir, boot)
+	if err != nil || !ok {
+		return err
+	}
+	d.floor.raise(t)
+	return nil
+}
+
+// readFloor reads the timing floor's file in dir; ok is false when there
+// is none of boot.
+func readFloor(dir string, boot bootClock) (t clockwatch.Timing, ok bool, err error) {
+	b, err := readSmall(filepath.Join(dir, timingFileName))
+	if errors.Is(err, os.ErrNotExist) {
+		return t, false, nil
+	}
+	if err != nil {
+		return t, false, err
+	}
+	var tr timingRecord
+	switch err := decodeStrict(b, &tr); {
+	case err != nil:
+		return t, false, fmt.Errorf("%s: %w", timingFileName, err)
+	case tr.Version != stateVersion:
+		return t, false, fmt.Errorf("%s: format version %d, this daemon reads %d", timingFileName, tr.Version, stateVersion)
+	case math.IsNaN(tr.Rho) || tr.Rho < 0 || tr.Rho > clockwatch.MaxObservedRho || tr.EpsilonNs < 0:
+		return t, false, fmt.Errorf("%s: rho %v, epsilon %d ns", timingFileName, tr.Rho, tr.EpsilonNs)
+	case tr.BootID != boot.ID || tr.BoottimeOffsetNs != boot.OffsetNs:
+		return t, false, nil
+	}
+	return clockwatch.Timing{Rho: tr.Rho, Epsilon: time.Duration(tr.EpsilonNs)}, true, nil
+}
