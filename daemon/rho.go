@@ -85,7 +85,9 @@ func (d *Daemon) shortenDeadlines(t clockwatch.Timing) {
 
 // resetRho lowers the floor to what is configured, observed and stated
 // now (the operator's reset_rho), and returns the new value. Deadlines
-// already handed out stay as they are.
+// already handed out stay as they are. The timing floor's file keeps the
+// higher floor (floorfile.go): a restarted process starts from it again,
+// which is only ever earlier.
 func (d *Daemon) resetRho() clockwatch.Timing {
 	t := d.current()
 	d.floor.set(t)
