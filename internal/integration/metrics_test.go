@@ -41,3 +41,14 @@ func metric(t *testing.T, addr, name string) float64 {
 	t.Fatalf("no metric %s at %s", name, addr)
 	return 0
 }
+
+// liveHeap estimates the heap that survived the last garbage collection
+// of the process serving metrics at addr: its next heap goal over
+// 1+GOGC/100, with the GOGC in force (a grantor tunes it after every
+// collection, internal/gctune; the stacks and globals the runtime also
+// counts make it an overestimate by GOGC/100 of theirs).
+func liveHeap(t *testing.T, addr string) int64 {
+	t.Helper()
+	goal, gogc := metric(t, addr, "go_memstats_next_gc_bytes"), metric(t, addr, "go_gc_gogc_percent")
+	return int64(goal / (1 + max(gogc, 0)/100))
+}

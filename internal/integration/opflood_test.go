@@ -74,7 +74,7 @@ func TestOperatorFloods(t *testing.T) {
 		}
 		return total
 	}
-	live := func() int64 { return int64(metric(t, metricsAddr[lnode], "go_memstats_next_gc_bytes")) / 2 }
+	live := func() int64 { return liveHeap(t, metricsAddr[lnode]) }
 	audit := filepath.Join(auditDir, lnode.id+".jsonl")
 	type measure struct{ rss, peak, live, disk int64 }
 	// run measures f, and then calls the func it returns (which ends

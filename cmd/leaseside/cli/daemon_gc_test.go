@@ -1,47 +1,22 @@
 package cli
 
 import (
-	"runtime"
-	"runtime/debug"
-	"runtime/metrics"
-	"sync"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/leaseside/leaseside/internal/gctune"
 )
 
-// TestSidecarGCTunerStarts: the sidecar tunes its collections unless
-// GOGC is set, which it leaves alone.
-func TestSidecarGCTunerStarts(t *testing.T) {
-	tests := []struct {
-		name string
-		gogc string
-		want bool
-	}{
-		{name: "unset", gogc: "", want: true},
-		{name: "set by the environment", gogc: "200", want: false},
-		{name: "off by the environment", gogc: "off", want: false},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			started := false
-			got := tuneSidecarGC(func(k string) string {
-				if k == "GOGC" {
-					return tc.gogc
-				}
-				return ""
-			}, func() { started = true })
-			if got != tc.want || started != tc.want {
-				t.Fatalf("GOGC=%q: started %v (reported %v), want %v", tc.gogc, started, got, tc.want)
-			}
-		})
-	}
-}
-
-// runtimeHeapGoal is the Go runtime's heap goal at GOGC p after a
-// collection that left live bytes of heap and roots of stacks and
-// globals (runtime mgcpacer.go, gcControllerState.commit).
-func runtimeHeapGoal(p int, live, roots uint64) uint64 {
-	return max(goHeapMinimum*uint64(p)/100, live+(live+roots)*uint64(p)/100)
+// heapGoal is the Go runtime's heap goal at GOGC p after a collection
+// that left live bytes of heap and roots of stacks and globals (runtime
+// mgcpacer.go, gcControllerState.commit).
+func heapGoal(p int, live, roots uint64) uint64 {
+	return max(gctune.GoHeapMinimum*uint64(p)/100, live+(live+roots)*uint64(p)/100)
 }
 
 // TestSidecarGCGrowth: the heap may grow by what the sidecar allocates
@@ -65,165 +40,98 @@ func TestSidecarGCGrowth(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := sidecarGCGrowth(tc.live, tc.allocated, tc.elapsed); got != tc.want {
+			if got := sidecarGC.Growth(tc.live, tc.allocated, tc.elapsed); got != tc.want {
 				t.Fatalf("growth %d, want %d", got, tc.want)
+			}
+			if p := sidecarGC.Percent(tc.live, 0, tc.want); p < 10 {
+				t.Fatalf("GOGC %d, below 10", p)
 			}
 		})
 	}
 }
 
-// TestSidecarGCPercent: the GOGC chosen is the largest whose heap goal
-// does not pass live + growth.
-func TestSidecarGCPercent(t *testing.T) {
+// TestGrantorGCBounds: a grantor's heap goal is never below GOGC 100's
+// (collections never more often than at Go's default), never more than
+// 64 MiB above it, and a busy grantor collects at most about every
+// 500 ms of its allocation while that allows.
+func TestGrantorGCBounds(t *testing.T) {
 	const MiB = 1 << 20
 	tests := []struct {
-		name                string
-		live, roots, growth uint64
-		wantPercent         int // 0: only check the goal
+		name              string
+		live, roots       uint64
+		rate              uint64 // bytes a second since the last collection
+		wantGrowthAtLeast uint64 // 0: not checked
 	}{
-		{name: "nothing live yet", live: 0, roots: 0, growth: 4 * MiB, wantPercent: 100},
-		{name: "empty sidecar", live: 2 * MiB, roots: 300 << 10, growth: 4 * MiB},
-		{name: "heap minimum decides", live: 1 * MiB, roots: 100 << 10, growth: 4 * MiB, wantPercent: 125},
-		{name: "small growth", live: 2 * MiB, roots: 300 << 10, growth: 1 * MiB},
-		{name: "a quarter", live: 16 * MiB, roots: 0, growth: 4 * MiB, wantPercent: 25},
-		{name: "large heap", live: 400 * MiB, roots: 2 * MiB, growth: 100 * MiB},
-		{name: "huge roots", live: 8 * MiB, roots: 2048 * MiB, growth: 4 * MiB, wantPercent: 10},
+		{name: "idle, small", live: 3 * MiB, roots: 400 << 10, rate: 10 << 10},
+		{name: "idle, large", live: 300 * MiB, roots: 1 * MiB, rate: 10 << 10, wantGrowthAtLeast: 300 * MiB},
+		{name: "lock cycles: 63 MB/s over 5 MiB", live: 5 * MiB, roots: 500 << 10, rate: 63e6, wantGrowthAtLeast: 31e6},
+		{name: "128 MiB/s: at the cap", live: 5 * MiB, roots: 500 << 10, rate: 128 * MiB, wantGrowthAtLeast: 64 * MiB},
+		{name: "1 GiB/s: capped", live: 5 * MiB, roots: 500 << 10, rate: 1024 * MiB, wantGrowthAtLeast: 64 * MiB},
+		{name: "busy, large", live: 200 * MiB, roots: 2 * MiB, rate: 63e6, wantGrowthAtLeast: 200 * MiB},
+		{name: "huge roots", live: 8 * MiB, roots: 512 * MiB, rate: 63e6},
+		{name: "nothing live", live: 0, roots: 0, rate: 63e6, wantGrowthAtLeast: 31e6},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p := sidecarGCPercent(tc.live, tc.roots, tc.growth)
-			if tc.wantPercent != 0 && p != tc.wantPercent {
-				t.Fatalf("GOGC %d, want %d", p, tc.wantPercent)
+			elapsed := time.Second
+			growth := grantorGC.Growth(tc.live, tc.rate, elapsed)
+			if growth < tc.wantGrowthAtLeast {
+				t.Fatalf("growth %d, want at least %d", growth, tc.wantGrowthAtLeast)
 			}
-			if p == 10 {
-				return // the least it sets, whatever the goal
+			p := grantorGC.Percent(tc.live, tc.roots, growth)
+			goal, gogc100 := heapGoal(p, tc.live, tc.roots), heapGoal(100, tc.live, tc.roots)
+			if p < 100 || goal < gogc100 {
+				t.Fatalf("GOGC %d: heap goal %d below GOGC 100's %d", p, goal, gogc100)
 			}
-			target := tc.live + tc.growth
-			if got := runtimeHeapGoal(p, tc.live, tc.roots); got > target {
-				t.Fatalf("GOGC %d: heap goal %d passes the target %d", p, got, target)
+			if goal > max(gogc100, tc.live+64*MiB) {
+				t.Fatalf("GOGC %d: heap goal %d more than 64 MiB above live %d and above GOGC 100's %d", p, goal, tc.live, gogc100)
 			}
-			if next := runtimeHeapGoal(p+1, tc.live, tc.roots); next <= target {
-				t.Fatalf("GOGC %d: %d would still meet the target %d (goal %d)", p, p+1, target, next)
+			// Within its cap, the heap goal leaves 500 ms of allocation
+			// at the rate, less one percent (GOGC is whole).
+			slack := max(tc.live+tc.roots, gctune.GoHeapMinimum)/100 + 1
+			if want := min(tc.rate/2, 64*MiB); goal-tc.live+slack < want {
+				t.Fatalf("GOGC %d: heap goal %d leaves %d above live, under 500 ms at %d B/s", p, goal, goal-tc.live, tc.rate)
 			}
 		})
 	}
 }
 
-// TestSidecarGCTunerSetsTheRuntimesGoal: after a collection, the tuner
-// makes the runtime's own heap goal live + its growth (here, with an hour
-// between collections, max(1 MiB, live/4)), and it tunes again after
-// later collections.
-func TestSidecarGCTunerSetsTheRuntimesGoal(t *testing.T) {
-	sets := make(chan int, 100)
-	tuner := newGCTuner(hourly(), func(p int) int {
-		select {
-		case sets <- p:
-		default:
-		}
-		return 100
-	})
-	defer tuner.stop()
-	// The tuner in the runtime: no other test of the package changes
-	// GOGC in this process (the daemons the tests start are processes of
-	// their own).
-	real := newGCTuner(hourly(), setGCPercentRestoring(t))
-	samples := []metrics.Sample{
-		{Name: "/gc/cycles/total:gc-cycles"}, {Name: "/gc/heap/live:bytes"},
-		{Name: "/gc/scan/stack:bytes"}, {Name: "/gc/scan/globals:bytes"}, {Name: "/gc/heap/goal:bytes"},
+// TestGrantorGCTuner: a `leaseside grantor` tunes its collections, at
+// GOGC 100 or above, unless GOGC is set in its environment, which it
+// keeps.
+func TestGrantorGCTuner(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
 	}
-	real.tune() // an hour before the first collection below
-	var keep [][]byte
-	for _, liveMiB := range []int{0, 64} {
-		keep = append(keep, make([]byte, liveMiB<<20))
-		checked := false
-		for try := 0; try < 20 && !checked; try++ {
-			runtime.GC()
-			metrics.Read(samples[:1])
-			cycle := samples[0].Value.Uint64()
-			real.tune()
-			metrics.Read(samples)
-			if samples[0].Value.Uint64() != cycle {
-				continue // another collection ended in between: again
+	tests := []struct {
+		name     string
+		gogc     string
+		wantLine string
+	}{
+		{name: "unset", gogc: "", wantLine: "grantor: collections tuned"},
+		{name: "set by the environment", gogc: "250", wantLine: "grantor: collections at GOGC from the environment"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("GOGC", tc.gogc)
+			g := startProc(t, "grantor", "grantor", "--node-id", "g1", "--bootstrap-expect", "1", "--data-dir", filepath.Join(t.TempDir(), "g"),
+				"--rpc-addr", "127.0.0.1:0", "--raft-addr", "127.0.0.1:0", "--gossip-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0")
+			g.waitLine(t, tc.wantLine)
+			resp, err := http.Get(field(g.waitLine(t, "serving metrics"), "addr"))
+			if err != nil {
+				t.Fatalf("metrics: %v", err)
 			}
-			live, roots := samples[1].Value.Uint64(), samples[2].Value.Uint64()+samples[3].Value.Uint64()
-			goal := samples[4].Value.Uint64()
-			target := live + max(uint64(sidecarGCMinGrowth), live/sidecarGCShare)
-			// The percent is whole: the goal is at most one percent of
-			// the scanned bytes (or of the heap minimum) under the target.
-			slack := max(live+roots, goHeapMinimum)/100 + 1
-			if goal > target || goal+slack < target {
-				t.Fatalf("%d MiB kept live: the runtime's heap goal is %d with live %d and roots %d, want %d (within %d under)",
-					liveMiB, goal, live, roots, target, slack)
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			var gogc float64
+			for _, l := range strings.Split(string(body), "\n") {
+				if v, ok := strings.CutPrefix(l, "go_gc_gogc_percent "); ok {
+					gogc, _ = strconv.ParseFloat(v, 64)
+				}
 			}
-			checked = true
-		}
-		if !checked {
-			t.Fatalf("%d MiB kept live: other collections ended during every one of 20 tries", liveMiB)
-		}
-	}
-	runtime.KeepAlive(keep)
-	keep = nil
-
-	// The test's own tuner, armed: it tunes after a collection, and again
-	// after later ones (64 MiB live lowers the percent it sets).
-	runtime.GC()
-	tuner.tune() // an hour ago, with little live
-	tuner.arm()
-	first := waitGCTunerSet(t, sets)
-	keep = append(keep, make([]byte, 64<<20))
-	for {
-		if p := waitGCTunerSet(t, sets); p < first {
-			break
-		}
-	}
-	runtime.KeepAlive(keep)
-}
-
-// hourly is a clock that moves an hour at every reading.
-func hourly() func() time.Time {
-	var mu sync.Mutex
-	t := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
-	return func() time.Time {
-		mu.Lock()
-		defer mu.Unlock()
-		t = t.Add(time.Hour)
-		return t
+			if (tc.gogc == "" && gogc < 100) || (tc.gogc != "" && strconv.FormatFloat(gogc, 'f', -1, 64) != tc.gogc) {
+				t.Fatalf("GOGC=%q in the environment: go_gc_gogc_percent %v", tc.gogc, gogc)
+			}
+		})
 	}
 }
-
-// waitGCTunerSet collects until the tuner sets a percent, and returns it.
-func waitGCTunerSet(t *testing.T, sets <-chan int) int {
-	t.Helper()
-	deadline := time.After(30 * time.Second)
-	for {
-		runtime.GC()
-		select {
-		case p := <-sets:
-			return p
-		case <-deadline:
-			t.Fatal("the tuner set no GOGC within 30 s of collections")
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-}
-
-// setGCPercentRestoring is debug.SetGCPercent, with the percent of
-// before restored when the test ends.
-func setGCPercentRestoring(t *testing.T) func(int) int {
-	var old = -2
-	t.Cleanup(func() {
-		if old != -2 {
-			debugSetGCPercent(old)
-		}
-	})
-	return func(p int) int {
-		prev := debugSetGCPercent(p)
-		if old == -2 {
-			old = prev
-		}
-		return prev
-	}
-}
-
-// debugSetGCPercent is debug.SetGCPercent.
-var debugSetGCPercent = debug.SetGCPercent

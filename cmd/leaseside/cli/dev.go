@@ -105,6 +105,9 @@ func runDev(ctx context.Context, e *env, o *devOptions) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
+	// The grantor's collection policy: its allocation is the most of
+	// this process's.
+	tuneGrantorGCProcess(log) // grantor_gc.go
 	gcfg := grantor.DefaultConfig()
 	gcfg.NodeID = "dev"
 	gcfg.DataDir = filepath.Join(o.dataDir, "grantor")

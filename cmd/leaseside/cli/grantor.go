@@ -446,6 +446,7 @@ func runGrantor(ctx context.Context, e *env, o grantorOptions, lf logFlags) erro
 	if err := applyMemoryLimit(o.MemoryLimit, log); err != nil {
 		return err
 	}
+	tuneGrantorGCProcess(log) // grantor_gc.go
 	if err := clockwatch.CheckHost(); err != nil {
 		log.Error("refusing to start", "err", err)
 		return exitCode(ExitError)

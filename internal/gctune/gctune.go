@@ -1,0 +1,188 @@
+// Package gctune sets the Go collector's target, GOGC, after every
+// collection, from the heap the collection left live and the rate the
+// process allocated at since the one before, within the bounds of a
+// Policy. The sidecar and the grantor each run one with a policy of
+// their own (cmd/leaseside/cli: daemon_gc.go, grantor_gc.go).
+//
+// The runtime's heap goal at GOGC p is max(4 MiB·p/100, live +
+// (live+roots)·p/100), roots being the stacks and globals it scans
+// (runtime mgcpacer.go, gcControllerState.commit): at a fixed GOGC a
+// process with a small live heap collects after every few MiB it
+// allocates, however fast it allocates them, and one with a large live
+// heap keeps as much again in garbage. The tuner aims the goal at live +
+// growth instead, growth being what the process allocates in the
+// policy's interval at its latest rate, within the policy's bounds.
+//
+// A soft memory limit (GOMEMLIMIT, debug.SetMemoryLimit) still holds: the
+// runtime collects before it whatever GOGC is. GOGC set in the
+// environment wins: Start then starts nothing.
+package gctune
+
+import (
+	"os"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// GoHeapMinimum is the runtime's smallest heap goal at GOGC 100 (runtime
+// defaultHeapMinimum); at GOGC p it is GoHeapMinimum*p/100.
+const GoHeapMinimum = 4 << 20
+
+// Policy bounds the growth the tuner allows before the next collection:
+// max(clamp(allocation rate × Interval, MinGrowth, MaxGrowth),
+// live/LiveShare), and then never a GOGC below MinPercent.
+type Policy struct {
+	// LiveShare: the heap may always grow by live/LiveShare (4: as GOGC
+	// 25 lets it; 1: as GOGC 100 does, less the roots).
+	LiveShare uint64
+	// Interval is the least time between two collections the tuner aims
+	// at while the process allocates steadily.
+	Interval time.Duration
+	// MinGrowth and MaxGrowth bound the growth the allocation rate asks
+	// for (MaxGrowth when the rate is not known yet).
+	MinGrowth, MaxGrowth uint64
+	// MinPercent is the least GOGC set, whatever the growth (at least 10:
+	// GOGC 0 would collect without end).
+	MinPercent int
+}
+
+// Growth returns how much the heap may grow before the next collection,
+// after one that left live bytes, when allocated bytes were allocated in
+// the elapsed time since the one before (elapsed 0: not known yet, which
+// allows MaxGrowth).
+func (p Policy) Growth(live, allocated uint64, elapsed time.Duration) uint64 {
+	byRate := p.MaxGrowth
+	if elapsed > 0 {
+		byRate = uint64(float64(allocated) * float64(p.Interval) / float64(elapsed))
+	}
+	byRate = min(max(byRate, p.MinGrowth), p.MaxGrowth)
+	return max(byRate, live/max(p.LiveShare, 1))
+}
+
+// Percent returns the GOGC that makes the runtime's next heap goal live +
+// growth, or just under it, after a collection that left live bytes of
+// heap and roots bytes of stacks and globals to scan; never below
+// p.MinPercent. Both terms of the runtime's goal grow with GOGC, so the
+// GOGC that meets the target is the smaller of the two that meet it
+// alone.
+func (p Policy) Percent(live, roots, growth uint64) int {
+	pc := 100 * (live + growth) / GoHeapMinimum
+	if scanned := live + roots; scanned > 0 {
+		pc = min(pc, 100*growth/scanned)
+	}
+	return int(max(pc, uint64(max(p.MinPercent, 10))))
+}
+
+// Tuner sets GOGC after every collection with its policy. Tune is called
+// from one goroutine at a time (the cleanup Arm registers, or a test).
+type Tuner struct {
+	policy  Policy
+	samples []metrics.Sample // live heap, stacks, globals, bytes allocated
+	now     func() time.Time
+	set     func(int) int // debug.SetGCPercent
+	// Only Tune touches these.
+	last      int       // the GOGC set last
+	allocated uint64    // bytes allocated in all, at the last Tune
+	at        time.Time // when
+	stopped   atomic.Bool
+}
+
+// NewTuner returns a tuner with policy p that reads the time with now and
+// sets the collection target with set.
+func NewTuner(p Policy, now func() time.Time, set func(int) int) *Tuner {
+	return &Tuner{
+		policy: p,
+		samples: []metrics.Sample{
+			{Name: "/gc/heap/live:bytes"},
+			{Name: "/gc/scan/stack:bytes"},
+			{Name: "/gc/scan/globals:bytes"},
+			{Name: "/gc/heap/allocs:bytes"},
+		},
+		now: now,
+		set: set,
+	}
+}
+
+// Tune reads what the latest collection left and what was allocated
+// since the previous Tune, and sets GOGC from them when it changed; it
+// returns the GOGC in force.
+func (t *Tuner) Tune() int {
+	metrics.Read(t.samples)
+	now := t.now()
+	var v [4]uint64
+	for i, s := range t.samples {
+		if s.Value.Kind() == metrics.KindUint64 {
+			v[i] = s.Value.Uint64()
+		}
+	}
+	var elapsed time.Duration
+	if !t.at.IsZero() {
+		elapsed = max(now.Sub(t.at), 1)
+	}
+	growth := t.policy.Growth(v[0], v[3]-min(t.allocated, v[3]), elapsed)
+	t.allocated, t.at = v[3], now
+	if p := t.policy.Percent(v[0], v[1]+v[2], growth); p != t.last {
+		t.set(p)
+		t.last = p
+	}
+	return t.last
+}
+
+// sentinel is an object made only to be collected: its cleanup runs
+// after the collection that found it unreachable. It holds a pointer so
+// that the runtime's tiny allocator never batches it with other objects.
+type sentinel struct {
+	_ *byte
+	_ [8]byte
+}
+
+// Arm has t Tune after the next collection, and Arm itself again then,
+// until Stop.
+func (t *Tuner) Arm() {
+	runtime.AddCleanup(new(sentinel), func(t *Tuner) {
+		if t.stopped.Load() {
+			return
+		}
+		t.Tune()
+		t.Arm()
+	}, t)
+}
+
+// Stop ends the tuning after the next collection (for tests: a process
+// tunes until it exits).
+func (t *Tuner) Stop() { t.stopped.Store(true) }
+
+// Start calls start unless the environment (getenv("GOGC")) chose a
+// target; it reports whether it called it.
+func Start(getenv func(string) string, start func()) bool {
+	if getenv("GOGC") != "" {
+		return false
+	}
+	start()
+	return true
+}
+
+// processOnce starts the process's tuner once, however many servers a
+// process (a test) runs.
+var processOnce sync.Once
+
+// StartProcess tunes this process's collections with policy p, from the
+// heap of now and again after every collection, unless GOGC is set in
+// the environment or a tuner already runs; it reports whether it started
+// one.
+func StartProcess(p Policy) bool {
+	started := false
+	Start(os.Getenv, func() {
+		processOnce.Do(func() {
+			t := NewTuner(p, time.Now, debug.SetGCPercent)
+			t.Tune()
+			t.Arm()
+			started = true
+		})
+	})
+	return started
+}

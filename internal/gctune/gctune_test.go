@@ -1,0 +1,236 @@
+package gctune
+
+import (
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"sync"
+	"testing"
+	"time"
+)
+
+// testPolicy is the sidecar's policy of cmd/leaseside/cli, whose figures
+// the tables below were first written with.
+var testPolicy = Policy{LiveShare: 4, Interval: 200 * time.Millisecond, MinGrowth: 1 << 20, MaxGrowth: 8 << 20, MinPercent: 10}
+
+// TestStart: a tuner starts unless GOGC is set, which it leaves alone.
+func TestStart(t *testing.T) {
+	tests := []struct {
+		name string
+		gogc string
+		want bool
+	}{
+		{name: "unset", gogc: "", want: true},
+		{name: "set by the environment", gogc: "200", want: false},
+		{name: "off by the environment", gogc: "off", want: false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			started := false
+			got := Start(func(k string) string {
+				if k == "GOGC" {
+					return tc.gogc
+				}
+				return ""
+			}, func() { started = true })
+			if got != tc.want || started != tc.want {
+				t.Fatalf("GOGC=%q: started %v (reported %v), want %v", tc.gogc, started, got, tc.want)
+			}
+		})
+	}
+}
+
+// runtimeHeapGoal is the Go runtime's heap goal at GOGC p after a
+// collection that left live bytes of heap and roots of stacks and
+// globals (runtime mgcpacer.go, gcControllerState.commit).
+func runtimeHeapGoal(p int, live, roots uint64) uint64 {
+	return max(GoHeapMinimum*uint64(p)/100, live+(live+roots)*uint64(p)/100)
+}
+
+// TestGrowth: the heap may grow by what is allocated in the interval at
+// the latest rate, within the bounds, or by live/LiveShare, whichever is
+// more.
+func TestGrowth(t *testing.T) {
+	const MiB = 1 << 20
+	tests := []struct {
+		name            string
+		live, allocated uint64
+		elapsed         time.Duration
+		want            uint64
+	}{
+		{name: "nothing known yet", live: 2 * MiB, want: 8 * MiB},
+		{name: "idle", live: 2 * MiB, allocated: 100 << 10, elapsed: 2 * time.Minute, want: 1 * MiB},
+		{name: "idle with much live", live: 40 * MiB, allocated: 1 * MiB, elapsed: 2 * time.Minute, want: 10 * MiB},
+		{name: "busy: 20 MB/s", live: 3 * MiB, allocated: 4 * MiB, elapsed: 200 * time.Millisecond, want: 4 * MiB},
+		{name: "busy: 15 MiB/s over 100 ms", live: 3 * MiB, allocated: 3 * MiB / 2, elapsed: 100 * time.Millisecond, want: 3 * MiB},
+		{name: "very busy: capped", live: 3 * MiB, allocated: 100 * MiB, elapsed: time.Second, want: 8 * MiB},
+		{name: "busy with much live", live: 80 * MiB, allocated: 4 * MiB, elapsed: 200 * time.Millisecond, want: 20 * MiB},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := testPolicy.Growth(tc.live, tc.allocated, tc.elapsed); got != tc.want {
+				t.Fatalf("growth %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestPercent: the GOGC chosen is the largest whose heap goal does not
+// pass live + growth, or the policy's least.
+func TestPercent(t *testing.T) {
+	const MiB = 1 << 20
+	tests := []struct {
+		name                string
+		minPercent          int
+		live, roots, growth uint64
+		wantPercent         int // 0: only check the goal
+	}{
+		{name: "nothing live yet", live: 0, roots: 0, growth: 4 * MiB, wantPercent: 100},
+		{name: "small heap", live: 2 * MiB, roots: 300 << 10, growth: 4 * MiB},
+		{name: "heap minimum decides", live: 1 * MiB, roots: 100 << 10, growth: 4 * MiB, wantPercent: 125},
+		{name: "small growth", live: 2 * MiB, roots: 300 << 10, growth: 1 * MiB},
+		{name: "a quarter", live: 16 * MiB, roots: 0, growth: 4 * MiB, wantPercent: 25},
+		{name: "large heap", live: 400 * MiB, roots: 2 * MiB, growth: 100 * MiB},
+		{name: "huge roots", live: 8 * MiB, roots: 2048 * MiB, growth: 4 * MiB, wantPercent: 10},
+		{name: "the policy's least", minPercent: 100, live: 16 * MiB, roots: 0, growth: 4 * MiB, wantPercent: 100},
+		{name: "never below 10", minPercent: 5, live: 8 * MiB, roots: 2048 * MiB, growth: 4 * MiB, wantPercent: 10},
+		{name: "above the policy's least", minPercent: 100, live: 4 * MiB, roots: 0, growth: 30 * MiB},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pol := testPolicy
+			if tc.minPercent != 0 {
+				pol.MinPercent = tc.minPercent
+			}
+			p := pol.Percent(tc.live, tc.roots, tc.growth)
+			if tc.wantPercent != 0 && p != tc.wantPercent {
+				t.Fatalf("GOGC %d, want %d", p, tc.wantPercent)
+			}
+			if p == max(pol.MinPercent, 10) {
+				return // the least it sets, whatever the goal
+			}
+			target := tc.live + tc.growth
+			if got := runtimeHeapGoal(p, tc.live, tc.roots); got > target {
+				t.Fatalf("GOGC %d: heap goal %d passes the target %d", p, got, target)
+			}
+			if next := runtimeHeapGoal(p+1, tc.live, tc.roots); next <= target {
+				t.Fatalf("GOGC %d: %d would still meet the target %d (goal %d)", p, p+1, target, next)
+			}
+		})
+	}
+}
+
+// TestTunerSetsTheRuntimesGoal: after a collection, the tuner makes the
+// runtime's own heap goal live + its growth (here, with an hour between
+// collections, max(1 MiB, live/4)), and it tunes again after later
+// collections.
+func TestTunerSetsTheRuntimesGoal(t *testing.T) {
+	sets := make(chan int, 100)
+	tuner := NewTuner(testPolicy, hourly(), func(p int) int {
+		select {
+		case sets <- p:
+		default:
+		}
+		return 100
+	})
+	defer tuner.Stop()
+	// The tuner in the runtime: no other test of the package changes
+	// GOGC in this process.
+	real := NewTuner(testPolicy, hourly(), setGCPercentRestoring(t))
+	samples := []metrics.Sample{
+		{Name: "/gc/cycles/total:gc-cycles"}, {Name: "/gc/heap/live:bytes"},
+		{Name: "/gc/scan/stack:bytes"}, {Name: "/gc/scan/globals:bytes"}, {Name: "/gc/heap/goal:bytes"},
+	}
+	real.Tune() // an hour before the first collection below
+	var keep [][]byte
+	for _, liveMiB := range []int{0, 64} {
+		keep = append(keep, make([]byte, liveMiB<<20))
+		checked := false
+		for try := 0; try < 20 && !checked; try++ {
+			runtime.GC()
+			metrics.Read(samples[:1])
+			cycle := samples[0].Value.Uint64()
+			real.Tune()
+			metrics.Read(samples)
+			if samples[0].Value.Uint64() != cycle {
+				continue // another collection ended in between: again
+			}
+			live, roots := samples[1].Value.Uint64(), samples[2].Value.Uint64()+samples[3].Value.Uint64()
+			goal := samples[4].Value.Uint64()
+			target := live + max(testPolicy.MinGrowth, live/testPolicy.LiveShare)
+			// The percent is whole: the goal is at most one percent of
+			// the scanned bytes (or of the heap minimum) under the target.
+			slack := max(live+roots, GoHeapMinimum)/100 + 1
+			if goal > target || goal+slack < target {
+				t.Fatalf("%d MiB kept live: the runtime's heap goal is %d with live %d and roots %d, want %d (within %d under)",
+					liveMiB, goal, live, roots, target, slack)
+			}
+			checked = true
+		}
+		if !checked {
+			t.Fatalf("%d MiB kept live: other collections ended during every one of 20 tries", liveMiB)
+		}
+	}
+	runtime.KeepAlive(keep)
+	keep = nil
+
+	// The test's own tuner, armed: it tunes after a collection, and again
+	// after later ones (64 MiB live lowers the percent it sets).
+	runtime.GC()
+	tuner.Tune() // an hour ago, with little live
+	tuner.Arm()
+	first := waitTunerSet(t, sets)
+	keep = append(keep, make([]byte, 64<<20))
+	for {
+		if p := waitTunerSet(t, sets); p < first {
+			break
+		}
+	}
+	runtime.KeepAlive(keep)
+}
+
+// hourly is a clock that moves an hour at every reading.
+func hourly() func() time.Time {
+	var mu sync.Mutex
+	t := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
+	return func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		t = t.Add(time.Hour)
+		return t
+	}
+}
+
+// waitTunerSet collects until the tuner sets a percent, and returns it.
+func waitTunerSet(t *testing.T, sets <-chan int) int {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		runtime.GC()
+		select {
+		case p := <-sets:
+			return p
+		case <-deadline:
+			t.Fatal("the tuner set no GOGC within 30 s of collections")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// setGCPercentRestoring is debug.SetGCPercent, with the percent of
+// before restored when the test ends.
+func setGCPercentRestoring(t *testing.T) func(int) int {
+	var old = -2
+	t.Cleanup(func() {
+		if old != -2 {
+			debug.SetGCPercent(old)
+		}
+	})
+	return func(p int) int {
+		prev := debug.SetGCPercent(p)
+		if old == -2 {
+			old = prev
+		}
+		return prev
+	}
+}
