@@ -34,7 +34,8 @@ const GoHeapMinimum = 4 << 20
 
 // Policy bounds the growth the tuner allows before the next collection:
 // max(clamp(allocation rate × Interval, MinGrowth, MaxGrowth),
-// live/LiveShare), and then never a GOGC below MinPercent.
+// live/LiveShare) (StartGrowth for clamp(...) until the rate is known),
+// and then never a GOGC below MinPercent.
 type Policy struct {
 	// LiveShare: the heap may always grow by live/LiveShare (4: as GOGC
 	// 25 lets it; 1: as GOGC 100 does, less the roots).
@@ -43,8 +44,11 @@ type Policy struct {
 	// at while the process allocates steadily.
 	Interval time.Duration
 	// MinGrowth and MaxGrowth bound the growth the allocation rate asks
-	// for (MaxGrowth when the rate is not known yet).
+	// for.
 	MinGrowth, MaxGrowth uint64
+	// StartGrowth stands for the rate's growth until the rate is known:
+	// at the tuner's first Tune, before a collection was seen.
+	StartGrowth uint64
 	// MinPercent is the least GOGC set, whatever the growth (at least 10:
 	// GOGC 0 would collect without end).
 	MinPercent int
@@ -53,13 +57,13 @@ type Policy struct {
 // Growth returns how much the heap may grow before the next collection,
 // after one that left live bytes, when allocated bytes were allocated in
 // the elapsed time since the one before (elapsed 0: not known yet, which
-// allows MaxGrowth).
+// allows StartGrowth).
 func (p Policy) Growth(live, allocated uint64, elapsed time.Duration) uint64 {
-	byRate := p.MaxGrowth
+	byRate := p.StartGrowth
 	if elapsed > 0 {
 		byRate = uint64(float64(allocated) * float64(p.Interval) / float64(elapsed))
+		byRate = min(max(byRate, p.MinGrowth), p.MaxGrowth)
 	}
-	byRate = min(max(byRate, p.MinGrowth), p.MaxGrowth)
 	return max(byRate, live/max(p.LiveShare, 1))
 }
 

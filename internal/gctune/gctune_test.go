@@ -11,7 +11,7 @@ import (
 
 // testPolicy is the sidecar's policy of cmd/leaseside/cli, whose figures
 // the tables below were first written with.
-var testPolicy = Policy{LiveShare: 4, Interval: 200 * time.Millisecond, MinGrowth: 1 << 20, MaxGrowth: 8 << 20, MinPercent: 10}
+var testPolicy = Policy{LiveShare: 4, Interval: 200 * time.Millisecond, MinGrowth: 1 << 20, MaxGrowth: 8 << 20, StartGrowth: 8 << 20, MinPercent: 10}
 
 // TestStart: a tuner starts unless GOGC is set, which it leaves alone.
 func TestStart(t *testing.T) {

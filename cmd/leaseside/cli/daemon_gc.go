@@ -20,15 +20,17 @@ import (
 // So the heap may grow by a quarter of the live heap the collection left
 // (as at GOGC 25, which keeps a large lease table's memory down), or by
 // what the sidecar allocates in 200 ms at the rate it allocated since the
-// previous collection, within 1 and 8 MiB, whichever is more. A busy
-// sidecar then collects at most about five times a second while its
-// growth allows, whatever it holds, and an idle one keeps 25% above live.
+// previous collection, within 1 and 8 MiB (8 MiB until a collection
+// gives a rate), whichever is more. A busy sidecar then collects at most
+// about five times a second while its growth allows, whatever it holds,
+// and an idle one keeps 25% above live.
 var sidecarGC = gctune.Policy{
-	LiveShare:  4,
-	Interval:   200 * time.Millisecond,
-	MinGrowth:  1 << 20, // GOGC 25's smallest heap goal
-	MaxGrowth:  8 << 20, // what a busy sidecar may hold above live
-	MinPercent: 10,
+	LiveShare:   4,
+	Interval:    200 * time.Millisecond,
+	MinGrowth:   1 << 20, // GOGC 25's smallest heap goal
+	MaxGrowth:   8 << 20, // what a busy sidecar may hold above live
+	StartGrowth: 8 << 20,
+	MinPercent:  10,
 }
 
 // tuneSidecarGCProcess starts the sidecar's collection tuner in this

@@ -94,6 +94,11 @@ func TestGrantorGCBounds(t *testing.T) {
 			}
 		})
 	}
+	// Before a collection gives a rate: 4 MiB, not the 64 MiB cap, so a
+	// grantor that starts under load collects early.
+	if got := grantorGC.Growth(2*MiB, 0, 0); got != 4*MiB {
+		t.Fatalf("growth before a rate is known: %d, want 4 MiB", got)
+	}
 }
 
 // TestGrantorGCTuner: a `leaseside grantor` tunes its collections, at

@@ -18,19 +18,22 @@ import (
 // (docs/performance.md, "Issue 25: lock cycles, round 2").
 //
 // So the heap may grow by what the grantor allocates in 500 ms at the
-// rate it allocated since the previous collection, within 4 and 64 MiB,
-// and never by less than GOGC 100 allows: a busy leader collects about
+// rate it allocated since the previous collection, within 4 and 64 MiB
+// (4 MiB until a collection gives a rate: a grantor that starts under
+// load does not make its first collection wait for 64 MiB), and never by
+// less than GOGC 100 allows: a busy leader collects about
 // twice a second until its allocation passes 128 MiB/s, an idle grantor
 // as at GOGC 100. The heap goal is then at most 64 MiB above GOGC 100's,
 // which is what the tuner can add to a grantor's RSS (docs/limits.md); a
 // soft memory limit (--memory-limit, GOMEMLIMIT, the cgroup's) still
 // holds.
 var grantorGC = gctune.Policy{
-	LiveShare:  1,
-	Interval:   500 * time.Millisecond,
-	MinGrowth:  gctune.GoHeapMinimum,
-	MaxGrowth:  64 << 20,
-	MinPercent: 100,
+	LiveShare:   1,
+	Interval:    500 * time.Millisecond,
+	MinGrowth:   gctune.GoHeapMinimum,
+	MaxGrowth:   64 << 20,
+	StartGrowth: gctune.GoHeapMinimum,
+	MinPercent:  100,
 }
 
 // tuneGrantorGCProcess starts the grantor's collection tuner in this
