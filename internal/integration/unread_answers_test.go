@@ -39,9 +39,9 @@ func TestUnreadAnswersFloodIsBounded(t *testing.T) {
 	defer cancel()
 	victim := attack.Victim(ctx, grpcDialer(t, p.creds("sidecar", "victim")), addr, "victim-1", 3*time.Second, 200*time.Millisecond)
 
-	// The heap that survived the leader's last collection (GOGC is 100);
+	// The heap that survived the leader's last collection (liveHeap);
 	// the flood's 32,000 calls make many.
-	live := func() int64 { return int64(metric(t, maddr, "go_memstats_next_gc_bytes")) / 2 }
+	live := func() int64 { return liveHeap(t, maddr) }
 	const refusedCalls = `leaseside_grantor_account_refused_total{limit="calls"}`
 	before, refused0 := live(), metric(t, maddr, refusedCalls)
 	p.creds("sidecar", "flood")
