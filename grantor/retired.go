@@ -180,6 +180,7 @@ func (n *Node) askRetired(ctx context.Context, c raft.Configuration) retiredRoun
 		}
 		return logged[id]
 	}
+	askedAt := map[string]string{} // the address each was last asked at
 	ask := func(ids []string) {
 		type answer struct {
 			id   string
@@ -188,6 +189,7 @@ func (n *Node) askRetired(ctx context.Context, c raft.Configuration) retiredRoun
 		ch := make(chan answer, len(ids))
 		var wg sync.WaitGroup
 		for _, id := range ids {
+			askedAt[id] = addr(id)
 			wg.Add(1)
 			go func(id, rpcAddr string) {
 				defer wg.Done()
@@ -198,7 +200,7 @@ func (n *Node) askRetired(ctx context.Context, c raft.Configuration) retiredRoun
 					resp = nil
 				}
 				ch <- answer{id, resp}
-			}(id, addr(id))
+			}(id, askedAt[id])
 		}
 		wg.Wait()
 		close(ch)
@@ -225,8 +227,16 @@ func (n *Node) askRetired(ctx context.Context, c raft.Configuration) retiredRoun
 			agree = false
 		}
 	}
+	// again: whether id is to be asked (again) now: never asked, or asked
+	// without an answer that counts at another address than a counted
+	// answer now gives (a voter whose address this node's log or state
+	// had wrong or lacked: review rev2 of db42730).
+	again := func(id string) bool {
+		resp, asked := answers[id]
+		return id != self && (!asked || resp == nil && addr(id) != askedAt[id])
+	}
 	if leader != "" && agree && leader != self {
-		if _, asked := answers[leader]; !asked {
+		if again(leader) {
 			ask([]string{leader})
 		}
 		if lr := answers[leader]; lr != nil && lr.GetLeaderId() == leader {
@@ -234,7 +244,7 @@ func (n *Node) askRetired(ctx context.Context, c raft.Configuration) retiredRoun
 			r.voters, _ = answerVoters(leader, lr)
 			var rest []string
 			for _, id := range r.voters {
-				if _, asked := answers[id]; !asked && id != self {
+				if again(id) {
 					rest = append(rest, id)
 				}
 			}
