@@ -34,11 +34,29 @@ import (
 // refused and discarded, and so is one in which every deadline has
 // passed.
 
-// seqJump is how far the request seq of a restored session jumps past the
-// one last written: requests numbered after the last write (a kill -9
-// leaves no final write) must never be numbered again, as the grantor
+// A restored session's request seqs start at the process's start on
+// CLOCK_BOOTTIME in ns (restoredSeq): requests numbered after the last
+// write (a kill -9 leaves no final write; a process whose writes all
+// failed leaves none) must never be numbered again, as the grantor
 // refuses a seq below its floor and answers a reused one from its record.
+// A process numbers fewer requests than the ns it runs, so every seq it
+// used is below the start of any later process of this boot (no state of
+// another is restored).
+//
+// seqJump is how far the seq jumps past the one written when that is not
+// below the start: a state of a daemon that numbered from the written seq
+// plus seqJump (before the rule above), whose seqs may run ahead of the
+// clock.
 const seqJump = 1 << 32
+
+// restoredSeq is the last seq taken as used in a restored session whose
+// written seq is written, by a process started at start (ns).
+func restoredSeq(written, start uint64) uint64 {
+	if written < start {
+		return start
+	}
+	return written + seqJump
+}
 
 // resumeGrace is how long a restored lease whose owner was a connection
 // waits for its client to come back (op resume) before it is released as
@@ -427,17 +445,19 @@ func (d *Daemon) unresumable(st *stateRecord, boot bootClock) string {
 }
 
 // restore takes in the state of a previous process: its sessions (their
-// request seqs jump ahead, seqJump), and its leases that are still valid,
+// request seqs start at this process's start, restoredSeq), and its leases that are still valid,
 // each due for renewal at once. A pid owner is watched again if it is the
 // same process (pid and start time), and its lease ends as the owner's
 // end otherwise; a connection owner has resumeGrace to resume its lease.
 func (d *Daemon) restore(st *stateRecord) {
 	g := d.g
+	now := d.clock.Now()
+	floor := uint64(max(now.Nanoseconds(), 0))
 	g.mu.Lock()
 	g.session = st.Session
 	byID := map[string]*gsession{}
 	for _, s := range st.Sessions {
-		gs := &gsession{id: s.ID, ttl: time.Duration(s.TTLNs), seq: s.Seq + seqJump, inflight: map[uint64]struct{}{}}
+		gs := &gsession{id: s.ID, ttl: time.Duration(s.TTLNs), seq: restoredSeq(s.Seq, floor), inflight: map[uint64]struct{}{}}
 		g.sessions[gs.ttl] = gs
 		byID[gs.id] = gs
 	}
@@ -451,8 +471,6 @@ func (d *Daemon) restore(st *stateRecord) {
 	// start on CLOCK_BOOTTIME in ns, later than any earlier process's of
 	// this boot (no state of another is restored), which gave fewer ids
 	// than the nanoseconds it ran (review rev1, finding 1).
-	now := d.clock.Now()
-	floor := uint64(max(now.Nanoseconds(), 0))
 	start, detached := ownerCounters(st.Leases)
 	d.ps.start = max(st.Start, start, floor) + 1
 	d.detached.Store(max(st.Detached, detached, floor))

@@ -3,6 +3,7 @@ package daemon
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -31,8 +32,9 @@ func copyState(t *testing.T, src, dst string) {
 }
 
 // acquireOwners acquires a detached lease and one owned by a new
-// connection, and returns the owner ids the grantor saw.
-func (r *restartRig) acquireOwners(t *testing.T, name string) (detached, conn string) {
+// connection, and returns the owner ids the grantor saw, and the
+// requests' seqs.
+func (r *restartRig) acquireOwners(t *testing.T, name string) (detached, conn string, seqs []uint64) {
 	t.Helper()
 	c := &ipc.Client{Socket: r.sock}
 	defer c.Close()
@@ -54,10 +56,12 @@ func (r *restartRig) acquireOwners(t *testing.T, name string) (detached, conn st
 		case <-ctxT(t).Done():
 			t.Fatal("no acquire at the grantor")
 		}
+		seqs = append(seqs, req.GetId().GetSeq())
 		return req.GetOwner()
 	}
-	return ownerOf(ipc.AcquireOptions{TTL: 9 * time.Second, Owner: ipc.OwnerDetached}, name+"/det"),
-		ownerOf(ipc.AcquireOptions{TTL: 9 * time.Second}, name+"/conn")
+	detached = ownerOf(ipc.AcquireOptions{TTL: 9 * time.Second, Owner: ipc.OwnerDetached}, name+"/det")
+	conn = ownerOf(ipc.AcquireOptions{TTL: 9 * time.Second}, name+"/conn")
+	return detached, conn, seqs
 }
 
 // Review rev1 finding 1: a process whose state writes failed (a full
@@ -80,15 +84,23 @@ func TestOwnerIDsNotReusedAfterUnwrittenProcess(t *testing.T) {
 
 	r.clock.Advance(time.Second)
 	_, stop2 := r.start(t)
-	det2, conn2 := r.acquireOwners(t, "p2")
+	det2, conn2, seqs2 := r.acquireOwners(t, "p2")
 	stop2()
 	copyState(t, saved, r.cfg.StateDir) // process 2 wrote nothing that stayed
 
 	r.clock.Advance(time.Second)
 	r.start(t)
-	det3, conn3 := r.acquireOwners(t, "p3")
+	det3, conn3, seqs3 := r.acquireOwners(t, "p3")
 	if det3 == det2 || conn3 == conn2 {
 		t.Fatalf("process 3 named its owners %s and %s; process 2, whose grants it does not know, used %s and %s", det3, conn3, det2, conn2)
+	}
+	// Review rev1 open finding 4: nor its request seqs (the grantor
+	// answers a reused seq from its record of process 2's request, or
+	// refuses it as below the session's floor). Fails with seqs that
+	// restart at the written seq plus seqJump: process 3 numbers its
+	// requests as process 2 did.
+	if seqs3[0] <= slices.Max(seqs2) {
+		t.Fatalf("process 3 numbered its requests from %d; process 2 used up to %d", seqs3[0], slices.Max(seqs2))
 	}
 }
 
