@@ -72,8 +72,8 @@ func retiredCluster(t *testing.T, p *testPKI) (*gossipCluster, map[string]*lineL
 	return c, logs
 }
 
-// restartAt starts n again on its data dir and at its addresses (gRPC
-// and gossip; raft too with sameRaft, else another port), joining gossip
+// restartAt starts n again on its data dir, at its gossip address (raft
+// too with sameRaft, else another port; gRPC always on another), joining gossip
 // through seed, logging into a new lineLog; n must have stopped. With
 // seed "" it joins nobody, on another gossip port: the others, which
 // gossip to a dead member's address for a while, do not find it either
@@ -86,7 +86,10 @@ func retiredCluster(t *testing.T, p *testPKI) (*gossipCluster, map[string]*lineL
 func restartAt(t *testing.T, n *running, seed string, sameRaft bool) (*running, *lineLog) {
 	t.Helper()
 	cfg := n.cfg
-	cfg.RPCAddr = n.RPCAddr()
+	// A new gRPC port: the old one, released by the stopped grantor, is
+	// in the ephemeral range, where another process's connection may take
+	// it before the restart binds it (nothing here needs it to be the same).
+	cfg.RPCAddr = "127.0.0.1:0"
 	if sameRaft {
 		cfg.RaftAddr = n.RaftAddr()
 	}
