@@ -49,6 +49,9 @@ type Daemon struct {
 	// ends holds the grants of each session that its keepalives name
 	// for the grantor to end (ends.go), under mu.
 	ends map[*gsession]*sessionEnds
+	// previous tells a previous process's grants by (orphans.go); nil
+	// when nothing was restored. Set before anything is served.
+	previous *previousOwners
 	// uids counts each local user's leases (limits.go), under mu.
 	uids map[int]*perUID
 	// floor is the largest timing model assumed in the daemon's life.

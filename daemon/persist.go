@@ -474,16 +474,18 @@ func (d *Daemon) restore(st *stateRecord) {
 	start, detached := ownerCounters(st.Leases)
 	d.ps.start = max(st.Start, start, floor) + 1
 	d.detached.Store(max(st.Detached, detached, floor))
+	d.previous = &previousOwners{start: now, detached: d.detached.Load(), conn: d.ps.start, restored: map[grantKey]bool{}}
 	d.ps.seq = st.lastSeq // the new log's lines come after every old one
 
 	var kept, lapsed, gone int
 	var ended []*lease
 	d.mu.Lock()
-	// Grants the previous process made and never listed (a reply it did
-	// not live to see, a release it did not send, a grant it named untold
-	// and did not see ended) are not ended by this one: it cannot tell
-	// them from grants whose owner may still act (issue 22 item 3): they
-	// stand while the session is renewed, until it ends at the grantor.
+	// Grants the previous process made and did not write (a reply it did
+	// not live to see, a grant told while its writes failed) and those
+	// that lapse here are not ended now: an owner may still act on one
+	// until the deadline it was told (issue 22 item 3). Once that has
+	// passed, the keepalive listings end those of a previous process's
+	// owners (orphans.go).
 	for _, r := range st.Leases {
 		sess := byID[r.SessionID]
 		dl := clockwatch.Instant(r.DeadlineNs)
@@ -516,6 +518,7 @@ func (d *Daemon) restore(st *stateRecord) {
 			d.stepLocked(l, evOwnerStopped, ipc.ReasonOwnerStopped, now)
 		}
 		kept++
+		d.previous.restored[grantKey{l.name, l.token}] = true
 		switch l.owner {
 		case ownerProcess:
 			if err := d.watchAgainLocked(l); err != nil {

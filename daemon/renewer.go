@@ -246,7 +246,8 @@ func (d *Daemon) applyRenewal(b *batch, resp *grantorpb.KeepAliveResponse) (with
 // grantor applied; unless the grantor's list shows that it no longer holds
 // that grant, which ends it. Grants the list shows and the daemon does not
 // know are left alone: each is one an acquire in flight or settling may
-// still answer, or one the daemon names to end (ends.go). A session not
+// still answer, or one the daemon names to end (ends.go); but for a
+// previous process's, ended a term after the restart (orphans.go). A session not
 // renewed has ended at the grantor: its leases are lost. The caller holds
 // d.mu.
 func (d *Daemon) applySessionLocked(b *batch, sb *sessionBatch, r *grantorpb.SessionRenewed, timing clockwatch.Timing, now clockwatch.Instant) {
@@ -310,6 +311,9 @@ func (d *Daemon) applySessionLocked(b *batch, sb *sessionBatch, r *grantorpb.Ses
 		l.signalRenewed()
 	}
 	d.endsAnsweredLocked(sb, r.Renewed, listed, now)
+	if r.Renewed && r.Listed {
+		d.endOrphansLocked(sb.s, r.Leases, now) // orphans.go
+	}
 }
 
 // sessionRefusedLocked takes in a grantor's refusal of session s as

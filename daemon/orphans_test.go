@@ -1,0 +1,83 @@
+package daemon
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/leaseside/leaseside/grantor/grantorpb"
+	"github.com/leaseside/leaseside/ipc"
+)
+
+// TestOrphanGrantsEnded (review rev1 open finding 4): the grantor lists,
+// in a restored session, grants a previous process made that this one
+// does not know (ghost/det, owned by a previous process's detached owner;
+// ghost/pid, owned by a pid). Once the restart is a term old (every
+// deadline a previous process can have told of them passed), the daemon
+// names ghost/det untold in its keepalives, and never before; ghost/pid
+// (a pid owner's id does not tell which process gave it) and the restored
+// lease are never named. Fails without endOrphansLocked: ghost/det is
+// never named and stays held for as long as the session is renewed.
+func TestOrphanGrantsEnded(t *testing.T) {
+	r := newRestartRig(t)
+	_, stop1 := r.start(t)
+	c := &ipc.Client{Socket: r.sock}
+	keep, err := c.Acquire(ctxT(t), "keep", ipc.AcquireOptions{TTL: 9 * time.Second, Owner: ipc.OwnerDetached})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	stop1()
+	st := r.state(t)
+	keepTok, _ := strconv.ParseUint(keep.Token, 10, 64)
+	r.g.set(func() {
+		r.g.sessionReply = func(_ *grantorpb.SessionRenewal, res *grantorpb.SessionRenewed) {
+			res.Listed = true
+			res.Leases = []*grantorpb.LeaseRef{
+				{Lease: "keep", Token: keepTok, Owner: st.Leases[0].OwnerID},
+				{Lease: "ghost/det", Token: 77, Owner: "detached:1"},
+				{Lease: "ghost/pid", Token: 78, Owner: "pid:1:1"},
+			}
+		}
+	})
+	r.clock.Advance(time.Second)
+	r.drainKeepAlives()
+	start := r.clock.Now()
+	r.start(t)
+
+	named := func(ka *grantorpb.KeepAliveRequest) map[string]bool {
+		m := map[string]bool{}
+		for _, s := range ka.Sessions {
+			for _, ref := range append(s.Untold, s.OwnerEnded...) {
+				m[ref.Lease] = true
+			}
+		}
+		return m
+	}
+	check := func(ka *grantorpb.KeepAliveRequest) bool {
+		m := named(ka)
+		if m["keep"] || m["ghost/pid"] {
+			t.Fatalf("keepalive names %v: the restored lease or a pid owner's grant", m)
+		}
+		if m["ghost/det"] && r.clock.Now().Before(start.Add(9*time.Second)) {
+			t.Fatalf("ghost/det named %v after the restart, before a term (9s) passed", r.clock.Now().Sub(start))
+		}
+		return m["ghost/det"]
+	}
+	found := false
+	waitFor(t, func() bool {
+		for !found {
+			select {
+			case ka := <-r.g.keepalives:
+				found = check(ka)
+				continue
+			default:
+			}
+			break
+		}
+		if !found {
+			r.clock.Advance(100 * time.Millisecond)
+		}
+		return found
+	})
+}
