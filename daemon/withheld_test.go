@@ -22,6 +22,20 @@ func (r *rig) deadlineOf(t *testing.T, name string) (clockwatch.Instant, leaseSt
 	return l.deadline, l.state
 }
 
+// waitAnswered waits until the daemon has taken in n keepalive answers
+// in all (its keepalives_ok count), polling it: nothing else tells.
+func (r *rig) waitAnswered(t *testing.T, n uint64) {
+	t.Helper()
+	ctx := ctxT(t)
+	for r.d.metrics.keepalivesOK.Load() < n {
+		select {
+		case <-time.After(time.Millisecond):
+		case <-ctx.Done():
+			t.Fatalf("the daemon took in %d keepalive answers, not %d", r.d.metrics.keepalivesOK.Load(), n)
+		}
+	}
+}
+
 // Lane review of 2026-12-03, finding K2: a grantor that withholds a
 // session's listing (the digests differ, and the listing would take this
 // sidecar past its queued_bytes) has not said which of the session's
@@ -51,17 +65,24 @@ func TestAnswerWithoutTheListingNeverExtendsADeadline(t *testing.T) {
 			}
 			held, _ := r.deadlineOf(t, "a")
 			r.g.set(func() { r.g.sessionReply = tc.reply })
+			answered := r.d.metrics.keepalivesOK.Load()
 			r.clock.Advance(ttl / 3)
 			r.waitKeepAlive(t)
 			// Each answer is taken in before the session is sent again
 			// (one keepalive in flight per session): three more asked,
-			// each after a pause of at most the 1 s backoff.
+			// each after a pause of at most the 1 s backoff, counted from
+			// when the daemon took the answer in. The clock moves only
+			// once it has: under load the walk could otherwise pass the
+			// 2 s before the pause even began.
 			for range 3 {
+				answered++
+				r.waitAnswered(t, answered)
 				r.advanceUntilKeepAlive(t, 2*time.Second)
 				if dl, st := r.deadlineOf(t, "a"); dl != held || st == stateLost {
 					t.Fatalf("after an answer without the listing: deadline %v (held %v), state %v: want it unchanged", dl, held, st)
 				}
 			}
+			r.waitAnswered(t, answered+1)
 			r.g.set(func() { r.g.sessionReply = nil })
 			r.advanceUntilKeepAlive(t, 2*time.Second)
 			if ev := r.waitLeaseEvent(t, ipc.EventRenewed, "a"); clockwatch.Instant(ev.DeadlineBoottimeNs) <= held {
