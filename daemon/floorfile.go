@@ -43,22 +43,31 @@ type timingRecord struct {
 }
 
 // writeFloor writes t as the timing floor's file, before anyone is told a
-// deadline computed with it. A failed write is logged: the owners are
-// told all the same (an earlier deadline told late is worse).
+// deadline computed with it, each part raised to the highest the file
+// held (floorWritten): the file never goes lower, not after the
+// operator's reset_rho, nor when two raises race (the lower one's write
+// coming last), because a deadline shortened with the higher floor may
+// have been told and not yet written (review rev3). A failed write is
+// logged: the owners are told all the same (an earlier deadline told late
+// is worse).
 func (d *Daemon) writeFloor(t clockwatch.Timing) {
 	if d.ps == nil {
 		return
 	}
 	d.ps.floorMu.Lock()
 	defer d.ps.floorMu.Unlock()
+	w := d.ps.floorWritten
+	w.Rho, w.Epsilon = max(w.Rho, t.Rho), max(w.Epsilon, t.Epsilon)
 	b, err := json.Marshal(&timingRecord{Version: stateVersion, BootID: d.ps.boot.ID, BoottimeOffsetNs: d.ps.boot.OffsetNs,
-		Rho: t.Rho, EpsilonNs: int64(t.Epsilon)})
+		Rho: w.Rho, EpsilonNs: int64(w.Epsilon)})
 	if err == nil {
 		err = writeFileAtomic(d.ps.dir, timingFileName, b)
 	}
 	if err != nil {
 		d.log.Error("writing the timing floor failed: a restart now could restore deadlines from before it", "dir", d.ps.dir, "err", err)
+		return
 	}
+	d.ps.floorWritten = w
 }
 
 // restoreFloor raises the floor to the one in the state directory's
@@ -70,6 +79,7 @@ func (d *Daemon) restoreFloor(boot bootClock) error {
 		return err
 	}
 	d.floor.raise(t)
+	d.ps.floorWritten = t // before anything is served: no write races it
 	return nil
 }
 

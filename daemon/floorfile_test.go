@@ -61,3 +61,49 @@ func TestShortenedThenCrashBeforeWrite(t *testing.T) {
 		}
 	}
 }
+
+// TestFloorFileNeverLowered (review rev3): the timing floor's file only
+// ever rises in a process's life. A drift shortens deadlines at rho 20%
+// and their owners are told; the operator's reset_rho lowers the floor;
+// a drift found again raises it to 10%, which shortens nothing (the told
+// deadlines are earlier already) but wrote the file; the process dies
+// before any log line of the first shortening is written. The next
+// process must restore nothing later than the owners were told. Fails
+// without the file's own high-water mark: the file said 10%, and the
+// leases were restored later than told.
+func TestFloorFileNeverLowered(t *testing.T) {
+	r := newStateDirRig(t)
+	d := r.d
+	l := r.grant(r.sess[0], true, false)
+	if err := d.writeState(d.ps.boot); err != nil {
+		t.Fatal(err)
+	}
+	high := d.floor.get()
+	high.Rho = 0.2
+	d.floor.raise(high)
+	d.shortenDeadlines(d.floor.get())
+	d.mu.Lock()
+	told := d.leases[l.name].deadline
+	d.mu.Unlock()
+
+	d.resetRho()
+	lower := d.floor.get()
+	lower.Rho = 0.1
+	d.floor.raise(lower)
+	d.shortenDeadlines(d.floor.get())
+
+	d.unlockState() // the crash: no log line written since the shortening
+	d2, err := New(d.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d2.stop(); d2.unlockState() })
+	if got := d2.floor.get().Rho; got < high.Rho {
+		t.Errorf("the restored floor's rho is %v, want at least %v", got, high.Rho)
+	}
+	if rl := d2.leases[l.name]; rl == nil {
+		t.Fatalf("%s not restored", l.name)
+	} else if rl.deadline.After(told) {
+		t.Errorf("restored with a deadline %v later than the shortened one its owner was told", rl.deadline.Sub(told))
+	}
+}

@@ -102,8 +102,11 @@ type persister struct {
 	// boot is the CLOCK_BOOTTIME the files are written under.
 	boot bootClock
 	// floorMu serialises the writes of the timing floor's file
-	// (floorfile.go).
-	floorMu sync.Mutex
+	// (floorfile.go); floorWritten, under it, is the highest floor the
+	// file has held in this process's life (the one restored, or
+	// written since): the file never goes below it.
+	floorMu      sync.Mutex
+	floorWritten clockwatch.Timing
 
 	// lock holds the state directory's lock (stateLockName) while open.
 	lock *os.File
