@@ -254,6 +254,7 @@ func (d *Daemon) granted(ctx context.Context, l *lease, resp *grantorpb.AcquireR
 	timing := d.timing()
 	// Under d.mu: the owner's end (ownerEndedEarly) steps l meanwhile.
 	d.mu.Lock()
+	timing = d.atLeastFloorLocked(timing) // risen since it was read? (rho.go)
 	if resp.TtlNs > 0 {
 		l.ttl = time.Duration(resp.TtlNs)
 	}

@@ -264,6 +264,7 @@ func (d *Daemon) applySessionLocked(b *batch, sb *sessionBatch, r *grantorpb.Ses
 		d.sessionRefusedLocked(sb.s)
 	}
 	applied := time.Duration(r.TtlNs)
+	timing = d.atLeastFloorLocked(timing) // risen since it was read? (rho.go)
 	for _, l := range sb.leases {
 		if d.leases[l.tableKey()] != l {
 			continue // released or lost meanwhile

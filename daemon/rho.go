@@ -59,6 +59,17 @@ func (d *Daemon) timing() clockwatch.Timing {
 	return d.floor.get()
 }
 
+// atLeastFloorLocked is t with each part raised to the floor now. A
+// caller reads the timing (timing) before it takes d.mu, and a drift
+// found in between raises the floor and shortens every deadline then:
+// a deadline it sets after must not be later than the raised floor gives
+// (review rev3). The caller holds d.mu.
+func (d *Daemon) atLeastFloorLocked(t clockwatch.Timing) clockwatch.Timing {
+	f := d.floor.get()
+	t.Rho, t.Epsilon = max(t.Rho, f.Rho), max(t.Epsilon, f.Epsilon)
+	return t
+}
+
 // shortenDeadlines recomputes every held lease's deadline with t, from the
 // t0 of the request that set it, and moves it earlier where that is
 // shorter: a drift found late applies to the deadlines already told. The
