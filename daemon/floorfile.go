@@ -44,30 +44,63 @@ type timingRecord struct {
 
 // writeFloor writes t as the timing floor's file, before anyone is told a
 // deadline computed with it, each part raised to the highest the file
-// held (floorWritten): the file never goes lower, not after the
+// must hold (floorHigh): the file never goes lower, not after the
 // operator's reset_rho, nor when two raises race (the lower one's write
 // coming last), because a deadline shortened with the higher floor may
-// have been told and not yet written (review rev3). A failed write is
-// logged: the owners are told all the same (an earlier deadline told late
-// is worse).
+// have been told and not yet written (review rev3).
+//
+// A failed write removes the sessions file (and format 1's), so that a
+// restart now resumes nothing rather than deadlines from before the
+// floor; writeState writes the sessions file again only once the floor's
+// file is written (sessionsWithFloor). The owners are told all the same
+// (an earlier deadline told late is worse).
 func (d *Daemon) writeFloor(t clockwatch.Timing) {
 	if d.ps == nil {
 		return
 	}
 	d.ps.floorMu.Lock()
 	defer d.ps.floorMu.Unlock()
-	w := d.ps.floorWritten
-	w.Rho, w.Epsilon = max(w.Rho, t.Rho), max(w.Epsilon, t.Epsilon)
+	d.ps.floorHigh.Rho, d.ps.floorHigh.Epsilon = max(d.ps.floorHigh.Rho, t.Rho), max(d.ps.floorHigh.Epsilon, t.Epsilon)
+	d.ps.floorUnwritten = true
+	if err := d.writeFloorFileLocked(); err != nil {
+		for _, name := range []string{sessionsFileName, stateFileNameV1} {
+			if rerr := os.Remove(filepath.Join(d.ps.dir, name)); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+				err = errors.Join(err, rerr)
+			}
+		}
+		d.log.Error("writing the timing floor failed: the state is set aside until it is written (a restart now resumes no lease)", "dir", d.ps.dir, "err", err)
+	}
+}
+
+// writeFloorFileLocked writes floorHigh as the timing floor's file, and
+// clears floorUnwritten once it is. The caller holds ps.floorMu.
+func (d *Daemon) writeFloorFileLocked() error {
+	h := d.ps.floorHigh
 	b, err := json.Marshal(&timingRecord{Version: stateVersion, BootID: d.ps.boot.ID, BoottimeOffsetNs: d.ps.boot.OffsetNs,
-		Rho: w.Rho, EpsilonNs: int64(w.Epsilon)})
+		Rho: h.Rho, EpsilonNs: int64(h.Epsilon)})
 	if err == nil {
 		err = writeFileAtomic(d.ps.dir, timingFileName, b)
 	}
-	if err != nil {
-		d.log.Error("writing the timing floor failed: a restart now could restore deadlines from before it", "dir", d.ps.dir, "err", err)
-		return
+	if err == nil {
+		d.ps.floorUnwritten = false
 	}
-	d.ps.floorWritten = w
+	return err
+}
+
+// sessionsWithFloor writes the sessions file sr, after the timing floor's
+// file when a write of that failed (writeFloor): never a sessions file
+// beside a floor's file lower than a deadline told was shortened with.
+// Under ps.floorMu, so that a failed floor write's removal of the
+// sessions file is never undone by a write that raced it.
+func (d *Daemon) sessionsWithFloor(sr *sessionsRecord) error {
+	d.ps.floorMu.Lock()
+	defer d.ps.floorMu.Unlock()
+	if d.ps.floorUnwritten {
+		if err := d.writeFloorFileLocked(); err != nil {
+			return fmt.Errorf("the timing floor's file (the sessions file is not written without it): %w", err)
+		}
+	}
+	return writeSessions(d.ps.dir, sr)
 }
 
 // restoreFloor raises the floor to the one in the state directory's
@@ -79,7 +112,7 @@ func (d *Daemon) restoreFloor(boot bootClock) error {
 		return err
 	}
 	d.floor.raise(t)
-	d.ps.floorWritten = t // before anything is served: no write races it
+	d.ps.floorHigh = t // before anything is served: no write races it
 	return nil
 }
 

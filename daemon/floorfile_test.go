@@ -1,10 +1,13 @@
 package daemon
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/leaseside/leaseside/clockwatch"
+	"github.com/leaseside/leaseside/internal/safefs"
 )
 
 // TestShortenedThenCrashBeforeWrite (review rev1 open finding 1): a drift
@@ -105,5 +108,73 @@ func TestFloorFileNeverLowered(t *testing.T) {
 		t.Fatalf("%s not restored", l.name)
 	} else if rl.deadline.After(told) {
 		t.Errorf("restored with a deadline %v later than the shortened one its owner was told", rl.deadline.Sub(told))
+	}
+}
+
+// TestFloorWriteFailedSetsStateAside (review rev3): a drift shortens a
+// lease's deadline and its owner is told, but the timing floor's file
+// cannot be written; the process dies before the log line of the
+// shortening is written. The next process must not restore the deadline
+// from before the shortening: the sessions file was set aside, so it
+// resumes nothing. Once the floor's file can be written again, a state
+// write writes it and the sessions file, and a restart resumes the lease
+// no later than told. Fails without setting the state aside: restored
+// 1 s later than told (rho 20%, 9 s term).
+func TestFloorWriteFailedSetsStateAside(t *testing.T) {
+	r := newStateDirRig(t)
+	d := r.d
+	l := r.grant(r.sess[0], true, false)
+	if err := d.writeState(d.ps.boot); err != nil {
+		t.Fatal(err)
+	}
+	// The floor's file cannot be written: its temporary name is a
+	// directory that is not empty.
+	block := filepath.Join(r.dir, timingFileName+".new")
+	if err := os.MkdirAll(filepath.Join(block, "x"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	raised := d.floor.get()
+	raised.Rho = 0.2
+	d.floor.raise(raised)
+	d.shortenDeadlines(d.floor.get())
+	d.mu.Lock()
+	told := d.leases[l.name].deadline
+	d.mu.Unlock()
+
+	restart := func() *Daemon {
+		t.Helper()
+		d.unlockState() // the crash
+		d2, err := New(d.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { d2.stop(); d2.unlockState() })
+		return d2
+	}
+	d2 := restart()
+	if rl := d2.leases[l.name]; rl != nil && rl.deadline.After(told) {
+		t.Fatalf("restored with a deadline %v later than the shortened one its owner was told", rl.deadline.Sub(told))
+	}
+	d2.stop()
+	d2.unlockState()
+
+	// Written again once it can be: the floor's file first. (The first
+	// process takes its state dir back for this.)
+	lock, err := safefs.Lock(filepath.Join(r.dir, stateLockName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.ps.lock = lock
+	os.RemoveAll(block)
+	if err := d.writeState(d.ps.boot); err != nil {
+		t.Fatal(err)
+	}
+	d3 := restart()
+	rl := d3.leases[l.name]
+	if rl == nil {
+		t.Fatalf("%s not restored once the state was written", l.name)
+	}
+	if rl.deadline.After(told) {
+		t.Fatalf("restored with a deadline %v later than told", rl.deadline.Sub(told))
 	}
 }

@@ -102,11 +102,13 @@ type persister struct {
 	// boot is the CLOCK_BOOTTIME the files are written under.
 	boot bootClock
 	// floorMu serialises the writes of the timing floor's file
-	// (floorfile.go); floorWritten, under it, is the highest floor the
-	// file has held in this process's life (the one restored, or
-	// written since): the file never goes below it.
-	floorMu      sync.Mutex
-	floorWritten clockwatch.Timing
+	// (floorfile.go); floorHigh, under it, is the highest floor the
+	// file has held or was to hold in this process's life (the one
+	// restored, or raised since): the file never goes below it; and
+	// floorUnwritten says the last write of it failed.
+	floorMu        sync.Mutex
+	floorHigh      clockwatch.Timing
+	floorUnwritten bool
 
 	// lock holds the state directory's lock (stateLockName) while open.
 	lock *os.File
@@ -264,7 +266,7 @@ func (d *Daemon) writeState(boot bootClock) error {
 		d.mu.Unlock()
 		return err
 	}
-	if err := writeSessions(d.ps.dir, sr); err != nil {
+	if err := d.sessionsWithFloor(sr); err != nil { // floorfile.go
 		return err
 	}
 	if d.ps.removeV1 {
