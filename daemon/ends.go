@@ -80,18 +80,49 @@ func (d *Daemon) untoldLocked(s *gsession, name string, token uint64) {
 // keepalive at now. The caller holds d.mu.
 func (d *Daemon) endsDueLocked(now clockwatch.Instant, due map[*gsession]bool) {
 	for s, e := range d.ends {
-		if !now.Before(e.probeAt) {
+		if !now.Before(d.endsAtLocked(e)) {
 			due[s] = true
 		}
 	}
 }
 
+// endsAtLocked returns when e's named grants are next due in a keepalive:
+// its probeAt, or, when all it names are owner's ends held back then
+// (heldBack), the earliest deadline that holds one back. The caller holds
+// d.mu.
+func (d *Daemon) endsAtLocked(e *sessionEnds) clockwatch.Instant {
+	if len(e.untold) > 0 || d.previous == nil {
+		return e.probeAt
+	}
+	var first clockwatch.Instant
+	for _, k := range e.ownerEnded {
+		dl, ok := d.previous.told[k]
+		if !ok || !e.probeAt.Before(dl) {
+			return e.probeAt
+		}
+		if first == 0 || dl.Before(first) {
+			first = dl
+		}
+	}
+	if first == 0 {
+		return e.probeAt
+	}
+	return first
+}
+
 // endsOfLocked fills sb's named grants from s's, as the keepalive sends
-// them. The caller holds d.mu.
-func (d *Daemon) endsOfLocked(sb *sessionBatch) {
+// them at now, leaving out a restored grant's owner's end while the
+// deadline a previous process told of it has not passed (heldBack). The
+// caller holds d.mu.
+func (d *Daemon) endsOfLocked(sb *sessionBatch, now clockwatch.Instant) {
 	if e := d.ends[sb.s]; e != nil {
 		sb.untold = append([]grantKey(nil), e.untold...)
-		sb.ownerEnded = append([]grantKey(nil), e.ownerEnded...)
+		sb.ownerEnded = make([]grantKey, 0, len(e.ownerEnded))
+		for _, k := range e.ownerEnded {
+			if !d.previous.heldBack(k, now) {
+				sb.ownerEnded = append(sb.ownerEnded, k)
+			}
+		}
 	}
 }
 
@@ -161,6 +192,12 @@ func (d *Daemon) queueReleaseLocked(l *lease, why string, ownerEnded bool) {
 	}
 	if !ownerEnded {
 		d.untoldLocked(l.sess, l.name, l.token)
+		return
+	}
+	if g := (grantKey{l.name, l.token}); d.previous.heldBack(g, d.clock.Now()) {
+		// Restored with an earlier deadline than its owner may have been
+		// told: named in the keepalives once that one has passed.
+		d.endAtGrantorLocked(l.sess, g, true)
 		return
 	}
 	k := turnKey{l.ownerID, l.name}

@@ -40,6 +40,26 @@ type previousOwners struct {
 	detached, conn uint64
 	// restored are the grants this process took in from the state.
 	restored map[grantKey]bool
+	// told are the deadlines the previous process wrote of the restored
+	// grants whose deadline the timing floor made earlier here
+	// (persist.go): its owner may have been told the later one.
+	told map[grantKey]clockwatch.Instant
+}
+
+// heldBack reports whether the owner's end of grant k must not reach the
+// grantor yet at now: k was restored with a deadline earlier than the one
+// the previous process wrote of it (the timing floor's file keeps the
+// highest floor of that process's life, and after a reset_rho it told
+// deadlines that floor does not give), which has not passed. Lost here
+// at the earlier deadline, the lease's release would otherwise let the
+// grantor grant its name while its owner still acts on the later one. Its
+// lock-delay is kept after that, as after any owner's end. p may be nil.
+func (p *previousOwners) heldBack(k grantKey, now clockwatch.Instant) bool {
+	if p == nil {
+		return false
+	}
+	dl, ok := p.told[k]
+	return ok && now.Before(dl)
 }
 
 // gave reports whether owner id was given by a previous process.

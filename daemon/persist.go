@@ -479,7 +479,7 @@ func (d *Daemon) restore(st *stateRecord) {
 	start, detached := ownerCounters(st.Leases)
 	d.ps.start = max(st.Start, start, floor) + 1
 	d.detached.Store(max(st.Detached, detached, floor))
-	d.previous = &previousOwners{start: now, detached: d.detached.Load(), conn: d.ps.start, restored: map[grantKey]bool{}}
+	d.previous = &previousOwners{start: now, detached: d.detached.Load(), conn: d.ps.start, restored: map[grantKey]bool{}, told: map[grantKey]clockwatch.Instant{}}
 	d.ps.seq = st.lastSeq // the new log's lines come after every old one
 
 	var kept, lapsed, gone int
@@ -499,6 +499,9 @@ func (d *Daemon) restore(st *stateRecord) {
 			// deadline shortened by a drift and told before its line
 			// was written (floorfile.go; review rev1 open finding 1).
 			dl = min(dl, d.floor.get().HolderDeadline(clockwatch.Instant(r.T0Ns), time.Duration(r.TTLNs)))
+		}
+		if written := clockwatch.Instant(r.DeadlineNs); dl.Before(written) {
+			d.previous.told[grantKey{r.Name, r.Token}] = written // orphans.go, heldBack
 		}
 		if sess == nil || !now.Before(dl) {
 			lapsed++

@@ -196,7 +196,7 @@ func (d *Daemon) dueSessions(now clockwatch.Instant, ready func(*gsession) bool)
 		}
 	}
 	for s := range due {
-		d.endsOfLocked(batchOf(s)) // also a session in which the daemon knows no lease
+		d.endsOfLocked(batchOf(s), now) // also a session in which the daemon knows no lease
 	}
 	return out
 }
@@ -393,7 +393,7 @@ func (d *Daemon) nextWake(now clockwatch.Instant, f *kaFlight) clockwatch.Instan
 		next = min(next, max(l.renewAt, notBefore(l.sess)))
 	}
 	for s, e := range d.ends {
-		next = min(next, max(e.probeAt, notBefore(s)))
+		next = min(next, max(d.endsAtLocked(e), notBefore(s)))
 	}
 	d.mu.Unlock()
 	return max(next, now)

@@ -1,0 +1,88 @@
+package daemon
+
+import (
+	"testing"
+	"time"
+
+	"github.com/leaseside/leaseside/clockwatch"
+	"github.com/leaseside/leaseside/ipc"
+)
+
+// TestRestoredEarlierNeverReleasedBeforeTold (review rev3, left open): a
+// drift raises the timing floor to rho 20% (its file keeps it), the
+// operator's reset_rho lowers it again, and a renewal tells the lease's
+// owner a deadline the 20% floor does not give; the process dies. The
+// next process restores the lease no later than the floor's file gives
+// (earlier than told: safe for this process), and when it loses it there
+// (renewals failing), its release with owner_ended must not reach the
+// grantor before the deadline the owner was told: not as a Release, not
+// in a keepalive, until that deadline passes. Before, the lost lease's
+// release was queued at once, and the grantor could grant the name
+// while its owner still acted on the later deadline.
+func TestRestoredEarlierNeverReleasedBeforeTold(t *testing.T) {
+	r := newStateDirRig(t)
+	d := r.d
+	l := r.grant(r.sess[0], false, false)
+	high := d.floor.get()
+	high.Rho = 0.2
+	d.floor.raise(high)
+	d.shortenDeadlines(d.floor.get())
+	d.resetRho()
+	r.clock.Advance(time.Second)
+	r.renew(r.sess[0]) // told at the configured rho again
+	d.mu.Lock()
+	told := d.leases[l.name].deadline
+	d.mu.Unlock()
+	if err := d.writeState(d.ps.boot); err != nil {
+		t.Fatal(err)
+	}
+
+	d.unlockState() // the crash
+	d.stop()
+	d2, err := New(d.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d2.stop(); d2.unlockState() })
+	d2.mu.Lock()
+	defer d2.mu.Unlock()
+	rl := d2.leases[l.name]
+	if rl == nil {
+		t.Fatalf("%s not restored", l.name)
+	}
+	if !rl.deadline.Before(told) {
+		t.Fatalf("setup: restored at %v, not earlier than told (%v)", rl.deadline, told)
+	}
+	now := rl.deadline
+	d2.stepLocked(rl, evExpired, ipc.ReasonExpired, now)
+	if n := len(d2.unreleased); n != 0 {
+		t.Fatalf("a Release of the lost lease queued at %v, %v before the deadline its owner was told", now, told.Sub(now))
+	}
+	named := func(at clockwatch.Instant) bool {
+		sb := &sessionBatch{s: rl.sess}
+		d2.endsOfLocked(sb, at)
+		for _, k := range sb.ownerEnded {
+			if k == (grantKey{rl.name, rl.token}) {
+				return true
+			}
+		}
+		return false
+	}
+	// Nor is its session due for it (a keepalive at every turn of the
+	// renew loop, naming nothing) before then.
+	due := map[*gsession]bool{}
+	d2.endsDueLocked(now, due)
+	if due[rl.sess] {
+		t.Fatalf("the session is due for its named grants at %v, %v before any may be sent", now, told.Sub(now))
+	}
+	d2.endsDueLocked(told, due)
+	if !due[rl.sess] {
+		t.Fatal("the session is not due for its named grants once the told deadline passed")
+	}
+	if named(now) || named(told.Add(-time.Nanosecond)) {
+		t.Fatalf("the lost lease's owner's end named in a keepalive before the deadline its owner was told (%v)", told)
+	}
+	if !named(told) {
+		t.Fatal("the lost lease's owner's end never named once its told deadline passed")
+	}
+}
