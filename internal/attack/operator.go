@@ -107,14 +107,31 @@ type UnreadCalls struct {
 	// Conns is the connections that finished their handshake; Calls the
 	// calls sent on them whole.
 	Conns, Calls int64
-	conns        []net.Conn
+	openConns
 }
 
+// openConns are a flood's connections, left open for the grantor to hold
+// what it answered on them.
+type openConns struct{ conns []net.Conn }
+
 // Close closes the flood's connections.
-func (u *UnreadCalls) Close() {
-	for _, c := range u.conns {
+func (o *openConns) Close() {
+	for _, c := range o.conns {
 		c.Close()
 	}
+}
+
+// grpcMessage returns req as gRPC frames it in a request's DATA: a
+// compression flag (0) and the length, then the message.
+func grpcMessage(req proto.Message) ([]byte, error) {
+	msg, err := proto.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	body := make([]byte, 5+len(msg))
+	binary.BigEndian.PutUint32(body[1:5], uint32(len(msg)))
+	copy(body[5:], msg)
+	return body, nil
 }
 
 // SendUnread opens conns HTTP/2 connections to addr with cfg (a client
@@ -125,13 +142,10 @@ func (u *UnreadCalls) Close() {
 // blocked for a second: the grantor stopped reading), with the
 // connections open; Close closes them.
 func SendUnread(ctx context.Context, addr string, cfg *tls.Config, method string, req proto.Message, conns, perConn int) (*UnreadCalls, error) {
-	msg, err := proto.Marshal(req)
+	body, err := grpcMessage(req)
 	if err != nil {
 		return nil, err
 	}
-	body := make([]byte, 5+len(msg))
-	binary.BigEndian.PutUint32(body[1:5], uint32(len(msg)))
-	copy(body[5:], msg)
 	var (
 		mu    sync.Mutex
 		u     = &UnreadCalls{}

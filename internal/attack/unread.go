@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"encoding/binary"
 	"errors"
-	"net"
 	"sync"
 	"sync/atomic"
 
@@ -21,14 +19,7 @@ import (
 // it), Refused those answered at once with trailers or a reset.
 type HeldAnswers struct {
 	Conns, Calls, Kept, Refused int64
-	conns                       []net.Conn
-}
-
-// Close closes the flood's connections.
-func (h *HeldAnswers) Close() {
-	for _, c := range h.conns {
-		c.Close()
-	}
+	openConns
 }
 
 // HoldAnswers opens conns HTTP/2 connections to addr with cfg (a client
@@ -42,13 +33,10 @@ func (h *HeldAnswers) Close() {
 // k2's flood of issue 21). It returns once every call is answered, with
 // the connections open; Close closes them.
 func HoldAnswers(ctx context.Context, addr string, cfg *tls.Config, method string, req proto.Message, conns, perConn int) (*HeldAnswers, error) {
-	msg, err := proto.Marshal(req)
+	body, err := grpcMessage(req)
 	if err != nil {
 		return nil, err
 	}
-	body := make([]byte, 5+len(msg))
-	binary.BigEndian.PutUint32(body[1:5], uint32(len(msg)))
-	copy(body[5:], msg)
 	var (
 		mu                   sync.Mutex
 		h                    = &HeldAnswers{}
