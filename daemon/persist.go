@@ -157,12 +157,21 @@ func (d *Daemon) persisted(ctx context.Context) {
 	}
 }
 
-// snapshotOf is l's line in the log. The caller holds d.mu.
-func snapshotOf(l *lease) *leaseSnapshot {
-	return &leaseSnapshot{Name: l.name, Key: l.key, Token: l.token, TTLNs: int64(l.ttl), Limit: int(l.limit),
+// snapshotLocked is l's line in the log: with the deadline a previous
+// process wrote of it, when later than l's (orphans.go, heldBack), so
+// that a process after this one holds its owner's end back as this one
+// does. The caller holds d.mu.
+func (d *Daemon) snapshotLocked(l *lease) *leaseSnapshot {
+	s := &leaseSnapshot{Name: l.name, Key: l.key, Token: l.token, TTLNs: int64(l.ttl), Limit: int(l.limit),
 		Holders: int(l.holders), Shared: l.shared, Value: l.value, SessionID: l.sess.id, Owner: l.owner.String(), OwnerID: l.ownerID, OwnerPID: l.ownerPID,
 		UID: int(l.uid), LockDelayNs: int64(l.lockDelay), NoRenew: l.noRenew, T0Ns: l.t0.Nanoseconds(), DeadlineNs: l.deadline.Nanoseconds(),
 		Renewals: l.renewals, Resume: l.resume, Lapsing: l.state == stateLapsing}
+	if p := d.previous; p != nil {
+		if told := p.told[grantKey{l.name, l.token}]; told.After(l.deadline) {
+			s.ToldNs = told.Nanoseconds()
+		}
+	}
+	return s
 }
 
 // follower reports whether l's deadline follows its session's renewals.
@@ -175,7 +184,7 @@ func (d *Daemon) logPutLocked(l *lease) {
 		return
 	}
 	d.ps.seq++
-	d.ps.queue = append(d.ps.queue, logRecord{Seq: d.ps.seq, Put: snapshotOf(l)})
+	d.ps.queue = append(d.ps.queue, logRecord{Seq: d.ps.seq, Put: d.snapshotLocked(l)})
 	d.persistLater()
 }
 
@@ -229,7 +238,7 @@ func (d *Daemon) takeLocked() (recs []logRecord, fresh bool, covered uint64, ear
 		for _, l := range d.leases {
 			if l.state.valid() {
 				ps.seq++
-				ps.queue = append(ps.queue, logRecord{Seq: ps.seq, Put: snapshotOf(l)})
+				ps.queue = append(ps.queue, logRecord{Seq: ps.seq, Put: d.snapshotLocked(l)})
 			}
 		}
 	}
@@ -500,7 +509,10 @@ func (d *Daemon) restore(st *stateRecord) {
 			// was written (floorfile.go; review rev1 open finding 1).
 			dl = min(dl, d.floor.get().HolderDeadline(clockwatch.Instant(r.T0Ns), time.Duration(r.TTLNs)))
 		}
-		if written := clockwatch.Instant(r.DeadlineNs); dl.Before(written) {
+		// The latest deadline its owner may have been told: the one a
+		// previous process wrote, or one it took over from the process
+		// before it and still held the release back for.
+		if written := max(clockwatch.Instant(r.DeadlineNs), clockwatch.Instant(r.ToldNs)); dl.Before(written) {
 			d.previous.told[grantKey{r.Name, r.Token}] = written // orphans.go, heldBack
 		}
 		if sess == nil || !now.Before(dl) {

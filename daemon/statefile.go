@@ -154,8 +154,11 @@ type leaseSnapshot struct {
 	NoRenew     bool   `json:"no_renew,omitempty"`
 	T0Ns        int64  `json:"t0_boottime_ns"`
 	DeadlineNs  int64  `json:"deadline_boottime_ns"`
-	Renewals    int64  `json:"renewals,omitempty"`
-	Resume      string `json:"resume,omitempty"`
+	// ToldNs, when later than DeadlineNs, is a deadline an earlier
+	// process may have told the lease's owner (orphans.go, heldBack).
+	ToldNs   int64  `json:"told_boottime_ns,omitempty"`
+	Renewals int64  `json:"renewals,omitempty"`
+	Resume   string `json:"resume,omitempty"`
 	// Lapsing: no longer renewed, as its owner process was stopped too
 	// long.
 	Lapsing bool `json:"lapsing,omitempty"`
@@ -176,6 +179,8 @@ func (s *leaseSnapshot) check() error {
 		return fmt.Errorf("lease %q: holders %d, uid %d", s.Name, s.Holders, s.UID)
 	case s.TTLNs <= 0:
 		return fmt.Errorf("lease %q: term %d ns", s.Name, s.TTLNs)
+	case s.ToldNs < 0:
+		return fmt.Errorf("lease %q: told deadline %d ns", s.Name, s.ToldNs)
 	}
 	return nil
 }

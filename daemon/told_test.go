@@ -86,3 +86,69 @@ func TestRestoredEarlierNeverReleasedBeforeTold(t *testing.T) {
 		t.Fatal("the lost lease's owner's end never named once its told deadline passed")
 	}
 }
+
+// TestToldDeadlineKeptAcrossRestarts: the process that restored the lease
+// earlier than its owner was told writes the state with its own, earlier
+// deadline, and dies before it renewed the lease past the told one. The
+// process after it must still hold the lease's release back until the
+// deadline the first process told: before, the second process's file
+// kept only its own deadline, so the third took that one for the told
+// one and queued the Release of the lost lease at once.
+func TestToldDeadlineKeptAcrossRestarts(t *testing.T) {
+	r := newStateDirRig(t)
+	d := r.d
+	l := r.grant(r.sess[0], false, false)
+	high := d.floor.get()
+	high.Rho = 0.2
+	d.floor.raise(high)
+	d.shortenDeadlines(d.floor.get())
+	d.resetRho()
+	r.clock.Advance(time.Second)
+	r.renew(r.sess[0])
+	d.mu.Lock()
+	told := d.leases[l.name].deadline
+	d.mu.Unlock()
+	if err := d.writeState(d.ps.boot); err != nil {
+		t.Fatal(err)
+	}
+	d.unlockState()
+	d.stop()
+
+	restart := func(prev *Daemon) *Daemon {
+		t.Helper()
+		if err := prev.writeState(prev.ps.boot); err != nil {
+			t.Fatal(err)
+		}
+		prev.unlockState() // the crash
+		prev.stop()
+		next, err := New(prev.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { next.stop(); next.unlockState() })
+		return next
+	}
+	d2, err := New(d.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d2.stop(); d2.unlockState() })
+	d3 := restart(d2)
+	d3.mu.Lock()
+	defer d3.mu.Unlock()
+	rl := d3.leases[l.name]
+	if rl == nil {
+		t.Fatalf("%s not restored", l.name)
+	}
+	if !rl.deadline.Before(told) {
+		t.Fatalf("setup: restored at %v, not earlier than told (%v)", rl.deadline, told)
+	}
+	now := rl.deadline
+	d3.stepLocked(rl, evExpired, ipc.ReasonExpired, now)
+	if n := len(d3.unreleased); n != 0 {
+		t.Fatalf("after a second restart, a Release of the lost lease queued %v before the deadline the first process told", told.Sub(now))
+	}
+	if !d3.previous.heldBack(grantKey{rl.name, rl.token}, told.Add(-time.Nanosecond)) || d3.previous.heldBack(grantKey{rl.name, rl.token}, told) {
+		t.Fatalf("not held back until exactly the told deadline %v: %v", told, d3.previous.told)
+	}
+}
