@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/leaseside/leaseside/clockwatch"
+	"github.com/leaseside/leaseside/grantor/grantorpb"
 	"github.com/leaseside/leaseside/ipc"
 )
 
@@ -87,17 +88,15 @@ func TestRestoredEarlierNeverReleasedBeforeTold(t *testing.T) {
 	}
 }
 
-// TestToldDeadlineKeptAcrossRestarts: the process that restored the lease
-// earlier than its owner was told writes the state with its own, earlier
-// deadline, and dies before it renewed the lease past the told one. The
-// process after it must still hold the lease's release back until the
-// deadline the first process told: before, the second process's file
-// kept only its own deadline, so the third took that one for the told
-// one and queued the Release of the lost lease at once.
-func TestToldDeadlineKeptAcrossRestarts(t *testing.T) {
-	r := newStateDirRig(t)
+// toldLater is the start of the tests below: a drift raises the timing
+// floor to rho 20%, reset_rho lowers it again, a renewal tells l's owner
+// a deadline (told) the 20% floor does not give, and the process dies
+// with that written. The next process, restored from it, is returned.
+func toldLater(t *testing.T) (r *stateDirRig, next *Daemon, l *lease, told clockwatch.Instant) {
+	t.Helper()
+	r = newStateDirRig(t)
 	d := r.d
-	l := r.grant(r.sess[0], false, false)
+	l = r.grant(r.sess[0], false, false)
 	high := d.floor.get()
 	high.Rho = 0.2
 	d.floor.raise(high)
@@ -106,34 +105,38 @@ func TestToldDeadlineKeptAcrossRestarts(t *testing.T) {
 	r.clock.Advance(time.Second)
 	r.renew(r.sess[0])
 	d.mu.Lock()
-	told := d.leases[l.name].deadline
+	told = d.leases[l.name].deadline
 	d.mu.Unlock()
-	if err := d.writeState(d.ps.boot); err != nil {
+	return r, restartOf(t, d), l, told
+}
+
+// restartOf writes prev's state, ends it as a crash would, and returns
+// the process that restores that state.
+func restartOf(t *testing.T, prev *Daemon) *Daemon {
+	t.Helper()
+	if err := prev.writeState(prev.ps.boot); err != nil {
 		t.Fatal(err)
 	}
-	d.unlockState()
-	d.stop()
-
-	restart := func(prev *Daemon) *Daemon {
-		t.Helper()
-		if err := prev.writeState(prev.ps.boot); err != nil {
-			t.Fatal(err)
-		}
-		prev.unlockState() // the crash
-		prev.stop()
-		next, err := New(prev.cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { next.stop(); next.unlockState() })
-		return next
-	}
-	d2, err := New(d.cfg)
+	prev.unlockState()
+	prev.stop()
+	next, err := New(prev.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { d2.stop(); d2.unlockState() })
-	d3 := restart(d2)
+	t.Cleanup(func() { next.stop(); next.unlockState() })
+	return next
+}
+
+// TestToldDeadlineKeptAcrossRestarts: the process that restored the lease
+// earlier than its owner was told writes the state with its own, earlier
+// deadline, and dies before it renewed the lease past the told one. The
+// process after it must still hold the lease's release back until the
+// deadline the first process told: before, the second process's file
+// kept only its own deadline, so the third took that one for the told
+// one and queued the Release of the lost lease at once.
+func TestToldDeadlineKeptAcrossRestarts(t *testing.T) {
+	_, d2, l, told := toldLater(t)
+	d3 := restartOf(t, d2)
 	d3.mu.Lock()
 	defer d3.mu.Unlock()
 	rl := d3.leases[l.name]
@@ -150,5 +153,44 @@ func TestToldDeadlineKeptAcrossRestarts(t *testing.T) {
 	}
 	if !d3.previous.heldBack(grantKey{rl.name, rl.token}, told.Add(-time.Nanosecond)) || d3.previous.heldBack(grantKey{rl.name, rl.token}, told) {
 		t.Fatalf("not held back until exactly the told deadline %v: %v", told, d3.previous.told)
+	}
+}
+
+// TestHeldBackEndWakesTheLoopAtTold: a session that holds no lease any
+// more, only the held-back owner's end of the one it lost, is neither
+// due before the told deadline (a keepalive at every turn naming
+// nothing) nor slept past it: the renew loop wakes at it, the keepalive
+// then names the grant, and a reply without it is the end of it.
+func TestHeldBackEndWakesTheLoopAtTold(t *testing.T) {
+	r, d2, l, told := toldLater(t)
+	d2.mu.Lock()
+	rl := d2.leases[l.name]
+	now := rl.deadline
+	d2.stepLocked(rl, evExpired, ipc.ReasonExpired, now)
+	n := len(d2.leases)
+	d2.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("setup: %d leases left", n)
+	}
+	if at := d2.nextWake(r.clock.Now(), nil); at != told {
+		t.Fatalf("the renew loop wakes at %v, not at the told deadline %v", at, told)
+	}
+	if sbs := d2.dueSessions(told.Add(-time.Nanosecond), nil); len(sbs) != 0 {
+		t.Fatalf("%d sessions due before the told deadline", len(sbs))
+	}
+	sbs := d2.dueSessions(told, nil)
+	k := grantKey{rl.name, rl.token}
+	if len(sbs) != 1 || sbs[0].s != rl.sess || len(sbs[0].ownerEnded) != 1 || sbs[0].ownerEnded[0] != k {
+		t.Fatalf("at the told deadline the keepalive is %+v, not one of %s naming %v", sbs, rl.sess.id, k)
+	}
+	d2.mu.Lock()
+	d2.endsAnsweredLocked(sbs[0], true, map[grantKey]*grantorpb.LeaseRef{}, told)
+	left := len(d2.ends)
+	d2.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d sessions still name grants after a reply without it", left)
+	}
+	if at := d2.nextWake(told, nil); at != told.Add(time.Hour) {
+		t.Fatalf("the renew loop wakes at %v with nothing to do", at)
 	}
 }
