@@ -194,7 +194,11 @@ func (d *Daemon) queueReleaseLocked(l *lease, why string, ownerEnded bool) {
 		d.untoldLocked(l.sess, l.name, l.token)
 		return
 	}
-	if g := (grantKey{l.name, l.token}); d.previous.heldBack(g, d.clock.Now()) {
+	g := grantKey{l.name, l.token}
+	if l.state == stateLost {
+		d.previous.holdLost(g, l.ttl)
+	}
+	if d.previous.heldBack(g, d.clock.Now()) {
 		// Restored with an earlier deadline than its owner may have been
 		// told: named in the keepalives once that one has passed.
 		d.endAtGrantorLocked(l.sess, g, true)

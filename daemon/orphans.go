@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/leaseside/leaseside/clockwatch"
 	"github.com/leaseside/leaseside/grantor/grantorpb"
@@ -60,6 +61,19 @@ func (p *previousOwners) heldBack(k grantKey, now clockwatch.Instant) bool {
 	}
 	dl, ok := p.told[k]
 	return ok && now.Before(dl)
+}
+
+// holdLost holds back the owner's end of restored grant k, lost here,
+// until this process's start plus its term: a follower lease is restored
+// with its session's earliest deadline (the deadline rule, statefile.go),
+// which may be earlier than its own, and what a previous process told of
+// it came from a t0 before this process started. The grantor's own expiry
+// of a lost grant comes about then too. p may be nil.
+func (p *previousOwners) holdLost(k grantKey, term time.Duration) {
+	if p == nil || !p.restored[k] {
+		return
+	}
+	p.told[k] = max(p.told[k], p.start.Add(term))
 }
 
 // gave reports whether owner id was given by a previous process.

@@ -59,6 +59,11 @@ func TestRestoredEarlierNeverReleasedBeforeTold(t *testing.T) {
 	if n := len(d2.unreleased); n != 0 {
 		t.Fatalf("a Release of the lost lease queued at %v, %v before the deadline its owner was told", now, told.Sub(now))
 	}
+	// Held back until the told deadline, or later (holdLost).
+	until := d2.previous.told[grantKey{rl.name, rl.token}]
+	if until.Before(told) {
+		t.Fatalf("held back until %v, before the told deadline %v", until, told)
+	}
 	named := func(at clockwatch.Instant) bool {
 		sb := &sessionBatch{s: rl.sess}
 		d2.endsOfLocked(sb, at)
@@ -76,14 +81,14 @@ func TestRestoredEarlierNeverReleasedBeforeTold(t *testing.T) {
 	if due[rl.sess] {
 		t.Fatalf("the session is due for its named grants at %v, %v before any may be sent", now, told.Sub(now))
 	}
-	d2.endsDueLocked(told, due)
+	d2.endsDueLocked(until, due)
 	if !due[rl.sess] {
 		t.Fatal("the session is not due for its named grants once the told deadline passed")
 	}
-	if named(now) || named(told.Add(-time.Nanosecond)) {
+	if named(now) || named(told.Add(-time.Nanosecond)) || named(until.Add(-time.Nanosecond)) {
 		t.Fatalf("the lost lease's owner's end named in a keepalive before the deadline its owner was told (%v)", told)
 	}
-	if !named(told) {
+	if !named(until) {
 		t.Fatal("the lost lease's owner's end never named once its told deadline passed")
 	}
 }
@@ -151,26 +156,32 @@ func TestToldDeadlineKeptAcrossRestarts(t *testing.T) {
 	if n := len(d3.unreleased); n != 0 {
 		t.Fatalf("after a second restart, a Release of the lost lease queued %v before the deadline the first process told", told.Sub(now))
 	}
-	if !d3.previous.heldBack(grantKey{rl.name, rl.token}, told.Add(-time.Nanosecond)) || d3.previous.heldBack(grantKey{rl.name, rl.token}, told) {
-		t.Fatalf("not held back until exactly the told deadline %v: %v", told, d3.previous.told)
+	if !d3.previous.heldBack(grantKey{rl.name, rl.token}, told.Add(-time.Nanosecond)) {
+		t.Fatalf("not held back until the told deadline %v: %v", told, d3.previous.told)
 	}
 }
 
 // TestHeldBackEndWakesTheLoopAtTold: a session that holds no lease any
 // more, only the held-back owner's end of the one it lost, is neither
 // due before the told deadline (a keepalive at every turn naming
-// nothing) nor slept past it: the renew loop wakes at it, the keepalive
-// then names the grant, and a reply without it is the end of it.
+// nothing) nor slept past the deadline it is held back to: the renew
+// loop wakes at that, the keepalive then names the grant, and a reply
+// without it is the end of it.
 func TestHeldBackEndWakesTheLoopAtTold(t *testing.T) {
-	r, d2, l, told := toldLater(t)
+	r, d2, l, written := toldLater(t)
 	d2.mu.Lock()
 	rl := d2.leases[l.name]
 	now := rl.deadline
 	d2.stepLocked(rl, evExpired, ipc.ReasonExpired, now)
 	n := len(d2.leases)
+	k := grantKey{rl.name, rl.token}
+	told := d2.previous.told[k] // held back to at least the told deadline
 	d2.mu.Unlock()
 	if n != 0 {
 		t.Fatalf("setup: %d leases left", n)
+	}
+	if told.Before(written) {
+		t.Fatalf("held back until %v, before the told deadline %v", told, written)
 	}
 	if at := d2.nextWake(r.clock.Now(), nil); at != told {
 		t.Fatalf("the renew loop wakes at %v, not at the told deadline %v", at, told)
@@ -179,7 +190,6 @@ func TestHeldBackEndWakesTheLoopAtTold(t *testing.T) {
 		t.Fatalf("%d sessions due before the told deadline", len(sbs))
 	}
 	sbs := d2.dueSessions(told, nil)
-	k := grantKey{rl.name, rl.token}
 	if len(sbs) != 1 || sbs[0].s != rl.sess || len(sbs[0].ownerEnded) != 1 || sbs[0].ownerEnded[0] != k {
 		t.Fatalf("at the told deadline the keepalive is %+v, not one of %s naming %v", sbs, rl.sess.id, k)
 	}
@@ -192,5 +202,35 @@ func TestHeldBackEndWakesTheLoopAtTold(t *testing.T) {
 	}
 	if at := d2.nextWake(told, nil); at != told.Add(time.Hour) {
 		t.Fatalf("the renew loop wakes at %v with nothing to do", at)
+	}
+}
+
+// TestRestoredFollowerLostNotReleasedBeforeItsOwn: a follower lease
+// granted after its session's last renewal was told a later deadline than
+// the session's other leases, and the sessions file keeps only their
+// earliest, so the next process restores it with an earlier deadline than
+// its owner was told (the deadline rule, statefile.go). Lost there (its
+// renewals failing at once), its Release with owner_ended must not reach
+// the grantor before the deadline its owner was told: before, it was
+// queued at once, 2 s before.
+func TestRestoredFollowerLostNotReleasedBeforeItsOwn(t *testing.T) {
+	r := newStateDirRig(t)
+	r.grant(r.sess[0], false, false)
+	r.clock.Advance(2 * time.Second)
+	a := r.grant(r.sess[0], false, false)
+	d2 := restartOf(t, r.d)
+	d2.mu.Lock()
+	defer d2.mu.Unlock()
+	rl := d2.leases[a.name]
+	if rl == nil || !rl.deadline.Before(a.deadline) {
+		t.Fatalf("setup: %s restored as %+v, not earlier than told (%v)", a.name, rl, a.deadline)
+	}
+	now := rl.deadline
+	d2.stepLocked(rl, evExpired, ipc.ReasonExpired, now)
+	if n := len(d2.unreleased); n != 0 {
+		t.Fatalf("a Release of the lost lease queued %v before the deadline its owner was told", a.deadline.Sub(now))
+	}
+	if k := (grantKey{rl.name, rl.token}); !d2.previous.heldBack(k, a.deadline.Add(-time.Nanosecond)) {
+		t.Fatalf("its owner's end is not held back until the deadline its owner was told (%v)", a.deadline)
 	}
 }
