@@ -43,7 +43,7 @@ type previousOwners struct {
 	restored map[grantKey]bool
 	// told are the deadlines the previous process wrote of the restored
 	// grants whose deadline the timing floor made earlier here
-	// (persist.go): its owner may have been told the later one.
+	// (restore.go): its owner may have been told the later one.
 	told map[grantKey]clockwatch.Instant
 }
 
