@@ -32,6 +32,13 @@ import (
 // defaultHeapMinimum); at GOGC p it is GoHeapMinimum*p/100.
 const GoHeapMinimum = 4 << 20
 
+// HeapGoal is the Go runtime's heap goal at GOGC p after a collection
+// that left live bytes of heap and roots bytes of stacks and globals
+// (runtime mgcpacer.go, gcControllerState.commit): what Percent inverts.
+func HeapGoal(p int, live, roots uint64) uint64 {
+	return max(GoHeapMinimum*uint64(p)/100, live+(live+roots)*uint64(p)/100)
+}
+
 // Policy bounds the growth the tuner allows before the next collection:
 // max(clamp(allocation rate × Interval, MinGrowth, MaxGrowth),
 // live/LiveShare) (StartGrowth for clamp(...) until the rate is known),

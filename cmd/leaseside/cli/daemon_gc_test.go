@@ -12,13 +12,6 @@ import (
 	"github.com/leaseside/leaseside/internal/gctune"
 )
 
-// heapGoal is the Go runtime's heap goal at GOGC p after a collection
-// that left live bytes of heap and roots of stacks and globals (runtime
-// mgcpacer.go, gcControllerState.commit).
-func heapGoal(p int, live, roots uint64) uint64 {
-	return max(gctune.GoHeapMinimum*uint64(p)/100, live+(live+roots)*uint64(p)/100)
-}
-
 // TestSidecarGCGrowth: the heap may grow by what the sidecar allocates
 // in 200 ms at its latest rate, within 1 and 8 MiB, or by a quarter of
 // what is live, whichever is more.
@@ -79,7 +72,7 @@ func TestGrantorGCBounds(t *testing.T) {
 				t.Fatalf("growth %d, want at least %d", growth, tc.wantGrowthAtLeast)
 			}
 			p := grantorGC.Percent(tc.live, tc.roots, growth)
-			goal, gogc100 := heapGoal(p, tc.live, tc.roots), heapGoal(100, tc.live, tc.roots)
+			goal, gogc100 := gctune.HeapGoal(p, tc.live, tc.roots), gctune.HeapGoal(100, tc.live, tc.roots)
 			if p < 100 || goal < gogc100 {
 				t.Fatalf("GOGC %d: heap goal %d below GOGC 100's %d", p, goal, gogc100)
 			}
