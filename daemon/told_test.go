@@ -21,44 +21,10 @@ import (
 // release was queued at once, and the grantor could grant the name
 // while its owner still acted on the later deadline.
 func TestRestoredEarlierNeverReleasedBeforeTold(t *testing.T) {
-	r := newStateDirRig(t)
-	d := r.d
-	l := r.grant(r.sess[0], false, false)
-	high := d.floor.get()
-	high.Rho = 0.2
-	d.floor.raise(high)
-	d.shortenDeadlines(d.floor.get())
-	d.resetRho()
-	r.clock.Advance(time.Second)
-	r.renew(r.sess[0]) // told at the configured rho again
-	d.mu.Lock()
-	told := d.leases[l.name].deadline
-	d.mu.Unlock()
-	if err := d.writeState(d.ps.boot); err != nil {
-		t.Fatal(err)
-	}
-
-	d.unlockState() // the crash
-	d.stop()
-	d2, err := New(d.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d2.stop(); d2.unlockState() })
+	_, d2, l, told := toldLater(t)
 	d2.mu.Lock()
 	defer d2.mu.Unlock()
-	rl := d2.leases[l.name]
-	if rl == nil {
-		t.Fatalf("%s not restored", l.name)
-	}
-	if !rl.deadline.Before(told) {
-		t.Fatalf("setup: restored at %v, not earlier than told (%v)", rl.deadline, told)
-	}
-	now := rl.deadline
-	d2.stepLocked(rl, evExpired, ipc.ReasonExpired, now)
-	if n := len(d2.unreleased); n != 0 {
-		t.Fatalf("a Release of the lost lease queued at %v, %v before the deadline its owner was told", now, told.Sub(now))
-	}
+	rl, now := loseRestoredLocked(t, d2, l.name, told)
 	// Held back until the told deadline, or later (holdLost).
 	until := d2.previous.told[grantKey{rl.name, rl.token}]
 	if until.Before(told) {
@@ -93,7 +59,28 @@ func TestRestoredEarlierNeverReleasedBeforeTold(t *testing.T) {
 	}
 }
 
-// toldLater is the start of the tests below: a drift raises the timing
+// loseRestoredLocked has d lose its restored lease name at the deadline
+// it was restored with, which must be earlier than told, and fails if
+// that queued a Release at once; it returns the lease and that instant.
+// The caller holds d.mu.
+func loseRestoredLocked(t *testing.T, d *Daemon, name string, told clockwatch.Instant) (*lease, clockwatch.Instant) {
+	t.Helper()
+	rl := d.leases[name]
+	if rl == nil {
+		t.Fatalf("%s not restored", name)
+	}
+	if !rl.deadline.Before(told) {
+		t.Fatalf("setup: restored at %v, not earlier than told (%v)", rl.deadline, told)
+	}
+	now := rl.deadline
+	d.stepLocked(rl, evExpired, ipc.ReasonExpired, now)
+	if n := len(d.unreleased); n != 0 {
+		t.Fatalf("a Release of the lost lease queued at %v, %v before the deadline its owner was told", now, told.Sub(now))
+	}
+	return rl, now
+}
+
+// toldLater is the start of these tests: a drift raises the timing
 // floor to rho 20%, reset_rho lowers it again, a renewal tells l's owner
 // a deadline (told) the 20% floor does not give, and the process dies
 // with that written. The next process, restored from it, is returned.
@@ -144,18 +131,7 @@ func TestToldDeadlineKeptAcrossRestarts(t *testing.T) {
 	d3 := restartOf(t, d2)
 	d3.mu.Lock()
 	defer d3.mu.Unlock()
-	rl := d3.leases[l.name]
-	if rl == nil {
-		t.Fatalf("%s not restored", l.name)
-	}
-	if !rl.deadline.Before(told) {
-		t.Fatalf("setup: restored at %v, not earlier than told (%v)", rl.deadline, told)
-	}
-	now := rl.deadline
-	d3.stepLocked(rl, evExpired, ipc.ReasonExpired, now)
-	if n := len(d3.unreleased); n != 0 {
-		t.Fatalf("after a second restart, a Release of the lost lease queued %v before the deadline the first process told", told.Sub(now))
-	}
+	rl, _ := loseRestoredLocked(t, d3, l.name, told)
 	if !d3.previous.heldBack(grantKey{rl.name, rl.token}, told.Add(-time.Nanosecond)) {
 		t.Fatalf("not held back until the told deadline %v: %v", told, d3.previous.told)
 	}
