@@ -10,6 +10,17 @@ import (
 	"github.com/leaseside/leaseside/internal/safefs"
 )
 
+// driftTo has d find a drift that raises its timing floor to rho and
+// shorten its deadlines by it, as the clock watcher's event does, and
+// returns the floor raised to.
+func driftTo(d *Daemon, rho float64) clockwatch.Timing {
+	raised := d.floor.get()
+	raised.Rho = rho
+	d.floor.raise(raised)
+	d.shortenDeadlines(d.floor.get())
+	return raised
+}
+
 // TestShortenedThenCrashBeforeWrite (review rev1 open finding 1): a drift
 // found late shortens a follower lease's and a no_renew lease's deadlines
 // and tells their owners at once; the process dies before the log lines
@@ -31,10 +42,7 @@ func TestShortenedThenCrashBeforeWrite(t *testing.T) {
 	}
 	before := map[string]clockwatch.Instant{follower.name: follower.deadline, noRenew.name: noRenew.deadline}
 
-	raised := d.floor.get()
-	raised.Rho = 0.2
-	d.floor.raise(raised)
-	d.shortenDeadlines(d.floor.get())
+	raised := driftTo(d, 0.2)
 	told := map[string]clockwatch.Instant{}
 	d.mu.Lock()
 	for name := range before {
@@ -81,19 +89,13 @@ func TestFloorFileNeverLowered(t *testing.T) {
 	if err := d.writeState(d.ps.boot); err != nil {
 		t.Fatal(err)
 	}
-	high := d.floor.get()
-	high.Rho = 0.2
-	d.floor.raise(high)
-	d.shortenDeadlines(d.floor.get())
+	high := driftTo(d, 0.2)
 	d.mu.Lock()
 	told := d.leases[l.name].deadline
 	d.mu.Unlock()
 
 	d.resetRho()
-	lower := d.floor.get()
-	lower.Rho = 0.1
-	d.floor.raise(lower)
-	d.shortenDeadlines(d.floor.get())
+	driftTo(d, 0.1)
 
 	d.unlockState() // the crash: no log line written since the shortening
 	d2, err := New(d.cfg)
@@ -133,10 +135,7 @@ func TestFloorWriteFailedSetsStateAside(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(block, "x"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	raised := d.floor.get()
-	raised.Rho = 0.2
-	d.floor.raise(raised)
-	d.shortenDeadlines(d.floor.get())
+	driftTo(d, 0.2)
 	d.mu.Lock()
 	told := d.leases[l.name].deadline
 	d.mu.Unlock()

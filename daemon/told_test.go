@@ -89,10 +89,7 @@ func toldLater(t *testing.T) (r *stateDirRig, next *Daemon, l *lease, told clock
 	r = newStateDirRig(t)
 	d := r.d
 	l = r.grant(r.sess[0], false, false)
-	high := d.floor.get()
-	high.Rho = 0.2
-	d.floor.raise(high)
-	d.shortenDeadlines(d.floor.get())
+	driftTo(d, 0.2)
 	d.resetRho()
 	r.clock.Advance(time.Second)
 	r.renew(r.sess[0])
