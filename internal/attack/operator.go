@@ -1,7 +1,6 @@
 package attack
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/binary"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/leaseside/leaseside/grantor/grantorpb"
@@ -173,16 +171,10 @@ func SendUnread(ctx context.Context, addr string, cfg *tls.Config, method string
 			if fr.WriteSettings() != nil {
 				return
 			}
-			var hb bytes.Buffer
-			enc := hpack.NewEncoder(&hb)
+			hw := newCallHeaders(fr, method, addr)
 			for k := range perConn {
 				id := uint32(2*k + 1)
-				hb.Reset()
-				for _, f := range [][2]string{{":method", "POST"}, {":scheme", "https"}, {":path", method}, {":authority", addr},
-					{"content-type", "application/grpc"}, {"te", "trailers"}} {
-					_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
-				}
-				if fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hb.Bytes(), EndHeaders: true}) != nil {
+				if hw.write(id) != nil {
 					return
 				}
 				if fr.WriteData(id, true, body) != nil {

@@ -1,7 +1,6 @@
 package attack
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -9,7 +8,6 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -75,16 +73,10 @@ func HoldAnswers(ctx context.Context, addr string, cfg *tls.Config, method strin
 				fail(err)
 				return
 			}
-			var hb bytes.Buffer
-			enc := hpack.NewEncoder(&hb)
+			hw := newCallHeaders(fr, method, addr)
 			for k := range perConn {
 				id := uint32(2*k + 1)
-				hb.Reset()
-				for _, f := range [][2]string{{":method", "POST"}, {":scheme", "https"}, {":path", method}, {":authority", addr},
-					{"content-type", "application/grpc"}, {"te", "trailers"}} {
-					_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
-				}
-				if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hb.Bytes(), EndHeaders: true}); err != nil {
+				if err := hw.write(id); err != nil {
 					fail(err)
 					return
 				}
