@@ -115,7 +115,11 @@ func TestAccountFloods(t *testing.T) {
 		if grown := after.live - before.live; grown > 64<<20 {
 			t.Errorf("%s: the leader's live heap grew %d MiB, more than the 64 MiB one identity may cost", what, grown>>20)
 		}
-		if grown := after.peak - before.rss; grown > 160<<20 {
+		// Checked on the binary as shipped (LEASESIDE_ATTACK_FULL=1):
+		// under the race detector the grantor tuner's larger heap goal
+		// (up to 64 MiB) is several times that in shadow memory, and the
+		// RSS grew 177-272 MiB in half the runs with 5 -> 12 MiB live.
+		if grown := after.peak - before.rss; !raceBuild && grown > 160<<20 {
 			t.Errorf("%s: the leader's RSS grew %d MiB", what, grown>>20)
 		}
 		// At full scale the binary is built without the race detector,

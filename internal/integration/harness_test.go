@@ -21,6 +21,12 @@ import (
 // bin is the leaseside binary built once for the package.
 var bin string
 
+// raceBuild says bin is built with the race detector (the default): its
+// shadow memory, hundreds of MiB of a flooded grantor's RSS that grow
+// with every heap page the grantor touches, is then part of any RSS a
+// test reads.
+var raceBuild bool
+
 // The tests call t.Parallel: each has processes, directories, sockets and
 // ports (freeLoopbackPorts) of its own, and mostly waits on them (terms,
 // lock-delays, elections, child processes): its processes use about half
@@ -53,6 +59,7 @@ func TestMain(m *testing.M) {
 	if *measureFailover || *measureLoad || *measurePrims || os.Getenv("LEASESIDE_ATTACK_FULL") == "1" {
 		race = "-race=false"
 	}
+	raceBuild = race == "-race"
 	build := exec.Command("go", "build", race, "-o", bin, "github.com/leaseside/leaseside/cmd/leaseside")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
