@@ -49,28 +49,50 @@ var (
 	fieldNames    []string
 )
 
+// The bits of the keys validate looks at, set by init: a request is
+// checked without a map lookup a key.
+var fieldID, fieldOp, fieldLease, fieldTTL, fieldToken, fieldOwnerPID, fieldResume, fieldLimit fieldSet
+
+// An opSpec is opFields' entry for an op as fieldSets: allowed holds id
+// and op too, required the keys of required (whose order names the
+// first one missing).
+type opSpec struct {
+	allowed, requiredSet fieldSet
+	required             []string
+}
+
+// opSpecs holds opFields as opSpecs, made by init.
+var opSpecs = map[string]opSpec{}
+
 // opNames maps each op to itself, so that an op read from a line is kept
 // without a copy.
 var opNames = map[string]string{}
 
 func init() {
-	add := func(k string) {
+	add := func(k string) fieldSet {
 		if _, ok := requestFields[k]; !ok {
 			requestFields[k] = 1 << len(fieldNames)
 			fieldNames = append(fieldNames, k)
 		}
+		return requestFields[k]
 	}
-	add("id")
-	add("op")
+	fieldID, fieldOp = add("id"), add("op")
 	for _, op := range slices.Sorted(maps.Keys(opFields)) {
 		opNames[op] = op
+		spec := opSpec{allowed: fieldID | fieldOp, required: opFields[op].required}
 		for _, k := range opFields[op].allowed {
-			add(k)
+			spec.allowed |= add(k)
 		}
+		for _, k := range spec.required {
+			spec.requiredSet |= requestFields[k]
+		}
+		opSpecs[op] = spec
 	}
 	if len(fieldNames) > 32 {
 		panic("ipc: more request fields than a fieldSet holds")
 	}
+	fieldLease, fieldTTL, fieldToken = requestFields["lease"], requestFields["ttl_ms"], requestFields["token"]
+	fieldOwnerPID, fieldResume, fieldLimit = requestFields["owner_pid"], requestFields["resume"], requestFields["limit"]
 }
 
 // has reports whether the set holds the key name.
@@ -86,15 +108,6 @@ func (s fieldSet) names() []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// allowedFields returns the keys op may carry, id and op included.
-func allowedFields(op string) fieldSet {
-	s := requestFields["id"] | requestFields["op"]
-	for _, k := range opFields[op].allowed {
-		s |= requestFields[k]
-	}
-	return s
 }
 
 // DecodeRequest parses and checks one request line. It is strict where
@@ -152,12 +165,13 @@ func unmarshalRequest(line []byte, req *Request) *Error {
 
 // checkKeys walks the top-level object's keys and returns them. A line
 // that is valid JSON with no escape in its keys, which is every request
-// a client library writes, is walked by scanKeys without a decoder, which
+// a client library writes, is walked by scanKeys without a decoder (and,
+// when plainObject knows it valid, without json.Valid's look first), which
 // also fills req when every value is of its field's plain form (typed);
 // any other line goes through encoding/json's tokens, which also name
 // what is wrong with it, and is not typed.
 func checkKeys(line []byte, req *Request) (seen fieldSet, typed bool, _ *Error) {
-	if json.Valid(line) {
+	if plainObject(line) || json.Valid(line) {
 		if seen, typed, err, ok := scanKeys(line, req); ok {
 			return seen, typed, err
 		}
@@ -211,10 +225,11 @@ func decodeKeys(line []byte) (fieldSet, *Error) {
 
 // missingIDOrOp is the error for a request object without id or op.
 func missingIDOrOp(seen fieldSet) *Error {
-	for _, k := range []string{"id", "op"} {
-		if !seen.has(k) {
-			return Errorf(CodeBadRequest, "missing field %q", k)
-		}
+	switch {
+	case seen&fieldID == 0:
+		return Errorf(CodeBadRequest, "missing field %q", "id")
+	case seen&fieldOp == 0:
+		return Errorf(CodeBadRequest, "missing field %q", "op")
 	}
 	return nil
 }
@@ -244,14 +259,14 @@ const (
 const maxTokenLen = 20 // digits in 2^64-1
 
 func (r *Request) validate(seen fieldSet, minTTL, maxTTL time.Duration) *Error {
-	f, ok := opFields[r.Op]
+	f, ok := opSpecs[r.Op]
 	if !ok {
 		if r.Op == "" {
 			return Errorf(CodeBadRequest, "op is empty")
 		}
 		return Errorf(CodeUnknownOp, "unknown op %q", r.Op)
 	}
-	if extra := seen &^ allowedFields(r.Op); extra != 0 {
+	if extra := seen &^ f.allowed; extra != 0 {
 		names := extra.names()
 		for i, k := range names {
 			names[i] = strconv.Quote(k)
@@ -259,11 +274,11 @@ func (r *Request) validate(seen fieldSet, minTTL, maxTTL time.Duration) *Error {
 		return Errorf(CodeBadRequest, "%s does not take %s", r.Op, strings.Join(names, ", "))
 	}
 	for _, k := range f.required {
-		if !seen.has(k) {
+		if seen&f.requiredSet != f.requiredSet && !seen.has(k) {
 			return Errorf(CodeBadRequest, "%s needs field %q", r.Op, k)
 		}
 	}
-	if seen.has("lease") {
+	if seen&fieldLease != 0 {
 		if err := validateName(r.Lease); err != nil {
 			return err
 		}
@@ -274,7 +289,7 @@ func (r *Request) validate(seen fieldSet, minTTL, maxTTL time.Duration) *Error {
 	if err := validatePrefix("after", r.After); err != nil {
 		return err
 	}
-	if seen.has("ttl_ms") && (r.TTLMs < minTTL.Milliseconds() || r.TTLMs > maxTTL.Milliseconds()) {
+	if seen&fieldTTL != 0 && (r.TTLMs < minTTL.Milliseconds() || r.TTLMs > maxTTL.Milliseconds()) {
 		return TTLError(r.TTLMs, minTTL, maxTTL)
 	}
 	if r.WaitMs < 0 || r.WaitMs > MaxWait.Milliseconds() {
@@ -283,14 +298,14 @@ func (r *Request) validate(seen fieldSet, minTTL, maxTTL time.Duration) *Error {
 	if r.LockDelayMs < 0 || r.LockDelayMs > MaxLockDelay.Milliseconds() {
 		return Errorf(CodeBadRequest, "lock_delay_ms must be 0 to %d, got %d", MaxLockDelay.Milliseconds(), r.LockDelayMs)
 	}
-	if seen.has("token") {
+	if seen&fieldToken != 0 {
 		if _, err := strconv.ParseUint(r.Token, 10, 64); err != nil || len(r.Token) > maxTokenLen {
 			return Errorf(CodeBadRequest, "token must be a decimal string of an unsigned 64-bit integer, got %q", r.Token)
 		}
 	}
 	switch r.Owner {
 	case "", OwnerConnection, OwnerDetached:
-		if seen.has("owner_pid") {
+		if seen&fieldOwnerPID != 0 {
 			return Errorf(CodeBadRequest, "owner_pid is only for owner %q", OwnerPID)
 		}
 	case OwnerPID:
@@ -306,7 +321,7 @@ func (r *Request) validate(seen fieldSet, minTTL, maxTTL time.Duration) *Error {
 	if r.NoRenew && r.Owner != OwnerDetached {
 		return Errorf(CodeBadRequest, "no_renew is only for owner %q", OwnerDetached)
 	}
-	if seen.has("resume") && !validSecret(r.Resume) {
+	if seen&fieldResume != 0 && !validSecret(r.Resume) {
 		return Errorf(CodeBadRequest, "resume must be the %d hex digits of a grant's resume secret, got %d characters", resumeSecretLen, len(r.Resume))
 	}
 	return r.validatePrims(seen)

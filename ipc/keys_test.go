@@ -55,3 +55,35 @@ func FuzzScanKeys(f *testing.F) {
 		}
 	})
 }
+
+// FuzzPlainObject: a line plainObject accepts is valid JSON (scanKeys
+// then walks it without json.Valid), and the lines every client writes
+// are accepted.
+func FuzzPlainObject(f *testing.F) {
+	for _, c := range []struct {
+		line  string
+		plain bool
+	}{
+		{line: `{"id":1,"op":"status"}`, plain: true},
+		{line: ` { "id" : 2 , "op" : "acquire" , "lease" : "jobs/render-42" , "ttl_ms" : 15000 } ` + "\r\n\t", plain: true},
+		{line: `{"id":3,"op":"acquire","lease":"a","ttl_ms":1000,"no_renew":false,"shared":true,"x":null,"n":-0.5e+3,"m":1E9,"ü":"ü"}`, plain: true},
+		{line: `{}`, plain: true},
+		{line: `{"id":4,"op":"check","lease":"a\"b","token":"1"}`},
+		{line: `{"id":5,"x":{"a":1}}`},
+		{line: `{"id":[1]}`},
+		{line: `{"id":01}`}, {line: `{"id":1.}`}, {line: `{"id":1e}`}, {line: `{"id":-}`}, {line: `{"id":.5}`},
+		{line: `{"id":tru}`}, {line: `{"id":truex}`}, {line: `{"id":nul}`},
+		{line: `{"id":1,}`}, {line: `{"id":1` + "}x"}, {line: `{"id" 1}`}, {line: `{id:1}`}, {line: `{"id":1`},
+		{line: "{\"id\":\"a\x01\"}"}, {line: "{\"id\":1}\v"}, {line: `[]`}, {line: `"x"`}, {line: ``},
+	} {
+		if got := plainObject([]byte(c.line)); got != c.plain {
+			f.Fatalf("plainObject(%q) = %v, want %v", c.line, got, c.plain)
+		}
+		f.Add([]byte(c.line))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		if plainObject(line) && !json.Valid(line) {
+			t.Fatalf("plainObject accepted %q, which is not JSON", line)
+		}
+	})
+}

@@ -107,7 +107,7 @@ func validateValue(v string) *Error {
 
 // validatePrims checks the fields of protocol 3.
 func (r *Request) validatePrims(seen fieldSet) *Error {
-	if seen.has("limit") && (r.Limit < 1 || r.Limit > MaxLimit) {
+	if seen&fieldLimit != 0 && (r.Limit < 1 || r.Limit > MaxLimit) {
 		return Errorf(CodeBadRequest, "limit must be 1 to %d, got %d", MaxLimit, r.Limit)
 	}
 	if r.Value != nil {

@@ -51,6 +51,132 @@ func scanKeys(line []byte, req *Request) (seen fieldSet, typed bool, _ *Error, o
 	return seen, typed, missingIDOrOp(seen), true
 }
 
+// plainObject reports whether line is a JSON object of the plain form a
+// client library writes: no white space but JSON's around its tokens, no
+// nesting, keys and string values without escapes or control
+// characters, and numbers, true, false or null as the other values. A
+// line it accepts is valid JSON (FuzzPlainObject holds it to json.Valid);
+// one it does not may be valid too, and json.Valid decides. It costs a
+// look at each byte, where json.Valid's state machine costs a call.
+func plainObject(line []byte) bool {
+	i := skipSpace(line, 0)
+	if i == len(line) || line[i] != '{' {
+		return false
+	}
+	if i = skipSpace(line, i+1); i < len(line) && line[i] == '}' {
+		return skipSpace(line, i+1) == len(line)
+	}
+	for {
+		if i = plainStringEnd(line, i); i < 0 {
+			return false
+		}
+		if i = skipSpace(line, i); i == len(line) || line[i] != ':' {
+			return false
+		}
+		if i = plainValueEnd(line, skipSpace(line, i+1)); i < 0 {
+			return false
+		}
+		if i = skipSpace(line, i); i == len(line) {
+			return false
+		}
+		switch line[i] {
+		case ',':
+			i = skipSpace(line, i+1)
+		case '}':
+			return skipSpace(line, i+1) == len(line)
+		default:
+			return false
+		}
+	}
+}
+
+// plainStringEnd returns the index just past the string that starts at
+// b[i], or -1 when there is none there, or it holds an escape or a
+// control character.
+func plainStringEnd(b []byte, i int) int {
+	if i == len(b) || b[i] != '"' {
+		return -1
+	}
+	for i++; i < len(b); i++ {
+		switch c := b[i]; {
+		case c == '"':
+			return i + 1
+		case c == '\\' || c < 0x20:
+			return -1
+		}
+	}
+	return -1
+}
+
+// plainValueEnd returns the index just past the value that starts at
+// b[i], a plain string, a number, true, false or null, or -1.
+func plainValueEnd(b []byte, i int) int {
+	if i == len(b) {
+		return -1
+	}
+	lit := ""
+	switch b[i] {
+	case '"':
+		return plainStringEnd(b, i)
+	case 't':
+		lit = "true"
+	case 'f':
+		lit = "false"
+	case 'n':
+		lit = "null"
+	default:
+		return numberEnd(b, i)
+	}
+	if len(b)-i < len(lit) || string(b[i:i+len(lit)]) != lit {
+		return -1
+	}
+	return i + len(lit)
+}
+
+// numberEnd returns the index just past the JSON number that starts at
+// b[i] (-?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?), or -1.
+func numberEnd(b []byte, i int) int {
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case i < len(b) && b[i] >= '1' && b[i] <= '9':
+		i = digitsEnd(b, i)
+	default:
+		return -1
+	}
+	if i < len(b) && b[i] == '.' {
+		if j := digitsEnd(b, i+1); j > i+1 {
+			i = j
+		} else {
+			return -1
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if j := digitsEnd(b, i); j > i {
+			i = j
+		} else {
+			return -1
+		}
+	}
+	return i
+}
+
+// digitsEnd returns the index of the first byte at or after i that is
+// not a decimal digit.
+func digitsEnd(b []byte, i int) int {
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		i++
+	}
+	return i
+}
+
 // plainASCII reports whether b is all ASCII (encoding/json would replace
 // invalid UTF-8 in a key it names in an error).
 func plainASCII(b []byte) bool {
