@@ -7,7 +7,10 @@ import (
 	"net"
 	"os"
 	"sync"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Limits bound what one local user can make the server hold. A user who
@@ -91,6 +94,14 @@ type Conn struct {
 	stall  time.Duration
 	line   []byte  // the reader's buffer for the replies it writes itself
 	req    Request // the reader's request, for the ops it answers itself
+
+	// writeNow's: the socket's raw connection and one write(2) on it,
+	// made once, with its line and result (used by whoever set writing).
+	raw      syscall.RawConn
+	rawWrite func(fd uintptr) bool
+	rawB     []byte
+	rawN     int
+	rawErr   error
 
 	// The output queue, guarded by mu. bytes counts the encoded lines
 	// queued or being written (and is added to uid's count); settled is
@@ -210,7 +221,10 @@ func (c *Conn) holdEvents() (release func()) {
 
 // reply writes resp on the calling goroutine (the connection's reader)
 // when nothing is queued or being written, which spares the writer's
-// wake-up; otherwise it queues it behind the rest.
+// wake-up; otherwise it queues it behind the rest. A reply the socket
+// takes at once is never counted against the budgets: it waited for
+// nobody. What the socket does not take at once is counted while the
+// reader waits to write it, as any queued line is.
 func (c *Conn) reply(resp *Response) {
 	b, err := appendLine(c.line[:0], resp)
 	if err != nil {
@@ -238,9 +252,16 @@ func (c *Conn) reply(resp *Response) {
 		return
 	}
 	c.writing = true
-	c.addBytesLocked(len(b))
 	c.mu.Unlock()
-	c.write(b, len(b), c.stall)
+	n, err := c.writeNow(b)
+	if err != nil || n == len(b) {
+		c.written(0, err)
+		return
+	}
+	c.mu.Lock()
+	c.addBytesLocked(len(b) - n)
+	c.mu.Unlock()
+	c.writeWait(b[n:], len(b)-n, c.stall)
 }
 
 // next waits for the next queued line and returns it, or false once the
@@ -276,20 +297,24 @@ func (c *Conn) next() (queued, bool) {
 	}
 }
 
-// written takes a written line's bytes off the count and ends the write;
-// what was queued meanwhile is the writer's.
-func (c *Conn) written(n int) {
+// written takes a written line's counted bytes off the count and ends
+// the write; what was queued meanwhile is the writer's. A failed write
+// (err) ends the connection.
+func (c *Conn) written(n int, err error) {
 	c.mu.Lock()
 	c.addBytesLocked(-n)
 	c.writing = false
 	under := c.bytes <= c.budget
 	more := len(c.queue) > 0
 	c.mu.Unlock()
-	if under {
+	if under && n > 0 {
 		poke(c.space)
 	}
 	if more {
 		poke(c.wake)
+	}
+	if err != nil {
+		c.markGone()
 	}
 }
 
@@ -317,11 +342,12 @@ func (c *Conn) settle() {
 // or its uid's, is unread, and reports whether the connection is still
 // there.
 func (c *Conn) waitSpace() bool {
+	if !c.overBudget() && !c.uid.over(1) {
+		return true // without under's lock, which every connection of the uid takes
+	}
 	for {
 		under := c.uid.under() // before the check: a fall after it closes this
-		c.mu.Lock()
-		over := c.bytes > c.budget
-		c.mu.Unlock()
+		over := c.overBudget()
 		uidOver := c.uid.over(1)
 		if !over && !uidOver {
 			return true
@@ -336,6 +362,13 @@ func (c *Conn) waitSpace() bool {
 			return false
 		}
 	}
+}
+
+// overBudget reports whether more than the connection's budget is unread.
+func (c *Conn) overBudget() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.bytes > c.budget
 }
 
 // isGone reports whether the connection has gone (markGone).
@@ -373,7 +406,7 @@ func (c *Conn) writeLoop() {
 		b, err := q.encode()
 		if err != nil {
 			c.log.Error("ipc: encoding reply", "err", err)
-			c.written(len(q.b))
+			c.written(len(q.b), nil)
 			continue
 		}
 		if !c.write(b, len(q.b), limit) {
@@ -382,12 +415,23 @@ func (c *Conn) writeLoop() {
 	}
 }
 
-// write writes one line whose write the caller counted (next or reply),
-// as counted bytes (what it was queued as: an aged line may be shorter
-// or longer), within limit, and ends the write. A failed write ends the
+// write writes one line whose write the caller counted (next), as
+// counted bytes (what it was queued as: an aged line may be shorter or
+// longer), within limit, and ends the write. A failed write ends the
 // connection (false); running out of the stall timeout is logged, unless
 // the connection had gone already.
 func (c *Conn) write(b []byte, counted int, limit time.Duration) bool {
+	n, err := c.writeNow(b)
+	if err != nil || n == len(b) {
+		c.written(counted, err)
+		return err == nil
+	}
+	return c.writeWait(b[n:], counted, limit)
+}
+
+// writeWait is write for what the socket did not take at once: it
+// waits for the client to read, within limit.
+func (c *Conn) writeWait(b []byte, counted int, limit time.Duration) bool {
 	c.nc.SetWriteDeadline(time.Now().Add(limit))
 	_, err := c.nc.Write(b)
 	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) && limit == c.stall && !c.isGone() {
@@ -397,12 +441,41 @@ func (c *Conn) write(b []byte, counted int, limit time.Duration) bool {
 		c.log.Warn("ipc: closing a connection whose client has read nothing for the stall timeout",
 			"conn", c.ID, "pid", c.Cred.PID, "uid", c.Cred.UID, "stall", c.stall, "queued", n+1, "queued_bytes", bytes, "events_left_out", dropped)
 	}
-	c.written(counted)
-	if err != nil {
-		c.markGone()
-		return false
+	c.written(counted, err)
+	return err == nil
+}
+
+// writeNow writes what of b the socket takes at once, without waiting
+// and without a deadline: one write(2), where Write would also set the
+// deadline, a timer of the runtime's, before it. It returns how much it
+// wrote, and an error only if the write failed (not when the socket was
+// full, or a deadline set before has passed: writeWait then writes the
+// rest). Only the goroutine that set c.writing calls it.
+func (c *Conn) writeNow(b []byte) (int, error) {
+	if c.raw == nil {
+		raw, err := c.nc.SyscallConn()
+		if err != nil {
+			return 0, nil // writeWait fails the same way
+		}
+		c.raw = raw
+		c.rawWrite = func(fd uintptr) bool {
+			c.rawN, c.rawErr = unix.Write(int(fd), c.rawB)
+			return true
+		}
 	}
-	return true
+	c.rawB, c.rawN, c.rawErr = b, 0, nil
+	if c.raw.Write(c.rawWrite) != nil { // closed, or an old deadline passed
+		c.rawB = nil
+		return 0, nil
+	}
+	c.rawB = nil
+	switch {
+	case c.rawErr == unix.EAGAIN || c.rawErr == unix.EINTR:
+		return 0, nil
+	case c.rawErr != nil:
+		return 0, c.rawErr
+	}
+	return max(c.rawN, 0), nil
 }
 
 // goneFlush is how long each write may take once the connection is gone:
