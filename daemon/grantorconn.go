@@ -92,11 +92,11 @@ func (g *grantorConn) setGrantors(addrs []string, leader string) {
 	}
 }
 
-// known returns the grantor addresses known now.
-func (g *grantorConn) known() []string {
+// appendKnown appends the grantor addresses known now to dst.
+func (g *grantorConn) appendKnown(dst []string) []string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return append([]string{}, g.addrs...)
+	return append(dst, g.addrs...)
 }
 
 // client returns a client for the grantor most likely to be leader.

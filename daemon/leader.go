@@ -279,14 +279,15 @@ func (d *Daemon) leaderUnreachable(now clockwatch.Instant) *ipc.Error {
 // tick and a confirm timeout of the default second (leader.go).
 const reachableWithin = probeAfterQuiet + 2*probeInterval
 
-// grantorStatus is the status op's view of the way to the leader: a
-// leader is reachable when the latest exchange that needed one succeeded,
-// within reachableWithin.
-func (d *Daemon) grantorStatus(now clockwatch.Instant) *ipc.GrantorStatus {
+// grantorStatus sets *gs to the status op's view of the way to the
+// leader, with the grantors known appended to known: a leader is
+// reachable when the latest exchange that needed one succeeded, within
+// reachableWithin.
+func (d *Daemon) grantorStatus(gs *ipc.GrantorStatus, known []string, now clockwatch.Instant) {
 	r := &d.reach
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	gs := &ipc.GrantorStatus{Known: d.g.known(), FoundBy: "grantors", SinceContactMs: -1}
+	*gs = ipc.GrantorStatus{Known: d.g.appendKnown(known), FoundBy: "grantors", SinceContactMs: -1}
 	if d.cfg.Gossip != nil {
 		gs.FoundBy = "gossip"
 	}
@@ -298,5 +299,4 @@ func (d *Daemon) grantorStatus(now clockwatch.Instant) *ipc.GrantorStatus {
 	if r.failAt > r.okAt {
 		gs.Error = r.failErr
 	}
-	return gs
 }

@@ -33,16 +33,20 @@ func (d *Daemon) status(cred ipc.Cred) *ipc.Response {
 	}
 	d.mu.Unlock()
 	d.fillClockStatus(&r.clock, false)
-	r.resp.Grantor = d.grantorStatus(now)
+	d.grantorStatus(&r.grantor, r.known[:0], now)
+	r.resp.Grantor = &r.grantor
 	return &r.resp
 }
 
 // statusReply holds a status reply and the parts it points to, which
-// live as long as it does.
+// live as long as it does: one allocation for all of them, the list of
+// grants aside (and the grantors known, when there are more than three).
 type statusReply struct {
-	resp   ipc.Response
-	grants []ipc.Grant
-	clock  ipc.ClockStatus
+	resp    ipc.Response
+	grants  []ipc.Grant
+	clock   ipc.ClockStatus
+	grantor ipc.GrantorStatus
+	known   [3]string
 }
 
 // validLocked returns the lease with table key key (a name, or a

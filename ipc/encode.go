@@ -101,6 +101,12 @@ func (w *jsonWriter) f64(v float64) {
 		w.b = append(w.b, '0')
 		return
 	}
+	if v == math.Trunc(v) && math.Abs(v) < 1<<53 && (v != 0 || !math.Signbit(v)) {
+		// A whole number (a rate of 500 ppm, a frequency of 0), the same
+		// digits without the shortest-float search; -0 stays below.
+		w.b = strconv.AppendInt(w.b, int64(v), 10)
+		return
+	}
 	format := byte('f')
 	if abs := math.Abs(v); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
 		format = 'e'

@@ -109,6 +109,9 @@ func TestMarshalLineMatchesEncodingJSON(t *testing.T) {
 			sameAsJSON(t, v.Interface())
 		}
 	}
+	for _, x := range []float64{0, math.Copysign(0, -1), 1, -1, 500, -12, 0.5, 1e15, 1<<53 - 1, 1 << 53, -(1 << 53), 1e20, 1e21, 1e-7, math.MaxInt64, math.MinInt64} {
+		sameAsJSON(t, &Response{Clock: &ClockStatus{RhoPPM: x, KernelFreqPPM: -x}})
+	}
 	for _, x := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
 		sameAsJSON(t, &Response{Clock: &ClockStatus{RhoPPM: x}}) // both refuse
 		sameAsJSON(t, &Event{Event: EventDrift, RatePPM: x})
