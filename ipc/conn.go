@@ -7,10 +7,7 @@ import (
 	"net"
 	"os"
 	"sync"
-	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // Limits bound what one local user can make the server hold. A user who
@@ -95,13 +92,7 @@ type Conn struct {
 	line   []byte  // the reader's buffer for the replies it writes itself
 	req    Request // the reader's request, for the ops it answers itself
 
-	// writeNow's: the socket's raw connection and one write(2) on it,
-	// made once, with its line and result (used by whoever set writing).
-	raw      syscall.RawConn
-	rawWrite func(fd uintptr) bool
-	rawB     []byte
-	rawN     int
-	rawErr   error
+	io *sockIO // the socket's raw reads and writes
 
 	// The output queue, guarded by mu. bytes counts the encoded lines
 	// queued or being written (and is added to uid's count); settled is
@@ -130,7 +121,8 @@ type Conn struct {
 }
 
 func newConn(id uint64, nc *net.UnixConn, lim Limits, uid *uidBytes, log *slog.Logger) *Conn {
-	return &Conn{ID: id, budget: lim.QueueBytes, uid: uid, log: log, nc: nc, stall: lim.StallTimeout,
+	io, _ := newSockIO(nc) // nil if nc is closed already: net.Conn's calls fail alike
+	return &Conn{ID: id, budget: lim.QueueBytes, uid: uid, log: log, nc: nc, io: io, stall: lim.StallTimeout,
 		wake: make(chan struct{}, 1), space: make(chan struct{}, 1), gone: make(chan struct{})}
 }
 
@@ -253,7 +245,7 @@ func (c *Conn) reply(resp *Response) {
 	}
 	c.writing = true
 	c.mu.Unlock()
-	n, err := c.writeNow(b)
+	n, err := c.io.writeNow(b)
 	if err != nil || n == len(b) {
 		c.written(0, err)
 		return
@@ -421,7 +413,7 @@ func (c *Conn) writeLoop() {
 // connection (false); running out of the stall timeout is logged, unless
 // the connection had gone already.
 func (c *Conn) write(b []byte, counted int, limit time.Duration) bool {
-	n, err := c.writeNow(b)
+	n, err := c.io.writeNow(b)
 	if err != nil || n == len(b) {
 		c.written(counted, err)
 		return err == nil
@@ -443,39 +435,6 @@ func (c *Conn) writeWait(b []byte, counted int, limit time.Duration) bool {
 	}
 	c.written(counted, err)
 	return err == nil
-}
-
-// writeNow writes what of b the socket takes at once, without waiting
-// and without a deadline: one write(2), where Write would also set the
-// deadline, a timer of the runtime's, before it. It returns how much it
-// wrote, and an error only if the write failed (not when the socket was
-// full, or a deadline set before has passed: writeWait then writes the
-// rest). Only the goroutine that set c.writing calls it.
-func (c *Conn) writeNow(b []byte) (int, error) {
-	if c.raw == nil {
-		raw, err := c.nc.SyscallConn()
-		if err != nil {
-			return 0, nil // writeWait fails the same way
-		}
-		c.raw = raw
-		c.rawWrite = func(fd uintptr) bool {
-			c.rawN, c.rawErr = unix.Write(int(fd), c.rawB)
-			return true
-		}
-	}
-	c.rawB, c.rawN, c.rawErr = b, 0, nil
-	if c.raw.Write(c.rawWrite) != nil { // closed, or an old deadline passed
-		c.rawB = nil
-		return 0, nil
-	}
-	c.rawB = nil
-	switch {
-	case c.rawErr == unix.EAGAIN || c.rawErr == unix.EINTR:
-		return 0, nil
-	case c.rawErr != nil:
-		return 0, c.rawErr
-	}
-	return max(c.rawN, 0), nil
 }
 
 // goneFlush is how long each write may take once the connection is gone:

@@ -154,7 +154,11 @@ func (s *Server) serveConn(ctx context.Context, nc *net.UnixConn) {
 	}()
 
 	var handlers sync.WaitGroup
-	r := bufio.NewReaderSize(nc, 4096)
+	var src io.Reader = nc
+	if c.io != nil {
+		src = c.io
+	}
+	r := bufio.NewReaderSize(src, 4096)
 	// Backpressure: while more than the budget is unread, no request is
 	// read; the client's writes then block in the kernel.
 	for c.waitSpace() {
