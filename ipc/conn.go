@@ -121,8 +121,8 @@ type Conn struct {
 }
 
 func newConn(id uint64, nc *net.UnixConn, lim Limits, uid *uidBytes, log *slog.Logger) *Conn {
-	io, _ := newSockIO(nc) // nil if nc is closed already: net.Conn's calls fail alike
-	return &Conn{ID: id, budget: lim.QueueBytes, uid: uid, log: log, nc: nc, io: io, stall: lim.StallTimeout,
+	sio, _ := newSockIO(nc) // nil if nc is closed already: net.Conn's calls fail alike
+	return &Conn{ID: id, budget: lim.QueueBytes, uid: uid, log: log, nc: nc, io: sio, stall: lim.StallTimeout,
 		wake: make(chan struct{}, 1), space: make(chan struct{}, 1), gone: make(chan struct{})}
 }
 
