@@ -7,6 +7,7 @@ import (
 	"math"
 	"strconv"
 	"sync"
+	"unicode/utf8"
 )
 
 // The socket's hot lines (replies and events) are encoded here without
@@ -71,20 +72,57 @@ func (w *jsonWriter) key(name string) {
 	w.b = append(w.b, '"', ':')
 }
 
-// str appends s as encoding/json does: strings of plain printable ASCII
-// as they are, anything else (escapes, HTML characters, UTF-8) through
-// encoding/json itself.
+// str appends s as encoding/json does (HTML characters escaped, invalid
+// UTF-8 as U+FFFD, U+2028 and U+2029 escaped), without its allocations:
+// a grantor's error in a status reply, a lease name with UTF-8.
 func (w *jsonWriter) str(s string) {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			b, _ := json.Marshal(s) // a string always encodes
-			w.b = append(w.b, b...)
-			return
+	const hex = "0123456789abcdef"
+	b := append(w.b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '\\', '"':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
+			}
+			i++
+			start = i
+			continue
 		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
 	}
-	w.b = append(w.b, '"')
-	w.b = append(w.b, s...)
-	w.b = append(w.b, '"')
+	b = append(b, s[start:]...)
+	w.b = append(b, '"')
 }
 
 func (w *jsonWriter) i64(v int64)  { w.b = strconv.AppendInt(w.b, v, 10) }

@@ -144,3 +144,18 @@ func BenchmarkMarshalStatus(b *testing.B) {
 		}
 	})
 }
+
+// FuzzEncodeString: the hand encoder writes any string, every byte and
+// invalid UTF-8 included, as encoding/json does.
+func FuzzEncodeString(f *testing.F) {
+	var all []byte
+	for c := range 256 {
+		all = append(all, byte(c))
+	}
+	for _, s := range []string{"", "plain", string(all), "a\u2028b\u2029c", "é<&>\"\\\b\f\n\r\t\x00\x1f\x7f", "\xff\xfe", "\xe2\x80", "日本語", "ok: 'x' <y> & z"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		sameAsJSON(t, &Response{Grantor: &GrantorStatus{Error: s, Leader: s, Known: []string{s}}})
+	})
+}
