@@ -69,6 +69,9 @@ func (l *lessor) expiryLoop(o *office) {
 		if d <= 0 {
 			d = 1 // cannot happen: scan only returns future instants
 		}
+		l.mu.Lock()
+		o.wakeAt, o.armed = next, true
+		l.mu.Unlock()
 		t.Reset(d)
 		l.scanMu.Unlock()
 		l.test(testEvent{what: "sleep", now: now})
@@ -90,10 +93,12 @@ func (l *lessor) scan(o *office, now clockwatch.Instant) (expires []expireJob, r
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	next = now.Add(maxExpirySleep)
+	o.armed = false
 	if !o.active {
 		return nil, nil, nil, next
 	}
 	oneEntry := l.prop.allowed() >= cmdExpireSession
+	o.slotWanted.Store(!oneEntry)
 	busy := false // a lease of an older cluster's expiry had its slot taken
 	for len(o.due) > 0 && !now.Before(o.due[0].at) {
 		d := heap.Pop(&o.due).(dueEntry)
@@ -131,6 +136,7 @@ func (l *lessor) scan(o *office, now clockwatch.Instant) (expires []expireJob, r
 			grants = slices.DeleteFunc(held, func(g grantRef) bool { return g.Token > o.seen })
 			if len(grants) == 0 {
 				o.queueLocked(d.name, s, now.Add(1)) // looked at again after the event's kick
+				o.unseen = true
 				continue
 			}
 		}

@@ -183,3 +183,40 @@ func TestExpirySparesGrantWhoseEventIsPending(t *testing.T) {
 	h.events.wait(t, m, "the end of a", func(e testEvent) bool { return isExpiry(e) && h.held("a") == 0 })
 	h.spares("b", tok, tG, ttl)
 }
+
+// TestLockCycleLeavesTheExpiryLoopAsleep: a lock cycle whose session
+// expires after the instant the expiry loop sleeps until does not wake the
+// loop, neither by its grant's event nor by its proposal slot's release
+// (each did, and each scan walks every session of the office under the
+// lessor's mutex); a grant whose session expires before that instant
+// does. The loop is held on scanMu once woken, so a second kick stays in
+// its channel.
+func TestLockCycleLeavesTheExpiryLoopAsleep(t *testing.T) {
+	h := newHarness(t)
+	m := h.events.mark()
+	h.takeOffice()
+	h.events.wait(t, m, "the expiry loop asleep", func(e testEvent) bool { return e.what == "sleep" })
+	h.l.mu.Lock()
+	o := h.l.cur
+	h.l.mu.Unlock()
+	h.l.scanMu.Lock()
+	defer h.l.scanMu.Unlock()
+	for seq := uint64(1); seq <= 6; seq += 2 {
+		g := h.acquire(acq("s", seq, "cycle", 15*time.Second))
+		r, err := h.l.release(h.ctx(), releaseCmd{ID: requestID{Session: "s", Seq: seq + 1}, Lease: "cycle", Owner: "o", Token: g.Token})
+		if !g.Granted || err != nil || !r.Released {
+			t.Fatalf("cycle %d: %+v; %+v %v", seq, g, r, err)
+		}
+	}
+	if n := len(o.kick); n != 0 {
+		t.Fatalf("three lock cycles of a 15 s term left a kick for the expiry loop, asleep until at most %v later", maxExpirySleep)
+	}
+	for i, name := range []string{"short-1", "short-2"} {
+		if g := h.acquire(acq(name, 1, name, 100*time.Millisecond)); !g.Granted {
+			t.Fatalf("acquire %d: %+v", i, g)
+		}
+	}
+	if n := len(o.kick); n != 1 {
+		t.Fatal("two grants of a 100 ms term, due before the expiry loop wakes, left it no kick")
+	}
+}

@@ -133,6 +133,21 @@ type office struct {
 	pending  []*renewal    // keepalives waiting for the next verify round
 	kaWake   chan struct{} // 1-buffered: pending is not empty
 	kick     chan struct{} // 1-buffered: the expiry loop should rescan
+	// wakeAt is the instant the expiry loop sleeps until, while armed
+	// (from the end of a scan until the next begins; between them every
+	// new due instant kicks it). A session queued before wakeAt kicks the
+	// loop; a later one is found by the scan at wakeAt. Guarded by
+	// lessor.mu.
+	wakeAt clockwatch.Instant
+	armed  bool
+	// unseen says the last scan put a session back until the event of
+	// one of its grants comes (o.seen): that event kicks the loop.
+	// Guarded by lessor.mu.
+	unseen bool
+	// slotWanted says the expiry loop proposes Revokes, which wait for
+	// their lease's proposal slot (older grantors): releasing a slot
+	// kicks it then.
+	slotWanted atomic.Bool
 	// checks are token checks waiting for the next verify round of
 	// checkLoop (checktoken.go); checkWake says there are some.
 	checks    []*tokenCheck
@@ -223,11 +238,14 @@ func (l *lessor) slot(lease string) chan struct{} {
 	return l.slots[h.Sum32()%numSlots]
 }
 
-// releaseSlot frees a slot and asks the expiry loop to look again, in case
-// it skipped a due lease because the slot was taken.
+// releaseSlot frees a slot and, while the expiry loop proposes Revokes,
+// asks it to look again, in case it skipped a due lease because the slot
+// was taken.
 func (l *lessor) releaseSlot(o *office, s chan struct{}) {
 	<-s
-	poke(o.kick)
+	if o.slotWanted.Load() {
+		poke(o.kick)
+	}
 }
 
 func poke(ch chan struct{}) {
@@ -256,7 +274,10 @@ func (l *lessor) onEvent(ev fsmEvent) {
 	case evGranted:
 		o.extendLocked(l.timing, ev.Rec.Session, ev.Rec.TTL, now)
 		o.seen = max(o.seen, ev.Rec.Token)
-		poke(o.kick)
+		if o.unseen {
+			o.unseen = false
+			poke(o.kick)
+		}
 	case evFreed:
 		if !l.fsm.holdsLeases(ev.Rec.Session) {
 			o.emptiedLocked(ev.Rec.Session, now)
@@ -314,6 +335,9 @@ func (o *office) extendLocked(t clockwatch.Timing, session string, ttl time.Dura
 	case s.expiry == 0:
 		s.expiry = exp
 		o.queueLocked(session, s, exp)
+		if !o.armed || exp.Before(o.wakeAt) {
+			poke(o.kick)
+		}
 	case exp.After(s.expiry):
 		s.expiry = exp
 	}
