@@ -23,7 +23,7 @@ benchstat=${BENCHSTAT:-golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c
 
 # The hot paths: package, and the benchmarks in it (a -bench pattern).
 hot=(
-	"grantor ^(BenchmarkFSMApply|BenchmarkLessorAcquireRelease|BenchmarkKeepAliveSessions)$"
+	"grantor ^(BenchmarkFSMApply|BenchmarkLessorAcquireRelease|BenchmarkLessorCycleAmongSessions|BenchmarkLockCycle|BenchmarkKeepAliveSessions)$"
 	"daemon ^BenchmarkSocketStatus$"
 	"ipc ^(BenchmarkMarshalStatus|BenchmarkDecodeRequest)$"
 )
