@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/leaseside/leaseside/internal/connlimit"
 )
@@ -86,13 +87,24 @@ func (a *audit) close() {
 }
 
 // write logs one audit line at level. A nil *audit (tests of parts
-// without a node) logs nothing.
+// without a node) logs nothing. The record goes to the logger's handler
+// as Logger.Log would hand it, less the caller's program counter (no
+// handler of the trail adds the source): the runtime.Callers that
+// Logger.Log makes and the slice of the line's attributes were about a
+// third of the trail's CPU at the leader in a lock cycle.
 func (a *audit) write(level slog.Level, event string, who Identity, attrs ...any) {
 	if a == nil {
 		return
 	}
-	a.log.Log(context.Background(), level, "audit",
-		append([]any{"event", event, "role", who.Role.String(), "name", who.Name}, attrs...)...)
+	ctx := context.Background()
+	h := a.log.Handler()
+	if !h.Enabled(ctx, level) {
+		return
+	}
+	r := slog.NewRecord(time.Now(), level, "audit", 0)
+	r.AddAttrs(slog.String("event", event), slog.String("role", who.Role.String()), slog.String("name", who.Name))
+	r.Add(attrs...)
+	_ = h.Handle(ctx, r) // dropped as Logger.Log drops it
 	a.flushed()
 }
 

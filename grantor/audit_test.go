@@ -1,6 +1,7 @@
 package grantor
 
 import (
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -81,5 +82,31 @@ func TestAuditRefusedSessionUse(t *testing.T) {
 	line := audit.wait(t, "event=refused", "name=host-b", "call=Release", "suppressed=4")
 	if got := releases(); got != 2 || !strings.Contains(line, "lease=x") {
 		t.Fatalf("%d refused Release lines, the last %q; want 2, the last counting 4 held back", got, line)
+	}
+}
+
+// TestAuditLineAsLoggerWritesIt: the trail hands its handler the record
+// Logger.Log would (audit.write builds it without the caller's program
+// counter), so a line reads the same: here a grant and a release, against
+// Logger.Log with the same attributes, through one text handler without
+// the time.
+func TestAuditLineAsLoggerWritesIt(t *testing.T) {
+	var got, want strings.Builder
+	noTime := &slog.HandlerOptions{ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+		if a.Key == slog.TimeKey && len(groups) == 0 {
+			return slog.Attr{}
+		}
+		return a
+	}}
+	a := newAudit(slog.New(slog.NewTextHandler(&got, noTime)), nil, "g1")
+	defer a.close()
+	who := Identity{Role: RoleSidecar, Name: "host-1"}
+	a.grant(who, "db/primary", 7, "s1", "o \"quoted\"")
+	a.release(who, releaseCmd{Lease: "db/primary", Token: 7, OwnerEnded: true}, true)
+	l := slog.New(slog.NewTextHandler(&want, noTime))
+	l.Info("audit", "event", "grant", "role", "sidecar", "name", "host-1", "lease", "db/primary", "token", uint64(7), "session", "s1", "owner", "o \"quoted\"")
+	l.Info("audit", "event", "release", "role", "sidecar", "name", "host-1", "lease", "db/primary", "token", uint64(7), "released", true, "ended", "owner_ended")
+	if got.String() != want.String() {
+		t.Fatalf("audit lines:\n%s\nwant, as Logger.Log writes them:\n%s", got.String(), want.String())
 	}
 }
