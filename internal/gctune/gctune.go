@@ -13,6 +13,10 @@
 // growth instead, growth being what the process allocates in the
 // policy's interval at its latest rate, within the policy's bounds.
 //
+// A policy may also have the tuner give the kernel back, once the process
+// is idle again, the free heap a burst left behind (ReturnAbove): the
+// runtime's own scavenger returns it gradually, and keeps some for good.
+//
 // A soft memory limit (GOMEMLIMIT, debug.SetMemoryLimit) still holds: the
 // runtime collects before it whatever GOGC is. GOGC set in the
 // environment wins: Start then starts nothing.
@@ -59,6 +63,17 @@ type Policy struct {
 	// MinPercent is the least GOGC set, whatever the growth (at least 10:
 	// GOGC 0 would collect without end).
 	MinPercent int
+	// ReturnAbove, when not 0, has the heap's free pages given back to
+	// the kernel (debug.FreeOSMemory) after a collection that finds the
+	// process idle (it allocates at a rate that asks for no more than
+	// MinGrowth) and keeping more than growth + ReturnAbove of heap
+	// beyond what is live (the objects the collection found dead, not
+	// swept yet, and the pages already free): what a burst left behind,
+	// which the runtime's scavenger returns gradually and in part. At
+	// most once a ReturnEvery (FreeOSMemory collects, and the collection
+	// is followed by a Tune of its own).
+	ReturnAbove uint64
+	ReturnEvery time.Duration
 }
 
 // Growth returns how much the heap may grow before the next collection,
@@ -67,11 +82,34 @@ type Policy struct {
 // allows StartGrowth).
 func (p Policy) Growth(live, allocated uint64, elapsed time.Duration) uint64 {
 	byRate := p.StartGrowth
-	if elapsed > 0 {
-		byRate = uint64(float64(allocated) * float64(p.Interval) / float64(elapsed))
-		byRate = min(max(byRate, p.MinGrowth), p.MaxGrowth)
+	if r := p.rateGrowth(allocated, elapsed); r > 0 {
+		byRate = min(max(r, p.MinGrowth), p.MaxGrowth)
 	}
 	return max(byRate, live/max(p.LiveShare, 1))
+}
+
+// rateGrowth is what allocated bytes in elapsed time make in the policy's
+// interval, unbounded, and at least 1; 0 when elapsed is 0 (not known).
+func (p Policy) rateGrowth(allocated uint64, elapsed time.Duration) uint64 {
+	if elapsed <= 0 {
+		return 0
+	}
+	return max(uint64(float64(allocated)*float64(p.Interval)/float64(elapsed)), 1)
+}
+
+// Return reports whether the heap kept beyond what is live, surplus bytes
+// (dead objects and free pages), should be given back after a collection
+// that allowed growth, when the process allocates at a rate that asks for
+// byRate (rateGrowth: unbounded; 0 when not known yet) and the last
+// return was since ago (0: never).
+func (p Policy) Return(surplus, growth, byRate uint64, since time.Duration) bool {
+	if p.ReturnAbove == 0 || byRate == 0 || byRate > p.MinGrowth {
+		return false // off, the rate not known yet, or busy
+	}
+	if since != 0 && since < p.ReturnEvery {
+		return false
+	}
+	return surplus > growth+p.ReturnAbove
 }
 
 // Percent returns the GOGC that makes the runtime's next heap goal live +
@@ -95,10 +133,14 @@ type Tuner struct {
 	samples []metrics.Sample // live heap, stacks, globals, bytes allocated
 	now     func() time.Time
 	set     func(int) int // debug.SetGCPercent
+	// release gives the free heap back to the kernel (debug.FreeOSMemory,
+	// which collects first); Tune runs it on a goroutine of its own.
+	release func()
 	// Only Tune touches these.
 	last      int       // the GOGC set last
 	allocated uint64    // bytes allocated in all, at the last Tune
 	at        time.Time // when
+	returned  time.Time // when release was last started
 	stopped   atomic.Bool
 }
 
@@ -112,19 +154,23 @@ func NewTuner(p Policy, now func() time.Time, set func(int) int) *Tuner {
 			{Name: "/gc/scan/stack:bytes"},
 			{Name: "/gc/scan/globals:bytes"},
 			{Name: "/gc/heap/allocs:bytes"},
+			{Name: "/memory/classes/heap/objects:bytes"},
+			{Name: "/memory/classes/heap/free:bytes"},
 		},
-		now: now,
-		set: set,
+		now:     now,
+		set:     set,
+		release: debug.FreeOSMemory,
 	}
 }
 
 // Tune reads what the latest collection left and what was allocated
 // since the previous Tune, and sets GOGC from them when it changed; it
-// returns the GOGC in force.
+// returns the GOGC in force. When the policy says so (Policy.Return), it
+// starts giving the free heap back to the kernel.
 func (t *Tuner) Tune() int {
 	metrics.Read(t.samples)
 	now := t.now()
-	var v [4]uint64
+	var v [6]uint64
 	for i, s := range t.samples {
 		if s.Value.Kind() == metrics.KindUint64 {
 			v[i] = s.Value.Uint64()
@@ -134,8 +180,17 @@ func (t *Tuner) Tune() int {
 	if !t.at.IsZero() {
 		elapsed = max(now.Sub(t.at), 1)
 	}
-	growth := t.policy.Growth(v[0], v[3]-min(t.allocated, v[3]), elapsed)
+	allocated := v[3] - min(t.allocated, v[3])
+	growth := t.policy.Growth(v[0], allocated, elapsed)
 	t.allocated, t.at = v[3], now
+	var since time.Duration
+	if !t.returned.IsZero() {
+		since = max(now.Sub(t.returned), 1)
+	}
+	if t.policy.Return(v[4]+v[5]-min(v[0], v[4]+v[5]), growth, t.policy.rateGrowth(allocated, elapsed), since) {
+		t.returned = now
+		go t.release()
+	}
 	if p := t.policy.Percent(v[0], v[1]+v[2], growth); p != t.last {
 		t.set(p)
 		t.last = p

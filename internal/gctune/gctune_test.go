@@ -229,3 +229,80 @@ func setGCPercentRestoring(t *testing.T) func(int) int {
 		return prev
 	}
 }
+
+// TestReturn: the heap kept beyond what is live goes back to the kernel
+// only when the policy asks for it, the process is idle (its rate asks for
+// no more than MinGrowth), it is more than the growth the next cycle
+// uses and ReturnAbove, and the last return is at least ReturnEvery ago.
+func TestReturn(t *testing.T) {
+	const MiB = 1 << 20
+	pol := testPolicy
+	pol.ReturnAbove, pol.ReturnEvery = 2*MiB, time.Minute
+	tests := []struct {
+		name                    string
+		policy                  Policy
+		surplus, growth, byRate uint64
+		since                   time.Duration
+		want                    bool
+	}{
+		{name: "idle after a burst", policy: pol, surplus: 12 * MiB, growth: MiB, byRate: 1, want: true},
+		{name: "idle, returned long ago", policy: pol, surplus: 4 * MiB, growth: MiB, byRate: 100 << 10, since: 2 * time.Minute, want: true},
+		{name: "at the least growth's rate", policy: pol, surplus: 4 * MiB, growth: MiB, byRate: pol.MinGrowth, want: true},
+		{name: "off", policy: testPolicy, surplus: 100 * MiB, growth: MiB, byRate: 1, want: false},
+		{name: "rate not known yet", policy: pol, surplus: 100 * MiB, growth: MiB, byRate: 0, want: false},
+		{name: "busy", policy: pol, surplus: 100 * MiB, growth: MiB, byRate: pol.MinGrowth + 1, want: false},
+		{name: "what the next cycle uses", policy: pol, surplus: 3 * MiB, growth: MiB, byRate: 1, want: false},
+		{name: "a large live heap's growth", policy: pol, surplus: 12 * MiB, growth: 10 * MiB, byRate: 1, want: false},
+		{name: "returned a moment ago", policy: pol, surplus: 100 * MiB, growth: MiB, byRate: 1, since: 59 * time.Second, want: false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.policy.Return(tc.surplus, tc.growth, tc.byRate, tc.since); got != tc.want {
+				t.Fatalf("Return(surplus %d, growth %d, byRate %d, since %v) = %v, want %v", tc.surplus, tc.growth, tc.byRate, tc.since, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestTunerReturnsWhatABurstLeft: after a collection that freed a burst's
+// 64 MiB, an idle process's tuner gives the free heap back (through its
+// release, here a stand-in that counts), once: not again at the next
+// collection within ReturnEvery, and never with the policy off.
+func TestTunerReturnsWhatABurstLeft(t *testing.T) {
+	pol := testPolicy
+	pol.ReturnAbove, pol.ReturnEvery = 8<<20, time.Hour
+	clock := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
+	now := func() time.Time { return clock }
+	on := NewTuner(pol, now, func(int) int { return 100 })
+	off := NewTuner(testPolicy, now, func(int) int { return 100 })
+	released := make(chan string, 4)
+	on.release = func() { released <- "on" }
+	off.release = func() { released <- "off" }
+	on.Tune()
+	off.Tune()
+	burst := make([][]byte, 64)
+	for i := range burst {
+		burst[i] = make([]byte, 1<<20)
+	}
+	runtime.KeepAlive(burst)
+	burst = nil
+	runtime.GC() // the burst's 64 MiB is dead, and kept from the kernel for now
+	clock = clock.Add(30 * time.Minute) // 64 MiB in half an hour: idle
+	off.Tune()
+	on.Tune()
+	select {
+	case who := <-released:
+		if who != "on" {
+			t.Fatal("the tuner of a policy without ReturnAbove gave the free heap back")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the idle process's tuner did not give back what the burst left")
+	}
+	clock = clock.Add(time.Minute)
+	on.Tune()
+	select {
+	case who := <-released:
+		t.Fatalf("%s: given back again within ReturnEvery", who)
+	default:
+	}
+}

@@ -24,6 +24,13 @@ import (
 // gives a rate), whichever is more. A busy sidecar then collects at most
 // about five times a second while its growth allows, whatever it holds,
 // and an idle one keeps 25% above live.
+//
+// Once idle again (allocating less than 1 MiB in 200 ms), a sidecar gives
+// the kernel back, at most once a minute, the heap it keeps beyond what
+// is live and its next cycle's growth, when that is more than 1 MiB: what
+// a burst of acquires or a large status left, which the runtime's
+// scavenger returned gradually and kept some of for good
+// (docs/performance.md, "The sidecar's memory per lease").
 var sidecarGC = gctune.Policy{
 	LiveShare:   4,
 	Interval:    200 * time.Millisecond,
@@ -31,6 +38,8 @@ var sidecarGC = gctune.Policy{
 	MaxGrowth:   8 << 20, // what a busy sidecar may hold above live
 	StartGrowth: 8 << 20,
 	MinPercent:  10,
+	ReturnAbove: 1 << 20,
+	ReturnEvery: time.Minute,
 }
 
 // tuneSidecarGCProcess starts the sidecar's collection tuner in this

@@ -43,6 +43,24 @@ func TestSidecarGCGrowth(t *testing.T) {
 	}
 }
 
+// TestSidecarGCReturnsWhatABurstLeft: an idle sidecar (less than 1 MiB
+// allocated in 200 ms) gives back the heap it keeps beyond what is live
+// when that is more than 1 MiB over its next cycle's growth, at most once
+// a minute; a busy one keeps it for its next cycles.
+func TestSidecarGCReturnsWhatABurstLeft(t *testing.T) {
+	const MiB = 1 << 20
+	idle, busy := uint64(100<<10), uint64(2*MiB)
+	if !sidecarGC.Return(12*MiB, MiB, idle, 0) || !sidecarGC.Return(3*MiB, MiB, idle, 5*time.Minute) {
+		t.Fatal("an idle sidecar kept what a burst left")
+	}
+	if sidecarGC.Return(12*MiB, MiB, busy, 0) {
+		t.Fatal("a busy sidecar gave back the heap its next cycles use")
+	}
+	if sidecarGC.Return(2*MiB, MiB, idle, 0) || sidecarGC.Return(12*MiB, MiB, idle, 30*time.Second) {
+		t.Fatal("returned 1 MiB or less over the growth, or twice within a minute")
+	}
+}
+
 // TestGrantorGCBounds: a grantor's heap goal is never below GOGC 100's
 // (collections never more often than at Go's default), never more than
 // 64 MiB above it, and a busy grantor collects at most about every
