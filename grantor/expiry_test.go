@@ -220,3 +220,24 @@ func TestLockCycleLeavesTheExpiryLoopAsleep(t *testing.T) {
 		t.Fatal("two grants of a 100 ms term, due before the expiry loop wakes, left it no kick")
 	}
 }
+
+// TestGrantAfterSuspendWakesTheExpiryLoop: after a suspend of the grantor's
+// host (BOOTTIME jumped, the loop's timer on the monotonic clock did not
+// fire), a grant wakes the expiry loop even when its session's expiry comes
+// after the instant the loop slept until: that instant has passed, and
+// what was due by it is overdue (review of cb9a00d).
+func TestGrantAfterSuspendWakesTheExpiryLoop(t *testing.T) {
+	h := newHarness(t)
+	m := h.events.mark()
+	h.takeOffice()
+	h.events.wait(t, m, "the expiry loop asleep", func(e testEvent) bool { return e.what == "sleep" })
+	h.clock.Suspend(10 * time.Second)
+	resumed := h.clock.Now()
+	m = h.events.mark()
+	if g := h.acquire(acq("s", 1, "after-suspend", 15*time.Second)); !g.Granted {
+		t.Fatalf("acquire: %+v", g)
+	}
+	h.events.wait(t, m, "the expiry loop scanning at the instant after the suspend", func(e testEvent) bool {
+		return e.what == "sleep" && !e.now.Before(resumed)
+	})
+}

@@ -335,7 +335,10 @@ func (o *office) extendLocked(t clockwatch.Timing, session string, ttl time.Dura
 	case s.expiry == 0:
 		s.expiry = exp
 		o.queueLocked(session, s, exp)
-		if !o.armed || exp.Before(o.wakeAt) {
+		// The loop is also woken when the instant it slept until has
+		// passed without it: its timer runs on the monotonic clock, which
+		// a suspend of the host stops, and what was due is overdue.
+		if !o.armed || exp.Before(o.wakeAt) || !tG.Before(o.wakeAt) {
 			poke(o.kick)
 		}
 	case exp.After(s.expiry):
