@@ -84,7 +84,13 @@ func init() {
 			spec.allowed |= add(k)
 		}
 		for _, k := range spec.required {
-			spec.requiredSet |= requestFields[k]
+			bit := requestFields[k]
+			if bit == 0 || spec.allowed&bit == 0 {
+				// Its check would be skipped: a key without a bit is never
+				// missing.
+				panic("ipc: op " + op + " requires " + k + ", which it does not allow")
+			}
+			spec.requiredSet |= bit
 		}
 		opSpecs[op] = spec
 	}
