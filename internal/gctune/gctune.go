@@ -71,7 +71,7 @@ type Policy struct {
 	// swept yet, and the pages already free): what a burst left behind,
 	// which the runtime's scavenger returns gradually and in part. At
 	// most once a ReturnEvery (FreeOSMemory collects, and the collection
-	// is followed by a Tune of its own).
+	// is followed by a Tune of its own); off while either is 0.
 	ReturnAbove uint64
 	ReturnEvery time.Duration
 }
@@ -103,7 +103,7 @@ func (p Policy) rateGrowth(allocated uint64, elapsed time.Duration) uint64 {
 // byRate (rateGrowth: unbounded; 0 when not known yet) and the last
 // return was since ago (0: never).
 func (p Policy) Return(surplus, growth, byRate uint64, since time.Duration) bool {
-	if p.ReturnAbove == 0 || byRate == 0 || byRate > p.MinGrowth {
+	if p.ReturnAbove == 0 || p.ReturnEvery <= 0 || byRate == 0 || byRate > p.MinGrowth {
 		return false // off, the rate not known yet, or busy
 	}
 	if since != 0 && since < p.ReturnEvery {

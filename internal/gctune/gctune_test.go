@@ -249,6 +249,7 @@ func TestReturn(t *testing.T) {
 		{name: "idle, returned long ago", policy: pol, surplus: 4 * MiB, growth: MiB, byRate: 100 << 10, since: 2 * time.Minute, want: true},
 		{name: "at the least growth's rate", policy: pol, surplus: 4 * MiB, growth: MiB, byRate: pol.MinGrowth, want: true},
 		{name: "off", policy: testPolicy, surplus: 100 * MiB, growth: MiB, byRate: 1, want: false},
+		{name: "no ReturnEvery: off", policy: Policy{MinGrowth: MiB, ReturnAbove: 2 * MiB}, surplus: 100 * MiB, growth: MiB, byRate: 1, want: false},
 		{name: "rate not known yet", policy: pol, surplus: 100 * MiB, growth: MiB, byRate: 0, want: false},
 		{name: "busy", policy: pol, surplus: 100 * MiB, growth: MiB, byRate: pol.MinGrowth + 1, want: false},
 		{name: "what the next cycle uses", policy: pol, surplus: 3 * MiB, growth: MiB, byRate: 1, want: false},
