@@ -287,7 +287,7 @@ func TestTunerReturnsWhatABurstLeft(t *testing.T) {
 	}
 	runtime.KeepAlive(burst)
 	burst = nil
-	runtime.GC() // the burst's 64 MiB is dead, and kept from the kernel for now
+	runtime.GC()                        // the burst's 64 MiB is dead, and kept from the kernel for now
 	clock = clock.Add(30 * time.Minute) // 64 MiB in half an hour: idle
 	off.Tune()
 	on.Tune()
