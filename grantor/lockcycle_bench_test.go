@@ -67,20 +67,7 @@ func BenchmarkLessorCycleAmongSessions(b *testing.B) {
 			b.Fatalf("acquire for %s: %+v %v", s, g, err)
 		}
 	}
-	var seq uint64
-	b.ReportAllocs()
 	cpu := cpuMeter(b)
-	for b.Loop() {
-		seq++
-		g, err := h.l.acquire(ctx, acquireCmd{ID: requestID{Session: "s", Seq: seq, FirstUnacked: seq}, Lease: "bench/lock", Owner: "o", TTL: 15 * time.Second}, 0)
-		if err != nil || !g.Granted {
-			b.Fatalf("acquire %d: %+v %v", seq, g, err)
-		}
-		seq++
-		r, err := h.l.release(ctx, releaseCmd{ID: requestID{Session: "s", Seq: seq, FirstUnacked: seq}, Lease: "bench/lock", Owner: "o", Token: g.Token})
-		if err != nil || !r.Released {
-			b.Fatalf("release %d: %+v %v", seq, r, err)
-		}
-	}
+	lessorCycles(b, h)
 	cpu()
 }

@@ -102,23 +102,9 @@ func TestQueuedEventAgedOnACopy(t *testing.T) {
 // to zero and the connection is never held back for bytes it does not
 // have.
 func TestAgedLineLeavesTheCountAtZero(t *testing.T) {
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conns := make([]*net.UnixConn, 2)
-	for i, fd := range fds {
-		f := os.NewFile(uintptr(fd), "pair")
-		nc, err := net.FileConn(f)
-		f.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		conns[i] = nc.(*net.UnixConn)
-		defer nc.Close()
-	}
+	ours, theirs := unixPair(t)
 	lim := Limits{}.withDefaults()
-	c := newConn(1, conns[0], lim, newUIDBytes(0, lim.QueueBytesPerUID), slog.New(slog.DiscardHandler))
+	c := newConn(1, ours, lim, newUIDBytes(0, lim.QueueBytesPerUID), slog.New(slog.DiscardHandler))
 	resp := &Response{Grant: &Grant{Lease: "a", Token: "1", ValidMs: 10_000}}
 	b, err := marshalLine(resp)
 	if err != nil {
@@ -134,7 +120,7 @@ func TestAgedLineLeavesTheCountAtZero(t *testing.T) {
 		defer close(done)
 		c.writeLoop()
 	}()
-	line, err := bufio.NewReader(conns[1]).ReadString('\n')
+	line, err := bufio.NewReader(theirs).ReadString('\n')
 	if err != nil {
 		t.Fatal(err)
 	}
