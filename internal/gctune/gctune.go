@@ -130,9 +130,11 @@ func (p Policy) Percent(live, roots, growth uint64) int {
 // from one goroutine at a time (the cleanup Arm registers, or a test).
 type Tuner struct {
 	policy  Policy
-	samples []metrics.Sample // live heap, stacks, globals, bytes allocated
-	now     func() time.Time
-	set     func(int) int // debug.SetGCPercent
+	samples []metrics.Sample // the runtime's figures, in a figures' order
+	// read fills in the runtime's figures (readRuntime; a test's own).
+	read func(*figures)
+	now  func() time.Time
+	set  func(int) int // debug.SetGCPercent
 	// release gives the free heap back to the kernel (debug.FreeOSMemory,
 	// which collects first); Tune runs it on a goroutine of its own.
 	release func()
@@ -144,10 +146,18 @@ type Tuner struct {
 	stopped   atomic.Bool
 }
 
+// figures are what Tune reads of the runtime, in bytes: the live heap,
+// the stacks and globals scanned, the bytes allocated in all, the heap's
+// objects (live, and dead not swept yet) and its free pages kept from the
+// kernel.
+type figures struct {
+	live, stacks, globals, allocated, objects, free uint64
+}
+
 // NewTuner returns a tuner with policy p that reads the time with now and
 // sets the collection target with set.
 func NewTuner(p Policy, now func() time.Time, set func(int) int) *Tuner {
-	return &Tuner{
+	t := &Tuner{
 		policy: p,
 		samples: []metrics.Sample{
 			{Name: "/gc/heap/live:bytes"},
@@ -161,6 +171,20 @@ func NewTuner(p Policy, now func() time.Time, set func(int) int) *Tuner {
 		set:     set,
 		release: debug.FreeOSMemory,
 	}
+	t.read = t.readRuntime
+	return t
+}
+
+// readRuntime reads f from the runtime's metrics.
+func (t *Tuner) readRuntime(f *figures) {
+	metrics.Read(t.samples)
+	var v [6]uint64
+	for i, s := range t.samples {
+		if s.Value.Kind() == metrics.KindUint64 {
+			v[i] = s.Value.Uint64()
+		}
+	}
+	*f = figures{live: v[0], stacks: v[1], globals: v[2], allocated: v[3], objects: v[4], free: v[5]}
 }
 
 // Tune reads what the latest collection left and what was allocated
@@ -168,30 +192,26 @@ func NewTuner(p Policy, now func() time.Time, set func(int) int) *Tuner {
 // returns the GOGC in force. When the policy says so (Policy.Return), it
 // starts giving the free heap back to the kernel.
 func (t *Tuner) Tune() int {
-	metrics.Read(t.samples)
+	var f figures
+	t.read(&f)
 	now := t.now()
-	var v [6]uint64
-	for i, s := range t.samples {
-		if s.Value.Kind() == metrics.KindUint64 {
-			v[i] = s.Value.Uint64()
-		}
-	}
 	var elapsed time.Duration
 	if !t.at.IsZero() {
 		elapsed = max(now.Sub(t.at), 1)
 	}
-	allocated := v[3] - min(t.allocated, v[3])
-	growth := t.policy.Growth(v[0], allocated, elapsed)
-	t.allocated, t.at = v[3], now
+	allocated := f.allocated - min(t.allocated, f.allocated)
+	growth := t.policy.Growth(f.live, allocated, elapsed)
+	t.allocated, t.at = f.allocated, now
 	var since time.Duration
 	if !t.returned.IsZero() {
 		since = max(now.Sub(t.returned), 1)
 	}
-	if t.policy.Return(v[4]+v[5]-min(v[0], v[4]+v[5]), growth, t.policy.rateGrowth(allocated, elapsed), since) {
+	kept := f.objects + f.free
+	if t.policy.Return(kept-min(f.live, kept), growth, t.policy.rateGrowth(allocated, elapsed), since) {
 		t.returned = now
 		go t.release()
 	}
-	if p := t.policy.Percent(v[0], v[1]+v[2], growth); p != t.last {
+	if p := t.policy.Percent(f.live, f.stacks+f.globals, growth); p != t.last {
 		t.set(p)
 		t.last = p
 	}

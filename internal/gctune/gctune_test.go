@@ -265,45 +265,66 @@ func TestReturn(t *testing.T) {
 	}
 }
 
-// TestTunerReturnsWhatABurstLeft: after a collection that freed a burst's
-// 64 MiB, an idle process's tuner gives the free heap back (through its
+// TestTunerReturnsWhatABurstLeft: after a collection that found a burst's
+// 64 MiB dead, an idle process's tuner gives the heap back (through its
 // release, here a stand-in that counts), once: not again at the next
-// collection within ReturnEvery, and never with the policy off.
+// collection within ReturnEvery, not while busy, and never with the policy
+// off. The runtime's figures are the test's (the runtime's scavenger
+// would return pages of its own meanwhile).
 func TestTunerReturnsWhatABurstLeft(t *testing.T) {
+	const MiB = 1 << 20
 	pol := testPolicy
-	pol.ReturnAbove, pol.ReturnEvery = 8<<20, time.Hour
+	pol.ReturnAbove, pol.ReturnEvery = 8*MiB, time.Hour
 	clock := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
 	now := func() time.Time { return clock }
-	on := NewTuner(pol, now, func(int) int { return 100 })
-	off := NewTuner(testPolicy, now, func(int) int { return 100 })
+	var f figures
 	released := make(chan string, 4)
-	on.release = func() { released <- "on" }
-	off.release = func() { released <- "off" }
-	on.Tune()
-	off.Tune()
-	burst := make([][]byte, 64)
-	for i := range burst {
-		burst[i] = make([]byte, 1<<20)
+	tuner := func(p Policy, name string) *Tuner {
+		tu := NewTuner(p, now, func(int) int { return 100 })
+		tu.read = func(out *figures) { *out = f }
+		tu.release = func() { released <- name }
+		return tu
 	}
-	runtime.KeepAlive(burst)
-	burst = nil
-	runtime.GC()                        // the burst's 64 MiB is dead, and kept from the kernel for now
-	clock = clock.Add(30 * time.Minute) // 64 MiB in half an hour: idle
-	off.Tune()
-	on.Tune()
+	on, off := tuner(pol, "on"), tuner(testPolicy, "off")
+	step := func(d time.Duration, allocated, objects, free uint64) {
+		clock = clock.Add(d)
+		f.allocated += allocated
+		f.objects, f.free = objects, free
+		off.Tune()
+		on.Tune()
+	}
+	f.live = 4 * MiB
+	step(0, 8*MiB, 8*MiB, 0)
+	step(100*time.Millisecond, 72*MiB, 40*MiB, 36*MiB) // busy: the burst
+	step(30*time.Minute, 64*MiB, 20*MiB, 50*MiB)       // idle: 64 MiB in half an hour
 	select {
 	case who := <-released:
 		if who != "on" {
-			t.Fatal("the tuner of a policy without ReturnAbove gave the free heap back")
+			t.Fatal("the tuner of a policy without ReturnAbove gave the heap back")
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the idle process's tuner did not give back what the burst left")
 	}
-	clock = clock.Add(time.Minute)
-	on.Tune()
+	step(time.Minute, MiB, 20*MiB, 50*MiB) // idle again, within ReturnEvery
+	step(2*time.Hour, MiB, 5*MiB, 2*MiB)   // idle, little kept beyond live
+	step(time.Millisecond, 64*MiB, 40*MiB, 50*MiB)
 	select {
 	case who := <-released:
-		t.Fatalf("%s: given back again within ReturnEvery", who)
+		t.Fatalf("%s: given back again (within ReturnEvery, with little kept, or while busy)", who)
 	default:
+	}
+}
+
+// TestRuntimeFigures: the tuner reads every figure from the runtime: a
+// heap of 64 MiB kept live shows in live and objects, and the rest are
+// there.
+func TestRuntimeFigures(t *testing.T) {
+	keep := make([]byte, 64<<20)
+	runtime.GC()
+	var f figures
+	NewTuner(testPolicy, time.Now, func(int) int { return 100 }).readRuntime(&f)
+	runtime.KeepAlive(keep)
+	if f.live < 64<<20 || f.objects < 64<<20 || f.allocated < 64<<20 || f.stacks == 0 || f.globals == 0 {
+		t.Fatalf("the runtime's figures with 64 MiB live: %+v", f)
 	}
 }
