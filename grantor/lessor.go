@@ -312,51 +312,6 @@ func (l *lessor) onEvent(ev fsmEvent) {
 	}
 }
 
-// sessionLocked returns the state of session, creating it.
-func (o *office) sessionLocked(session string) *sessionState {
-	s := o.sessions[session]
-	if s == nil {
-		s = &sessionState{}
-		o.sessions[session] = s
-	}
-	return s
-}
-
-// extendLocked records that session's grants are live until at least
-// GrantorExpiry(tG, ttl), and that it holds a grant of term ttl. Only a
-// session that held nothing is put on the due heap: later expiries do not
-// touch it, and an entry that surfaces early is put back (expiry.go).
-func (o *office) extendLocked(t clockwatch.Timing, session string, ttl time.Duration, tG clockwatch.Instant) {
-	s := o.sessionLocked(session)
-	s.ttl = max(s.ttl, ttl)
-	s.term = max(s.term, ttl)
-	exp := t.GrantorExpiry(tG, s.ttl)
-	switch {
-	case s.expiry == 0:
-		s.expiry = exp
-		o.queueLocked(session, s, exp)
-		// The loop is also woken when the instant it slept until has
-		// passed without it: its timer runs on the monotonic clock, which
-		// a suspend of the host stops, and what was due is overdue.
-		if !o.armed || exp.Before(o.wakeAt) || !tG.Before(o.wakeAt) {
-			poke(o.kick)
-		}
-	case exp.After(s.expiry):
-		s.expiry = exp
-	}
-}
-
-// emptiedLocked notes that session holds no lease any more, at now: it is
-// idle from then (expiry.go).
-func (o *office) emptiedLocked(session string, now clockwatch.Instant) {
-	if s := o.sessions[session]; s != nil {
-		s.ttl, s.expiry, s.revoking, s.decided = 0, 0, false, nil
-		if now.After(s.last) {
-			s.last = now
-		}
-	}
-}
-
 // leadershipChanged is told of every raft leadership transition. Two
 // "true" in a row mean leadership was lost and regained: a new office.
 func (l *lessor) leadershipChanged(isLeader bool) {
