@@ -32,16 +32,21 @@ func TestOrphanGrantsEnded(t *testing.T) {
 	stop1()
 	st := r.state(t)
 	keepTok, _ := strconv.ParseUint(keep.Token, 10, 64)
-	r.g.set(func() {
-		r.g.sessionReply = func(_ *grantorpb.SessionRenewal, res *grantorpb.SessionRenewed) {
-			res.Listed = true
-			res.Leases = []*grantorpb.LeaseRef{
-				{Lease: "keep", Token: keepTok, Owner: st.Leases[0].OwnerID},
-				{Lease: "ghost/det", Token: 77, Owner: "detached:1"},
-				{Lease: "ghost/pid", Token: 78, Owner: "pid:1:1"},
+	// list has the grantors list keep, two grants of the process before
+	// that this one does not know, and then more.
+	list := func(more ...*grantorpb.LeaseRef) {
+		r.g.set(func() {
+			r.g.sessionReply = func(_ *grantorpb.SessionRenewal, res *grantorpb.SessionRenewed) {
+				res.Listed = true
+				res.Leases = append([]*grantorpb.LeaseRef{
+					{Lease: "keep", Token: keepTok, Owner: st.Leases[0].OwnerID},
+					{Lease: "ghost/det", Token: 77, Owner: "detached:1"},
+					{Lease: "ghost/pid", Token: 78, Owner: "pid:1:1"},
+				}, more...)
 			}
-		}
-	})
+		})
+	}
+	list()
 	r.clock.Advance(time.Second)
 	r.drainKeepAlives()
 	start := r.clock.Now()
@@ -49,18 +54,8 @@ func TestOrphanGrantsEnded(t *testing.T) {
 	// Grants of this process's own owners the daemon does not know yet (an
 	// acquire whose reply is late, or one settling): the first detached
 	// id and connection id it gives. Never named, however long they stand.
-	r.g.set(func() {
-		r.g.sessionReply = func(_ *grantorpb.SessionRenewal, res *grantorpb.SessionRenewed) {
-			res.Listed = true
-			res.Leases = []*grantorpb.LeaseRef{
-				{Lease: "keep", Token: keepTok, Owner: st.Leases[0].OwnerID},
-				{Lease: "ghost/det", Token: 77, Owner: "detached:1"},
-				{Lease: "ghost/pid", Token: 78, Owner: "pid:1:1"},
-				{Lease: "mine/det", Token: 79, Owner: "detached:" + strconv.FormatUint(d2.previous.detached+1, 10)},
-				{Lease: "mine/conn", Token: 80, Owner: "conn:" + strconv.FormatUint(d2.ps.start, 10) + ".1"},
-			}
-		}
-	})
+	list(&grantorpb.LeaseRef{Lease: "mine/det", Token: 79, Owner: "detached:" + strconv.FormatUint(d2.previous.detached+1, 10)},
+		&grantorpb.LeaseRef{Lease: "mine/conn", Token: 80, Owner: "conn:" + strconv.FormatUint(d2.ps.start, 10) + ".1"})
 
 	named := func(ka *grantorpb.KeepAliveRequest) map[string]bool {
 		m := map[string]bool{}
