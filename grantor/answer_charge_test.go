@@ -2,7 +2,6 @@ package grantor
 
 import (
 	"bytes"
-	"encoding/binary"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -102,25 +101,8 @@ func (a *h2Answers) wait(t *testing.T, ids []uint32) []string {
 // call sends a whole unary call of method with msg.
 func (h *h2Caller) call(method string, msg proto.Message) uint32 {
 	h.t.Helper()
-	var hb bytes.Buffer
-	enc := hpack.NewEncoder(&hb)
-	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "https"}, {":path", method},
-		{":authority", "grantor"}, {"content-type", "application/grpc"}, {"te", "trailers"}} {
-		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
-	}
-	id := h.next
-	h.next += 2
-	if err := h.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hb.Bytes(), EndHeaders: true}); err != nil {
-		h.t.Fatal(err)
-	}
-	b, err := proto.Marshal(msg)
+	id, err := h.sendCall(method, msg)
 	if err != nil {
-		h.t.Fatal(err)
-	}
-	body := make([]byte, 5+len(b))
-	binary.BigEndian.PutUint32(body[1:5], uint32(len(b)))
-	copy(body[5:], b)
-	if err := h.fr.WriteData(id, true, body); err != nil {
 		h.t.Fatal(err)
 	}
 	return id

@@ -1,7 +1,6 @@
 package grantor
 
 import (
-	"bytes"
 	"crypto/tls"
 	"fmt"
 	"strings"
@@ -52,15 +51,8 @@ func dialH2(t *testing.T, addr string, conf *pki.Configurator) *h2Caller {
 // sends only its first few.
 func (h *h2Caller) start(method string, size int) uint32 {
 	h.t.Helper()
-	var hb bytes.Buffer
-	enc := hpack.NewEncoder(&hb)
-	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "https"}, {":path", method},
-		{":authority", "grantor"}, {"content-type", "application/grpc"}, {"te", "trailers"}} {
-		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
-	}
-	id := h.next
-	h.next += 2
-	if err := h.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hb.Bytes(), EndHeaders: true}); err != nil {
+	id, err := h.openStream(method)
+	if err != nil {
 		h.t.Fatal(err)
 	}
 	msg := []byte{0, byte(size >> 24), byte(size >> 16), byte(size >> 8), byte(size), 0x0a, 0x01}

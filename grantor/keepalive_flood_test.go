@@ -15,9 +15,8 @@ import (
 	"github.com/leaseside/leaseside/grantor/pki"
 )
 
-// sendCall sends a whole call of method with msg on a new stream of h, as
-// call does, without failing the test from another goroutine.
-func (h *h2Caller) sendCall(method string, msg proto.Message) (uint32, error) {
+// openStream opens a stream of h for a call of method: its headers.
+func (h *h2Caller) openStream(method string) (uint32, error) {
 	var hb bytes.Buffer
 	enc := hpack.NewEncoder(&hb)
 	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "https"}, {":path", method},
@@ -26,7 +25,14 @@ func (h *h2Caller) sendCall(method string, msg proto.Message) (uint32, error) {
 	}
 	id := h.next
 	h.next += 2
-	if err := h.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hb.Bytes(), EndHeaders: true}); err != nil {
+	return id, h.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hb.Bytes(), EndHeaders: true})
+}
+
+// sendCall sends a whole call of method with msg on a new stream of h, as
+// call does, without failing the test from another goroutine.
+func (h *h2Caller) sendCall(method string, msg proto.Message) (uint32, error) {
+	id, err := h.openStream(method)
+	if err != nil {
 		return 0, err
 	}
 	b, err := proto.Marshal(msg)
